@@ -1,0 +1,272 @@
+// The autograd engine: graph wiring, saved-tensor checks and the backward pass.
+#include <ember/core/autograd.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace ember::autograd {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+
+AutogradMeta& meta_of(const Tensor& t) {
+  auto& m = t.unsafe_impl()->autograd;
+  if (!m) m = std::make_unique<AutogradMeta>();
+  return *m;
+}
+
+// Leaves that require grad get their gradient through this node, shared by
+// every use of the leaf in the graph (cached weakly in the leaf's meta).
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : Node("AccumulateGrad"), leaf_(std::move(leaf)) {}
+  void apply(BackwardContext& ctx) override {
+    Tensor g = ctx.grad_output(0);
+    Tensor leaf(leaf_);
+    Tensor& acc = leaf.mutable_grad();
+    if (!acc.defined()) {
+      // Take the incoming buffer when nothing else can see it; otherwise copy,
+      // so that later in-place accumulation never writes into another tensor.
+      const bool exclusive = g.impl_ptr().use_count() <= 2 && g.storage().use_count() == 1 &&
+                             g.is_contiguous() && g.shape() == leaf.shape();
+      acc = exclusive ? g.detach() : g.contiguous().clone().detach();
+      if (acc.shape() != leaf.shape()) acc = acc.reshape(leaf.shape());
+    } else {
+      accumulate_(acc, g);
+    }
+  }
+  void release() override {}  // holds no saved tensors; it may run again
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+void set_grad_enabled(bool enabled) { g_grad_enabled = enabled; }
+
+// ---- SavedTensor ------------------------------------------------------------
+SavedTensor::SavedTensor(const Tensor& t) {
+  if (!t.defined()) return;
+  data_ = t.detach();
+  version_ = t.version();
+}
+
+namespace {
+struct SavedTensorModified : AutogradError {
+  using AutogradError::AutogradError;
+};
+}  // namespace
+
+const Tensor& SavedTensor::get() const {
+  if (data_.defined() && data_.version() != version_)
+    throw SavedTensorModified(detail::cat_str(
+        "a tensor of shape ", data_.shape().str(), " saved for backward was modified by an in-place ",
+        "operation: it is at version ", data_.version(), ", expected version ", version_,
+        ". Use the out-of-place op or clone() the tensor before modifying it"));
+  return data_;
+}
+
+// ---- BackwardContext --------------------------------------------------------
+const Tensor& BackwardContext::grad_output(int i) {
+  Tensor& g = grad_outputs_[i];
+  if (!g.defined()) {
+    const TensorMeta& m = node_.output_meta(i);
+    g = empty(m.shape, TensorOptions(m.dtype, m.device));
+    g.zero_();
+  }
+  return g;
+}
+
+bool BackwardContext::needs_grad(int i) const { return node_.next_edges()[i].node != nullptr; }
+
+void BackwardContext::set_grad(int i, Tensor grad) { grad_inputs_[i] = std::move(grad); }
+
+int BackwardContext::num_inputs() const { return node_.num_inputs(); }
+
+const TensorMeta& BackwardContext::input_meta(int i) const { return node_.input_meta(i); }
+
+// ---- graph wiring -----------------------------------------------------------
+bool needs_grad(TensorRefs inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+static Edge edge_for(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return Edge{};
+  AutogradMeta& m = meta_of(t);
+  if (m.grad_fn) return Edge{m.grad_fn, m.output_nr};
+  std::shared_ptr<Node> acc = m.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    acc->add_output_meta(TensorMeta(t));
+    m.grad_accumulator = acc;
+  }
+  return Edge{acc, 0};
+}
+
+void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, OutputRefs outputs) {
+  node->next_edges_.reserve(inputs.size());
+  node->input_meta_.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    node->next_edges_.push_back(edge_for(t));
+    node->input_meta_.push_back(t.defined() ? TensorMeta(t) : TensorMeta());
+  }
+  uint32_t k = 0;
+  node->output_meta_.reserve(outputs.size());
+  for (Tensor& out : outputs) {
+    node->output_meta_.push_back(TensorMeta(out));
+    EMBER_CHECK(out.is_floating_point(), DTypeError, node->name(), ": a differentiable op produced a ",
+                dtype_name(out.dtype()), " output; only floating outputs can carry gradients");
+    AutogradMeta& m = meta_of(out);
+    m.grad_fn = node;
+    m.output_nr = k++;
+    m.requires_grad = false;
+  }
+}
+
+void retain_output_grad(Node& node, uint32_t output_nr, const std::shared_ptr<TensorImpl>& t) {
+  if (node.retained_.size() <= output_nr) node.retained_.resize(output_nr + 1);
+  node.retained_[output_nr] = t;
+}
+
+// ---- the backward pass ------------------------------------------------------
+class Engine {
+ public:
+  static void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph);
+};
+
+void Engine::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+  EMBER_CHECK(roots.size() == grads.size(), AutogradError, "backward: got ", roots.size(),
+              " tensors but ", grads.size(), " gradients");
+  // 1. Seed the root gradients.
+  std::vector<std::pair<Edge, Tensor>> seeds;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    EMBER_CHECK(r.requires_grad(), AutogradError,
+                "backward: the tensor does not require grad and has no grad_fn (shape ", r.shape().str(),
+                "); did you forget requires_grad_() on an input, or run the forward under NoGradGuard?");
+    Tensor g = grads[i];
+    if (!g.defined()) {
+      EMBER_CHECK(r.numel() == 1, AutogradError, "backward: grad can be implicitly created only for ",
+                  "one-element outputs, but this tensor has shape ", r.shape().str(),
+                  "; pass a gradient of that shape to backward()");
+      g = empty(r.shape(), TensorOptions(r.dtype(), r.device()));
+      g.fill_(1.0);
+    } else {
+      EMBER_CHECK(g.shape() == r.shape(), ShapeError, "backward: gradient of shape ", g.shape().str(),
+                  " does not match the tensor's shape ", r.shape().str());
+    }
+    seeds.emplace_back(edge_for(r), g);
+  }
+
+  // 2. Count, for every node reachable from the roots, how many edges enter it.
+  std::vector<Node*> order;  // every reached node, to clear scratch afterwards
+  std::vector<Node*> stack;
+  auto discover = [&](Node* n) {
+    if (!n->seen_) {
+      n->seen_ = true;
+      order.push_back(n);
+      stack.push_back(n);
+    }
+  };
+  for (auto& [edge, g] : seeds) discover(edge.node.get());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges_) {
+      if (!e.node) continue;
+      ++e.node->dependencies_;
+      discover(e.node.get());
+    }
+  }
+
+  auto add_into = [](Node* n, uint32_t slot, Tensor g) {
+    if (n->buffer_.empty()) n->buffer_.resize(static_cast<size_t>(n->num_outputs()));
+    Tensor& b = n->buffer_[slot];
+    b = b.defined() ? accumulate(b, g) : std::move(g);
+  };
+  for (auto& [edge, g] : seeds) add_into(edge.node.get(), edge.input_nr, g);
+
+  // 3. Kahn's algorithm: run a node once every edge into it has delivered.
+  NoGradGuard no_grad;
+  std::vector<Node*> ready;
+  for (auto& [edge, g] : seeds)
+    if (edge.node->dependencies_ == 0 && std::find(ready.begin(), ready.end(), edge.node.get()) == ready.end())
+      ready.push_back(edge.node.get());
+  std::vector<std::shared_ptr<Node>> keep_alive;  // a node may lose its last owner mid-pass
+  for (auto& [edge, g] : seeds) keep_alive.push_back(edge.node);
+
+  struct ScratchReset {
+    std::vector<Node*>& nodes;
+    ~ScratchReset() {
+      for (Node* n : nodes) {
+        n->dependencies_ = 0;
+        n->seen_ = false;
+        n->buffer_.clear();
+      }
+    }
+  } reset{order};
+
+  std::vector<Tensor> grad_inputs;
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    std::vector<Tensor> grad_outputs = std::move(n->buffer_);
+    n->buffer_.clear();
+    grad_outputs.resize(static_cast<size_t>(n->num_outputs()));
+
+    for (size_t k = 0; k < n->retained_.size(); ++k) {
+      if (auto impl = n->retained_[k].lock(); impl && grad_outputs[k].defined()) {
+        Tensor t(impl);
+        Tensor& slot = t.mutable_grad();
+        slot = slot.defined() ? accumulate(slot, grad_outputs[k]) : grad_outputs[k].clone();
+      }
+    }
+
+    const bool any = std::any_of(grad_outputs.begin(), grad_outputs.end(),
+                                 [](const Tensor& g) { return g.defined(); });
+    grad_inputs.assign(static_cast<size_t>(n->num_inputs()), Tensor());
+    if (any) {
+      EMBER_CHECK(!n->released(), AutogradError, "backward: trying to backward through the graph a ",
+                  "second time (at '", n->name(), "'): its saved tensors were freed by the first backward. ",
+                  "Pass retain_graph=true to the first backward() if you need to backward twice");
+      BackwardContext ctx(*n, grad_outputs, grad_inputs);
+      try {
+        n->apply(ctx);
+      } catch (const SavedTensorModified& e) {
+        throw AutogradError(std::string("backward of '") + n->name() + "': " + e.what());
+      }
+    }
+    if (!retain_graph) n->release();
+
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      const Edge& e = n->next_edges_[static_cast<size_t>(i)];
+      if (!e.node) continue;
+      Tensor& g = grad_inputs[static_cast<size_t>(i)];
+      if (g.defined()) {
+        const TensorMeta& m = n->input_meta(i);
+        if (g.shape() != m.shape) {
+          EMBER_CHECK(broadcast_shapes(m.shape, g.shape(), n->name()) == g.shape(), ShapeError,
+                      "backward of '", n->name(), "': gradient for input ", i, " has shape ",
+                      g.shape().str(), ", which does not reduce to the input's shape ", m.shape.str());
+          g = sum_to(g, m.shape);
+        }
+        add_into(e.node.get(), e.input_nr, std::move(g));
+      }
+      if (--e.node->dependencies_ == 0) {
+        keep_alive.push_back(e.node);
+        ready.push_back(e.node.get());
+      }
+    }
+  }
+}
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+  Engine::run(roots, grads, retain_graph);
+}
+
+}  // namespace ember::autograd

@@ -1,0 +1,228 @@
+// Reverse-mode, define-by-run autograd: the graph, saved tensors, and the
+// one public way every op (built in or user-defined) records its backward.
+//
+// The picture is micrograd's: each op that ran on a tensor needing a gradient
+// leaves a Node holding a closure that maps the gradient of its outputs to
+// the gradients of its inputs; backward() orders the nodes topologically and
+// walks them once in reverse. An op records itself like this:
+//
+//   Tensor out = ...forward...;
+//   if (autograd::needs_grad({a, b}))
+//     autograd::record("mul", {a, b}, out,
+//         [sa = autograd::SavedTensor(a), sb = autograd::SavedTensor(b)](autograd::BackwardContext& ctx) {
+//           if (ctx.needs_grad(0)) ctx.set_grad(0, mul(ctx.grad_output(), sb.get()));
+//           if (ctx.needs_grad(1)) ctx.set_grad(1, mul(ctx.grad_output(), sa.get()));
+//         });
+//
+// What the engine does once, for all ops, so no backward formula has to:
+//  - sums a gradient over broadcast dims back to its input's shape;
+//  - skips inputs that need no gradient (needs_grad(i) is false for them: a
+//    frozen weight costs no weight-gradient GEMM);
+//  - accumulates gradients that reach a tensor along several paths;
+//  - checks that tensors saved for backward were not modified in place since
+//    (SavedTensor compares its storage's version counter);
+//  - frees each node's saved tensors after it ran unless retain_graph is set,
+//    and names the node if a second backward reaches it.
+// Backward formulas run with grad mode off, so they are not differentiated
+// again (no double backward), and they are written with Ember's own ops, so
+// they run on every device that has the forward kernels.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <ember/core/tensor.h>
+
+namespace ember::autograd {
+
+// ---- grad mode --------------------------------------------------------------
+bool grad_enabled();
+void set_grad_enabled(bool enabled);
+
+// Disables graph recording in its scope (torch.no_grad()).
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+class Node;
+
+// Where a gradient goes: input slot input_nr of node.
+struct Edge {
+  std::shared_ptr<Node> node;
+  uint32_t input_nr = 0;
+};
+
+struct AutogradMeta {
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;           // null for leaves
+  std::weak_ptr<Node> grad_accumulator;    // leaves: the node that adds into grad
+  uint32_t output_nr = 0;                  // which output of grad_fn this is
+  bool requires_grad = false;              // leaves only; non-leaves have grad_fn
+  bool retains_grad = false;
+};
+
+// A tensor kept for backward: a detached alias (sharing data, no graph edge,
+// so an op saving its own output makes no reference cycle) plus the version
+// of its storage at save time.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor& t);
+  // The saved tensor; throws AutogradError if it was modified in place since
+  // it was saved (the engine adds the name of the op to the message).
+  const Tensor& get() const;
+  bool defined() const { return data_.defined(); }
+
+ private:
+  Tensor data_;
+  uint64_t version_ = 0;
+};
+
+// Shape, dtype and device of a forward input or output, kept by the node so
+// the engine can reduce broadcast gradients and make zeros for unused outputs
+// without keeping the tensors alive.
+struct TensorMeta {
+  Shape shape;
+  DType dtype = DType::Float32;
+  Device device;
+  TensorMeta() = default;
+  explicit TensorMeta(const Tensor& t) : shape(t.shape()), dtype(t.dtype()), device(t.device()) {}
+};
+
+// What a backward closure sees: the gradients of the op's outputs, and slots
+// for the gradients of its inputs.
+class BackwardContext {
+ public:
+  BackwardContext(Node& node, std::vector<Tensor>& grad_outputs, std::vector<Tensor>& grad_inputs)
+      : node_(node), grad_outputs_(grad_outputs), grad_inputs_(grad_inputs) {}
+  // Gradient w.r.t. output i (zeros when that output received none).
+  const Tensor& grad_output(int i = 0);
+  // Whether input i needs a gradient; do not compute it otherwise.
+  bool needs_grad(int i) const;
+  // Sets the gradient of input i. It may have the input's shape or any shape
+  // that broadcasts to it from the forward (the engine sums it back).
+  void set_grad(int i, Tensor grad);
+  int num_inputs() const;
+  const TensorMeta& input_meta(int i) const;
+
+ private:
+  Node& node_;
+  std::vector<Tensor>& grad_outputs_;
+  std::vector<Tensor>& grad_inputs_;
+};
+
+class Node {
+ public:
+  Node(const char* name) : name_(name) {}  // NOLINT
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  const char* name() const { return name_; }
+  // Computes input gradients from output gradients.
+  virtual void apply(BackwardContext& ctx) = 0;
+  // Frees what backward needed (saved tensors); called after backward unless
+  // the graph is retained.
+  virtual void release() { released_ = true; }
+  bool released() const { return released_; }
+
+  int num_inputs() const { return static_cast<int>(next_edges_.size()); }
+  int num_outputs() const { return static_cast<int>(output_meta_.size()); }
+  const std::vector<Edge>& next_edges() const { return next_edges_; }
+  const TensorMeta& input_meta(int i) const { return input_meta_[i]; }
+  const TensorMeta& output_meta(int i) const { return output_meta_[i]; }
+  void add_output_meta(const TensorMeta& m) { output_meta_.push_back(m); }
+
+ private:
+  friend class Engine;
+  friend void connect(const std::shared_ptr<Node>&, std::initializer_list<std::reference_wrapper<const Tensor>>,
+                      std::initializer_list<std::reference_wrapper<Tensor>>);
+  friend void retain_output_grad(Node&, uint32_t, const std::shared_ptr<TensorImpl>&);
+
+  const char* name_;
+  std::vector<Edge> next_edges_;       // per forward input; null node: no grad needed
+  std::vector<TensorMeta> input_meta_;
+  std::vector<TensorMeta> output_meta_;
+  // Non-leaf outputs whose grad() the user asked to keep (retain_grad).
+  std::vector<std::weak_ptr<TensorImpl>> retained_;
+  bool released_ = false;
+  // Engine scratch, valid during one backward pass.
+  int dependencies_ = 0;
+  bool seen_ = false;
+  std::vector<Tensor> buffer_;
+};
+
+// A node whose backward is a closure (all built-in ops use this).
+template <class F>
+class FunctionNode final : public Node {
+ public:
+  FunctionNode(const char* name, F fn) : Node(name), fn_(std::move(fn)) {}
+  void apply(BackwardContext& ctx) override { (*fn_)(ctx); }
+  void release() override {
+    fn_.reset();
+    Node::release();
+  }
+
+ private:
+  std::optional<F> fn_;
+};
+
+using TensorRefs = std::initializer_list<std::reference_wrapper<const Tensor>>;
+using OutputRefs = std::initializer_list<std::reference_wrapper<Tensor>>;
+
+// True when grad mode is on and any input requires a gradient: the op must
+// record itself. Check this before building the closure, so ops on plain
+// tensors pay nothing for autograd.
+bool needs_grad(TensorRefs inputs);
+
+// Wires node into the graph: one edge per input (to its grad_fn, or to its
+// gradient accumulator for a leaf that requires grad), and makes node the
+// grad_fn of each output.
+void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, OutputRefs outputs);
+
+// Makes backward store the gradient of output output_nr of node in t's grad().
+void retain_output_grad(Node& node, uint32_t output_nr, const std::shared_ptr<TensorImpl>& t);
+
+// Records an op with inputs and one or more outputs whose backward is fn.
+template <class F>
+void record(const char* name, TensorRefs inputs, Tensor& output, F&& fn) {
+  auto node = std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn));
+  connect(node, inputs, {output});
+}
+template <class F>
+void record(const char* name, TensorRefs inputs, OutputRefs outputs, F&& fn) {
+  auto node = std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn));
+  connect(node, inputs, outputs);
+}
+
+// Runs backward from roots, seeded with grads (undefined grads mean ones for
+// one-element roots). Gradients accumulate into the grad() of leaves.
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph = false);
+
+// Gradient accumulation: a + b out of place, and acc += g in place (same
+// shape). Implemented with the elementwise ops (ops/elementwise.cpp).
+Tensor accumulate(const Tensor& a, const Tensor& b);
+void accumulate_(Tensor& acc, const Tensor& g);
+
+// Sums grad over the dims that broadcasting expanded so it has shape `shape`.
+// Implemented with the reduction ops (ops/reduce.cpp).
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+}  // namespace ember::autograd
+
+namespace ember {
+using autograd::NoGradGuard;
+}

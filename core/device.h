@@ -1,0 +1,42 @@
+// Where a tensor's memory lives: the CPU, or a CUDA device with an index.
+//
+// Every kernel table in Ember is indexed by DeviceType, so a backend plugs in
+// by registering an allocator and kernels for its type (see dispatch.h);
+// callers never branch on the device themselves.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace ember {
+
+enum class DeviceType : uint8_t { CPU = 0, CUDA = 1 };
+inline constexpr int kNumDeviceTypes = 2;
+
+constexpr const char* device_type_name(DeviceType t) {
+  return t == DeviceType::CPU ? "cpu" : "cuda";
+}
+
+struct Device {
+  DeviceType type = DeviceType::CPU;
+  int index = 0;
+
+  constexpr Device() = default;
+  constexpr Device(DeviceType t, int i = 0) : type(t), index(i) {}  // NOLINT: implicit by design
+  // Parses "cpu", "cuda", "cuda:1"; throws ValueError otherwise.
+  Device(const std::string& spec);  // NOLINT
+  Device(const char* spec) : Device(std::string(spec)) {}  // NOLINT
+
+  constexpr bool is_cpu() const { return type == DeviceType::CPU; }
+  constexpr bool is_cuda() const { return type == DeviceType::CUDA; }
+  constexpr bool operator==(const Device& o) const { return type == o.type && index == o.index; }
+  constexpr bool operator!=(const Device& o) const { return !(*this == o); }
+  std::string str() const;
+};
+
+inline constexpr Device kCPU{DeviceType::CPU, 0};
+
+inline std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+
+}  // namespace ember

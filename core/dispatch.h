@@ -1,0 +1,71 @@
+// Kernel tables: how an op finds the kernel for its inputs' device.
+//
+// Each op family declares one KernelTable per kernel signature, e.g.
+//
+//   KernelTable<void(const Tensor& x, Tensor& y)> relu_kernel("relu");
+//
+// and each backend registers its function for its DeviceType:
+//
+//   EMBER_REGISTER_KERNEL(relu_kernel, CPU, relu_cpu);    // ops/activation.cpp
+//   EMBER_REGISTER_KERNEL(relu_kernel, CUDA, relu_cuda);  // cuda/activation.cu
+//
+// Calling the table with a device is one array load and an indirect call: no
+// string lookup, no virtual dispatch chain. A missing kernel is a DeviceError
+// naming the op and the device at the call, never a silent fallback. User ops
+// defined outside the library use exactly the same two lines.
+#pragma once
+
+#include <utility>
+
+#include <ember/core/device.h>
+#include <ember/core/error.h>
+
+namespace ember {
+
+template <class Fn>
+class KernelTable;
+
+template <class R, class... Args>
+class KernelTable<R(Args...)> {
+ public:
+  using Fn = R (*)(Args...);
+  // constexpr so tables are constant-initialised: registrations in other
+  // translation units may run before or after this one's dynamic init.
+  explicit constexpr KernelTable(const char* op_name) : name_(op_name) {}
+
+  void set(DeviceType type, Fn fn) { fns_[static_cast<int>(type)] = fn; }
+  bool has(DeviceType type) const { return fns_[static_cast<int>(type)] != nullptr; }
+  const char* name() const { return name_; }
+
+  Fn get(Device device) const {
+    Fn fn = fns_[static_cast<int>(device.type)];
+    EMBER_CHECK(fn != nullptr, DeviceError, name_, ": no kernel for device ", device.str(),
+                device.is_cuda() ? " (was Ember built with EMBER_CUDA?)" : "");
+    return fn;
+  }
+
+  template <class... A>
+  R operator()(Device device, A&&... args) const {
+    return get(device)(std::forward<A>(args)...);
+  }
+
+ private:
+  const char* name_;
+  Fn fns_[kNumDeviceTypes] = {};
+};
+
+struct KernelRegistrar {
+  template <class Table, class Fn>
+  KernelRegistrar(Table& table, DeviceType type, Fn fn) {
+    table.set(type, fn);
+  }
+};
+
+#define EMBER_CONCAT_IMPL(a, b) a##b
+#define EMBER_CONCAT(a, b) EMBER_CONCAT_IMPL(a, b)
+// Registers fn as table's kernel for DeviceType::device at static-init time.
+#define EMBER_REGISTER_KERNEL(table, device, fn)                                      \
+  static ::ember::KernelRegistrar EMBER_CONCAT(ember_kernel_registrar_, __COUNTER__)( \
+      table, ::ember::DeviceType::device, fn)
+
+}  // namespace ember

@@ -1,0 +1,173 @@
+// The thread pool behind parallel_for: workers sleep on a condition variable
+// between jobs after a short spin, and the calling thread takes a share.
+#include <ember/core/parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <ember/core/error.h>
+
+namespace ember {
+namespace {
+
+thread_local bool t_in_parallel = false;
+
+// One parallel_for call. It lives on the caller's stack; workers pick it up
+// under the mutex and the caller waits until none is still inside it.
+struct Job {
+  const std::function<void(int64_t, int64_t)>* fn;
+  int64_t begin, end, per, chunks;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> pending{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+};
+
+class Pool {
+ public:
+  explicit Pool(int n) { resize(n); }
+  ~Pool() { stop_all(); }
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  void resize(int n) {
+    stop_all();
+    stop_ = false;
+    for (int i = 0; i < n - 1; ++i) workers_.emplace_back([this] { loop(); });
+  }
+
+  void run(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
+    std::lock_guard<std::mutex> job_lock(job_mutex_);  // one job at a time
+    const int64_t n = end - begin;
+    const int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));
+    const int64_t chunks = std::min<int64_t>(size(), max_chunks);
+    Job job;
+    job.fn = &f;
+    job.begin = begin;
+    job.end = end;
+    job.per = (n + chunks - 1) / chunks;
+    job.chunks = chunks;
+    job.pending.store(chunks);
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      job_ = &job;
+      ++generation_;
+    }
+    cv_.notify_all();
+    work(job);
+    while (job.pending.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      job_ = nullptr;
+    }
+    while (active_.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+    if (job.error) std::rethrow_exception(job.error);
+  }
+
+ private:
+  static void work(Job& job) {
+    const bool was = t_in_parallel;
+    t_in_parallel = true;
+    for (;;) {
+      const int64_t c = job.next.fetch_add(1);
+      if (c >= job.chunks) break;
+      const int64_t lo = job.begin + c * job.per, hi = std::min(job.end, lo + job.per);
+      try {
+        if (lo < hi) (*job.fn)(lo, hi);
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(job.error_mutex);
+        if (!job.error) job.error = std::current_exception();
+      }
+      job.pending.fetch_sub(1, std::memory_order_release);
+    }
+    t_in_parallel = was;
+  }
+
+  void loop() {
+    uint64_t seen = 0;
+    for (;;) {
+      // Spin briefly: back-to-back ops then pay no wake-up latency.
+      for (int i = 0; i < 20000 && generation_.load(std::memory_order_acquire) == seen; ++i)
+        __builtin_ia32_pause();
+      Job* job = nullptr;
+      {
+        std::unique_lock<std::mutex> lk(m_);
+        cv_.wait(lk, [&] { return stop_ || generation_.load() != seen; });
+        if (stop_) return;
+        seen = generation_.load();
+        job = job_;
+        if (job) active_.fetch_add(1);
+      }
+      if (job) {
+        work(*job);
+        active_.fetch_sub(1, std::memory_order_release);
+      }
+    }
+  }
+
+  void stop_all() {
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex job_mutex_, m_;
+  std::condition_variable cv_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> active_{0};
+  bool stop_ = false;
+  Job* job_ = nullptr;
+};
+
+int default_threads() {
+  if (const char* env = std::getenv("EMBER_NUM_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::atomic<int> g_threads{0};
+
+Pool& pool() {
+  static Pool p(num_threads());
+  return p;
+}
+
+}  // namespace
+
+int num_threads() {
+  int n = g_threads.load(std::memory_order_relaxed);
+  if (n == 0) {
+    n = default_threads();
+    g_threads.store(n);
+  }
+  return n;
+}
+
+void set_num_threads(int n) {
+  EMBER_CHECK(n >= 1, ValueError, "set_num_threads: need at least 1 thread, got ", n);
+  EMBER_CHECK(!t_in_parallel, ValueError, "set_num_threads: cannot be called inside parallel_for");
+  g_threads.store(n);
+  if (pool().size() != n) pool().resize(n);
+}
+
+bool in_parallel_region() { return t_in_parallel; }
+
+void detail::parallel_run(int64_t begin, int64_t end, int64_t grain,
+                          const std::function<void(int64_t, int64_t)>& f) {
+  pool().run(begin, end, grain, f);
+}
+
+}  // namespace ember

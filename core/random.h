@@ -1,0 +1,75 @@
+// Seeded, reproducible random numbers from a counter-based generator.
+//
+// Philox4x32-10 (Salmon et al., 2011; what cuRAND and PyTorch's CUDA kernels
+// use) maps (key = seed, counter) to four random 32-bit words with no state
+// between calls. A Generator only hands out fresh counter ranges, so a kernel
+// can compute element i's random numbers independently on any thread or
+// device: the same seed gives the same values on CPU and CUDA, whatever the
+// thread count.
+#pragma once
+
+#include <cstdint>
+
+#include <ember/core/hostdevice.h>
+
+namespace ember {
+
+struct Philox4x32 {
+  uint32_t v[4];
+
+  // Philox4x32-10 of counter (lo, hi, 0, 0) under key seed.
+  EMBER_HD static Philox4x32 generate(uint64_t seed, uint64_t counter) {
+    uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32), c2 = 0, c3 = 0;
+    uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+    for (int round = 0; round < 10; ++round) {
+      const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
+      const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
+      const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+      const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+      c0 = hi1 ^ c1 ^ k0;
+      c1 = lo1;
+      c2 = hi0 ^ c3 ^ k1;
+      c3 = lo0;
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    return Philox4x32{{c0, c1, c2, c3}};
+  }
+};
+
+// Uniform float in [0, 1) from 24 random bits; double from 53.
+EMBER_HD inline float uniform_float(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
+EMBER_HD inline double uniform_double(uint32_t hi, uint32_t lo) {
+  const uint64_t bits = (static_cast<uint64_t>(hi) << 21) ^ (lo >> 11);
+  return static_cast<double>(bits & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
+}
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0x5eed5eedULL) : seed_(seed) {}
+  void manual_seed(uint64_t seed) {
+    seed_ = seed;
+    offset_ = 0;
+  }
+  uint64_t seed() const { return seed_; }
+  // The next counter; used to save and restore the stream (checkpoints).
+  uint64_t offset() const { return offset_; }
+  void set_offset(uint64_t offset) { offset_ = offset; }
+  // Reserves n consecutive counters and returns the first.
+  uint64_t reserve(uint64_t n) {
+    const uint64_t start = offset_;
+    offset_ += n;
+    return start;
+  }
+
+ private:
+  uint64_t seed_;
+  uint64_t offset_ = 0;
+};
+
+// The generator factories and dropout use when none is passed.
+Generator& default_generator();
+// Seeds the default generator (torch.manual_seed).
+void manual_seed(uint64_t seed);
+
+}  // namespace ember

@@ -1,0 +1,197 @@
+// Tensor: a cheap, shared handle onto a strided view of a Storage.
+//
+// A Tensor is one shared_ptr to a TensorImpl holding shape, strides, offset
+// (in elements), dtype and the storage; copying a Tensor copies the handle,
+// never the data (as in PyTorch). Views (transpose, narrow, expand, ...) make
+// a new TensorImpl over the same Storage. Autograd state lives in an optional
+// AutogradMeta, allocated only for tensors that take part in autograd, so a
+// plain tensor costs nothing for it.
+//
+// The view methods and the conversions declared here are implemented in
+// ops/ (ops/view.cpp, ops/copy.cpp) because they are differentiable ops
+// with their own kernels; the rest is in core/tensor.cpp.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ember/core/device.h>
+#include <ember/core/dtype.h>
+#include <ember/core/error.h>
+#include <ember/core/shape.h>
+#include <ember/core/storage.h>
+
+namespace ember {
+
+namespace autograd {
+class Node;
+struct AutogradMeta;
+}  // namespace autograd
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;       // in elements
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::Float32;
+  std::unique_ptr<autograd::AutogradMeta> autograd;  // null unless autograd touched it
+
+  TensorImpl(std::shared_ptr<Storage> s, const Shape& sh, const Shape& st, int64_t off, DType dt);
+  ~TensorImpl();
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: defined() is false
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- metadata -------------------------------------------------------------
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  const Shape& strides() const { return impl().strides; }
+  int dim() const { return impl().shape.size(); }
+  int64_t size(int64_t dim) const;    // negative dims count from the end
+  int64_t stride(int64_t dim) const;
+  int64_t numel() const { return impl().shape.numel(); }
+  int64_t offset() const { return impl().offset; }
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device(); }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  size_t element_size() const { return itemsize(dtype()); }
+  const std::shared_ptr<Storage>& storage() const { return impl().storage; }
+  // Identity of the underlying TensorImpl (two handles to one tensor).
+  bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+  TensorImpl* unsafe_impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+  // Pointer to the first element. The typed form checks the dtype.
+  void* data_ptr() const;
+  template <class T>
+  T* data() const {
+    EMBER_CHECK(dtype() == dtype_of_v<T>, DTypeError, "data<", dtype_name(dtype_of_v<T>),
+                ">() called on a tensor of dtype ", dtype_name(dtype()));
+    return static_cast<T*>(data_ptr());
+  }
+
+  // ---- values ---------------------------------------------------------------
+  // The single value of a one-element tensor (copied to the host if needed).
+  template <class T = double>
+  T item() const;
+  // The element at a full index, e.g. t.at<float>({1, 2}).
+  template <class T = double>
+  T at(std::initializer_list<int64_t> index) const;
+  // All elements in row-major order, converted to T.
+  template <class T>
+  std::vector<T> to_vector() const;
+  std::string str() const;  // like PyTorch's repr; also operator<<
+
+  // ---- views (share storage, no copy) ---------------------------------------
+  Tensor view(const Shape& shape) const;     // throws if strides forbid a view
+  Tensor reshape(const Shape& shape) const;  // view when possible, else a copy
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;  // transpose of a 2-D tensor (a 1-D tensor is returned as is)
+  Tensor permute(const Shape& dims) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor expand(const Shape& shape) const;  // -1 keeps a size
+  Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor unflatten(int64_t dim, const Shape& sizes) const;
+
+  // ---- copies and conversions -----------------------------------------------
+  Tensor contiguous() const;  // this tensor when already contiguous
+  Tensor clone() const;
+  Tensor to(DType dtype) const;    // differentiable between floating dtypes
+  Tensor to(Device device) const;  // differentiable
+  Tensor cpu() const { return to(Device(DeviceType::CPU)); }
+
+  // ---- in place (bump the version counter) ----------------------------------
+  Tensor& fill_(double value);
+  Tensor& zero_() { return fill_(0.0); }
+  Tensor& copy_(const Tensor& src);  // src broadcast to this shape, any dtype/device
+  void bump_version() const { impl().storage->bump_version(); }
+  uint64_t version() const { return impl().storage->version(); }
+
+  // ---- autograd -------------------------------------------------------------
+  bool requires_grad() const;
+  // Marks a leaf as needing a gradient. Only floating tensors can.
+  Tensor& requires_grad_(bool on = true);
+  // The accumulated gradient (undefined until a backward reaches this leaf).
+  const Tensor& grad() const;
+  Tensor& mutable_grad();
+  void zero_grad(bool set_to_none = true);
+  // Keep the gradient of a non-leaf tensor in grad() after backward.
+  void retain_grad();
+  bool is_leaf() const;
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  // Back-propagates from this tensor. Without grad, it must have one element.
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  // A tensor sharing this one's data, cut off from the graph.
+  Tensor detach() const;
+
+ private:
+  TensorImpl& impl() const {
+    EMBER_CHECK(impl_ != nullptr, ValueError, "operation on an undefined tensor");
+    return *impl_;
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// ---- construction -----------------------------------------------------------
+// Options for factories, in PyTorch's spirit: empty({2, 3}, kFloat64).
+struct TensorOptions {
+  DType dtype = DType::Float32;
+  Device device = kCPU;
+  bool requires_grad = false;
+  TensorOptions() = default;
+  TensorOptions(DType d) : dtype(d) {}   // NOLINT: implicit so a dtype alone works
+  TensorOptions(Device d) : device(d) {}  // NOLINT
+  TensorOptions(DType d, Device dev) : dtype(d), device(dev) {}
+  TensorOptions with_requires_grad(bool r = true) const {
+    TensorOptions o = *this;
+    o.requires_grad = r;
+    return o;
+  }
+};
+
+// Uninitialised memory, contiguous.
+Tensor empty(const Shape& shape, TensorOptions opts = {});
+// A tensor with the given shape and strides over fresh storage of the right size.
+Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions opts = {});
+Tensor empty_like(const Tensor& t);
+// A new tensor viewing t's storage with the given geometry (no autograd).
+Tensor make_view(const Tensor& t, const Shape& shape, const Shape& strides, int64_t offset);
+
+// Copies host data into a new tensor (of the dtype of T unless opts says else).
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions opts);
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
+  return from_vector(values, shape, TensorOptions(dtype_of_v<T>));
+}
+template <class T>
+Tensor from_vector(const std::vector<T>& values) {
+  return from_vector(values, Shape{static_cast<int64_t>(values.size())});
+}
+template <class T>
+Tensor from_data(const T* data, const Shape& shape, TensorOptions opts = TensorOptions(dtype_of_v<T>));
+// A nested-list literal: tensor({{1, 2}, {3, 4}}) is a 2x2 float32 tensor.
+Tensor tensor(std::initializer_list<double> values, TensorOptions opts = {});
+Tensor tensor(std::initializer_list<std::initializer_list<double>> values, TensorOptions opts = {});
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<double>>> values,
+              TensorOptions opts = {});
+// A 0-dim tensor holding one value.
+Tensor scalar_tensor(double value, TensorOptions opts = {});
+
+}  // namespace ember

@@ -1,0 +1,142 @@
+// Factories: constants, ranges, identity, and random tensors with their CPU
+// kernel. Random values depend only on (seed, counter, element index), so
+// they are the same for any thread count and on any device.
+#include <ember/ops/factory.h>
+
+#include <cmath>
+#include <numeric>
+
+#include <ember/core/autograd.h>
+#include <ember/core/dispatch.h>
+#include <ember/core/dtype_dispatch.h>
+#include <ember/core/parallel.h>
+#include <ember/ops/copy.h>
+#include <ember/ops/random_kernels.h>
+
+namespace ember {
+
+KernelTable<void(Tensor& out, const RandomSpec& spec)> random_kernel("random");
+
+namespace {
+
+void cpu_random(Tensor& out, const RandomSpec& spec) {
+  EMBER_CHECK(out.is_contiguous(), ValueError, "random: output must be contiguous");
+  dispatch_numeric(out.dtype(), "random", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = static_cast<T*>(out.data_ptr());
+    parallel_for(0, out.numel(), 16384, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) p[i] = random_value<T>(spec, i);
+    });
+  });
+}
+
+Tensor random_tensor(const Shape& shape, TensorOptions opts, Generator* gen, RandomKind kind, double a, double b) {
+  Tensor out = empty(shape, TensorOptions(opts.dtype, opts.device));
+  Generator& g = gen ? *gen : default_generator();
+  RandomSpec spec{kind, g.seed(), 0, a, b};
+  spec.offset = g.reserve(random_counters(kind, out.dtype(), out.numel()));
+  if (out.numel()) random_kernel(out.device(), out, spec);
+  if (opts.requires_grad) out.requires_grad_(true);
+  return out;
+}
+
+Tensor from_host(std::vector<double> v, const Shape& shape, TensorOptions opts) {
+  Tensor t = from_vector(v, shape, TensorOptions(opts.dtype, opts.device));
+  if (opts.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(random_kernel, CPU, cpu_random);
+
+Tensor full(const Shape& shape, double value, TensorOptions opts) {
+  Tensor t = empty(shape, TensorOptions(opts.dtype, opts.device));
+  t.fill_(value);
+  if (opts.requires_grad) t.requires_grad_(true);
+  return t;
+}
+Tensor zeros(const Shape& shape, TensorOptions opts) { return full(shape, 0.0, opts); }
+Tensor ones(const Shape& shape, TensorOptions opts) { return full(shape, 1.0, opts); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), TensorOptions(t.dtype(), t.device())); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), TensorOptions(t.dtype(), t.device())); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, TensorOptions(t.dtype(), t.device())); }
+
+Tensor arange(double end, TensorOptions opts) { return arange(0, end, 1, opts); }
+
+Tensor arange(double start, double end, double step, TensorOptions opts) {
+  EMBER_CHECK(step != 0, ValueError, "arange: step must be nonzero");
+  EMBER_CHECK((end - start) / step >= 0, ValueError, "arange: the range [", start, ", ", end,
+              ") is empty or runs against step ", step);
+  const int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * step;
+  return from_host(std::move(v), Shape{n}, opts);
+}
+
+Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {
+  EMBER_CHECK(steps >= 0, ValueError, "linspace: steps must be non-negative, got ", steps);
+  std::vector<double> v(static_cast<size_t>(steps));
+  const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+  // Fill from both ends, as PyTorch does, so the last value is exactly end.
+  for (int64_t i = 0; i < steps; ++i)
+    v[i] = i < steps / 2 ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
+  return from_host(std::move(v), Shape{steps}, opts);
+}
+
+Tensor eye(int64_t n, TensorOptions opts) { return eye(n, n, opts); }
+
+Tensor eye(int64_t n, int64_t m, TensorOptions opts) {
+  EMBER_CHECK(n >= 0 && m >= 0, ValueError, "eye: sizes must be non-negative, got ", n, " x ", m);
+  std::vector<double> v(static_cast<size_t>(n * m), 0.0);
+  for (int64_t i = 0; i < std::min(n, m); ++i) v[i * m + i] = 1.0;
+  return from_host(std::move(v), Shape{n, m}, opts);
+}
+
+Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {
+  return uniform(shape, 0.0, 1.0, opts, gen);
+}
+Tensor uniform(const Shape& shape, double low, double high, TensorOptions opts, Generator* gen) {
+  EMBER_CHECK(is_floating(opts.dtype), DTypeError, "rand/uniform: dtype must be floating, got ", dtype_name(opts.dtype));
+  EMBER_CHECK(low <= high, ValueError, "uniform: low ", low, " is above high ", high);
+  return random_tensor(shape, opts, gen, RandomKind::Uniform, low, high);
+}
+Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) { return normal(shape, 0.0, 1.0, opts, gen); }
+Tensor normal(const Shape& shape, double mean, double std, TensorOptions opts, Generator* gen) {
+  EMBER_CHECK(is_floating(opts.dtype), DTypeError, "randn/normal: dtype must be floating, got ", dtype_name(opts.dtype));
+  EMBER_CHECK(std >= 0, ValueError, "normal: std must be non-negative, got ", std);
+  return random_tensor(shape, opts, gen, RandomKind::Normal, mean, std);
+}
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts, Generator* gen) {
+  EMBER_CHECK(low < high, ValueError, "randint: low ", low, " must be below high ", high);
+  return random_tensor(shape, opts, gen, RandomKind::Integer, static_cast<double>(low), static_cast<double>(high));
+}
+Tensor rand_like(const Tensor& t, Generator* gen) { return rand(t.shape(), TensorOptions(t.dtype(), t.device()), gen); }
+Tensor randn_like(const Tensor& t, Generator* gen) { return randn(t.shape(), TensorOptions(t.dtype(), t.device()), gen); }
+
+Tensor randperm(int64_t n, Generator* gen) {
+  // Fisher-Yates driven by one batch of random integers.
+  Tensor r = rand({n}, TensorOptions(DType::Float64), gen);
+  const std::vector<double> u = r.to_vector<double>();
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  std::iota(p.begin(), p.end(), int64_t{0});
+  for (int64_t i = n - 1; i > 0; --i) {
+    const int64_t j = std::min<int64_t>(i, static_cast<int64_t>(u[i] * static_cast<double>(i + 1)));
+    std::swap(p[i], p[j]);
+  }
+  return from_vector(p, Shape{n});
+}
+
+Tensor& uniform_(Tensor& t, double low, double high, Generator* gen) {
+  NoGradGuard no_grad;
+  Tensor r = uniform(t.shape(), low, high, TensorOptions(t.dtype(), t.device()), gen);
+  return t.copy_(r);
+}
+
+Tensor& normal_(Tensor& t, double mean, double std, Generator* gen) {
+  NoGradGuard no_grad;
+  Tensor r = normal(t.shape(), mean, std, TensorOptions(t.dtype(), t.device()), gen);
+  return t.copy_(r);
+}
+
+}  // namespace ember

@@ -1,0 +1,135 @@
+// Runs every row of the op conformance table (see conformance.h).
+#include <doctest/doctest.h>
+
+#include "conformance.h"
+
+using namespace ember;
+
+namespace conformance {
+
+std::vector<OpCase>& registry() {
+  static std::vector<OpCase> rows;
+  return rows;
+}
+
+namespace {
+
+// Inputs for a row, deterministic per (row, input), in dtype dt. With
+// strided = true each floating tensor is a non-contiguous view: a transpose
+// of a buffer laid out the other way (2-D and up) or every other element of
+// a longer buffer (1-D).
+In make_inputs(const OpCase& c, DType dt, bool strided) {
+  In xs;
+  uint64_t seed = 17;
+  for (char ch : c.name) seed = seed * 31 + static_cast<uint64_t>(ch);
+  for (const InputSpec& s : c.inputs) {
+    Generator gen(seed++);
+    Tensor t;
+    switch (s.kind) {
+      case InputSpec::Float: t = uniform(s.shape, -2.0, 2.0, TensorOptions(DType::Float64), &gen); break;
+      case InputSpec::Positive: t = uniform(s.shape, 0.5, 2.0, TensorOptions(DType::Float64), &gen); break;
+      case InputSpec::Int: t = randint(s.low, s.high, s.shape, TensorOptions(DType::Int64), &gen); break;
+      case InputSpec::Bool: t = gt(rand(s.shape, TensorOptions(DType::Float64), &gen), 0.5); break;
+    }
+    const bool floating = s.kind == InputSpec::Float || s.kind == InputSpec::Positive;
+    if (floating) t = t.to(dt);
+    if (strided && floating && t.numel() > 1) {
+      Tensor view;
+      if (t.dim() >= 2) {
+        Tensor buf = empty(t.transpose(-1, -2).shape(), TensorOptions(dt));
+        buf.copy_(t.transpose(-1, -2));
+        view = buf.transpose(-1, -2);  // same values, transposed strides
+      }
+      if (!view.defined() || view.is_contiguous()) {
+        // Every other element of a buffer twice as long in the first dim > 1.
+        int k = 0;
+        while (t.shape()[k] == 1) ++k;
+        Shape bs = t.shape();
+        bs[k] *= 2;
+        Tensor buf = zeros(bs, TensorOptions(dt));
+        view = buf.slice(k, 0, bs[k], 2);
+        view.copy_(t);
+      }
+      t = view;
+      REQUIRE(!t.is_contiguous());
+    }
+    // Leaves: a fresh handle so requires_grad_ applies to this view only.
+    t = t.detach();
+    if (floating && s.grad && c.differentiable) t.requires_grad_();
+    xs.push_back(t);
+  }
+  return xs;
+}
+
+void run_gradcheck(const OpCase& c, bool strided) {
+  In xs = make_inputs(c, DType::Float64, strided);
+  GradcheckResult r = gradcheck(c.fn, xs);
+  INFO(c.name, strided ? " (non-contiguous inputs)" : " (contiguous inputs)");
+  CHECK_MESSAGE(r.ok, r.message);
+}
+
+}  // namespace
+
+TEST_CASE("conformance: every op has a row") { CHECK(registry().size() > 0); }
+
+TEST_CASE("conformance: float64 gradcheck, contiguous and non-contiguous") {
+  for (const OpCase& c : registry()) {
+    if (!c.differentiable) continue;
+    SUBCASE(c.name.c_str()) {
+      run_gradcheck(c, false);
+      run_gradcheck(c, true);
+    }
+  }
+}
+
+TEST_CASE("conformance: strided inputs give the contiguous result") {
+  for (const OpCase& c : registry()) {
+    SUBCASE(c.name.c_str()) {
+      NoGradGuard no_grad;
+      const Tensor a = c.fn(make_inputs(c, DType::Float32, false));
+      const Tensor b = c.fn(make_inputs(c, DType::Float32, true));
+      CHECK(a.shape() == b.shape());
+      CHECK_MESSAGE(allclose(b, a, c.fwd_rtol, 1e-6), c.name);
+    }
+  }
+}
+
+// Backends other than the CPU, compared against it. Empty until a CUDA
+// backend registers (the CUDA issue adds "cuda" here when it is available).
+std::vector<Device> other_backends();
+
+TEST_CASE("conformance: every backend matches the CPU") {
+  const std::vector<Device> devices = other_backends();
+  if (devices.empty()) {
+    MESSAGE("no backend besides the CPU is built; nothing to compare");
+    return;
+  }
+  for (const OpCase& c : registry()) {
+    for (const Device& d : devices) {
+      SUBCASE((c.name + " on " + d.str()).c_str()) {
+        In cpu_in = make_inputs(c, DType::Float32, false);
+        In dev_in;
+        for (const Tensor& t : cpu_in) {
+          Tensor u = t.detach().to(d);
+          if (t.requires_grad()) u.requires_grad_();
+          dev_in.push_back(u);
+        }
+        Tensor a = c.fn(cpu_in), b = c.fn(dev_in);
+        CHECK_MESSAGE(allclose(b.cpu(), a, c.fwd_rtol, 1e-5), c.name, " forward on ", d.str());
+        if (c.differentiable && a.requires_grad()) {
+          Tensor w = rand(a.shape());
+          sum(mul(a, w)).backward();
+          sum(mul(b, w.to(d))).backward();
+          for (size_t i = 0; i < cpu_in.size(); ++i)
+            if (cpu_in[i].requires_grad())
+              CHECK_MESSAGE(allclose(dev_in[i].grad().cpu(), cpu_in[i].grad(), c.bwd_rtol, 1e-5), c.name,
+                            " grad of input ", i, " on ", d.str());
+        }
+      }
+    }
+  }
+}
+
+std::vector<Device> other_backends() { return {}; }
+
+}  // namespace conformance
