@@ -1,0 +1,29 @@
+# Two commands on a fresh Debian bookworm machine: `make demo` and `make test`.
+# This file only orders the steps: packages come from scripts/setup.sh (which
+# installs only what is missing), the build from CMake. Every target can be
+# run again; extra CMake options go in CMAKE_ARGS, e.g.
+#   make build CMAKE_ARGS=-DEMBER_NATIVE=ON
+BUILD_DIR  := build
+JOBS       := $(shell nproc 2>/dev/null || echo 2)
+DEMO_APP   := linear_regression
+CMAKE_ARGS ?=
+
+.PHONY: all deps build demo test clean
+
+all: build
+
+deps:
+	@bash scripts/setup.sh
+
+build: deps
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+demo: build
+	./$(BUILD_DIR)/bin/$(DEMO_APP)
+
+test: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs what Ember needs to build and test, on Debian bookworm (and other
+# apt-based systems), and only what is missing: a machine that already has
+# everything gets no `apt-get update`, no root prompt and no network access.
+# `make deps` (and so `make demo` / `make test`) runs this first.
+set -euo pipefail
+
+# The one list of system packages Ember needs.
+PACKAGES=(build-essential cmake pkg-config libopenblas-dev doctest-dev)
+
+say() { printf 'scripts/setup.sh: %s\n' "$*" >&2; }
+
+if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+  say "apt-get/dpkg-query not found: this script installs packages on Debian/Ubuntu only."
+  say "Install the equivalents of these packages yourself: ${PACKAGES[*]}"
+  if command -v cmake >/dev/null 2>&1 && command -v c++ >/dev/null 2>&1 && command -v pkg-config >/dev/null 2>&1; then
+    say "cmake, c++ and pkg-config are present; continuing (CMake will name anything else missing)."
+    exit 0
+  fi
+  exit 1
+fi
+
+installed() { [[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" == installed ]]; }
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  installed "$pkg" || missing+=("$pkg")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+if ((EUID == 0)); then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  say "missing packages: ${missing[*]}"
+  say "run as root or install sudo, or install them yourself: apt-get install ${missing[*]}"
+  exit 1
+fi
+
+say "installing missing packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# `env` carries DEBIAN_FRONTEND through sudo, whose env_reset would drop it.
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+
+for pkg in "${missing[@]}"; do
+  installed "$pkg" || { say "package $pkg is still not installed after apt-get install"; exit 1; }
+done
