@@ -1,0 +1,412 @@
+// Matrix products: matmul, mm, bmm, linear; the GEMM kernel table and its
+// CPU kernel (OpenBLAS, split over Ember's thread pool).
+//
+// Every product reduces to one GemmDesc (ops/matmul.h). The op functions do
+// the device-neutral planning:
+//  - 1-D operands become [1, k] / [k, 1] views and the extra dim is dropped
+//    from the result, as in PyTorch;
+//  - each operand matrix is given to BLAS in place when its last two strides
+//    make it row-major (no transpose) or column-major (BLAS transpose flag);
+//    only a matrix that is neither (both strides > 1, a stride-0 row) is
+//    copied;
+//  - broadcast batch dims get stride 0 in the descriptor and are never
+//    materialised; when b has no batch and a's batch and row dims merge into
+//    one strided dim (a contiguous stack), the whole batch is one GEMM with
+//    batch * m rows (x @ W for a [batch, seq, in] activation).
+// The CPU kernel then only walks the batch and splits the work across the
+// pool. OpenBLAS is pinned to one thread at library start, so Ember's pool is
+// the only set of threads (see core/parallel.h); single-threaded cblas calls
+// from several threads at once are safe in OpenBLAS's pthread build.
+#include <ember/ops/matmul.h>
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <numeric>
+#include <type_traits>
+
+#include <ember/core/autograd.h>
+#include <ember/core/dtype_dispatch.h>
+#include <ember/core/parallel.h>
+#include <ember/ops/pointwise.h>
+
+namespace ember {
+
+KernelTable<void(const GemmDesc& desc)> gemm_kernel("matmul");
+
+namespace {
+
+// OpenBLAS must never start threads of its own: they would compete with
+// Ember's pool for the same cores. Runs at static init of the library.
+struct BlasSingleThread {
+  BlasSingleThread() { openblas_set_num_threads(1); }
+} g_blas_single_thread;
+
+// ---- CPU kernel ---------------------------------------------------------------
+
+// Products below this many multiply-adds run inline on the caller: at
+// ~50 GFLOP/s per core that is ~10 us, about where waking the pool pays off.
+constexpr int64_t kParallelWork = int64_t(1) << 19;
+// A split block has at least this many rows (or columns), rounded to
+// kBlockAlign so blocks start on whole SIMD registers / cache lines of C.
+constexpr int64_t kMinBlock = 32;
+constexpr int64_t kBlockAlign = 16;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// How one product is cut into tasks: every batch entry into mb x nb blocks of
+// rows x cols; parallel_for runs grain tasks per chunk at least.
+struct Split {
+  int64_t mb = 1, nb = 1, rows = 0, cols = 0, grain = 1;
+};
+
+Split plan_split(int64_t nbatch, int64_t m, int64_t n, int64_t k, int threads) {
+  Split s;
+  s.rows = m;
+  s.cols = n;
+  const int64_t per_product = m * n * k;
+  if (threads > 1 && nbatch < threads && nbatch * per_product >= kParallelWork) {
+    // Enough blocks that batch * blocks is a multiple of the thread count, so
+    // every thread gets the same number of equal blocks.
+    const int64_t want = threads / std::gcd<int64_t>(nbatch, threads);
+    auto cut = [&](int64_t extent, int64_t& count, int64_t& size) {
+      const int64_t blocks = std::max<int64_t>(1, std::min(want, extent / kMinBlock));
+      size = ceil_div(ceil_div(extent, blocks), kBlockAlign) * kBlockAlign;
+      count = ceil_div(extent, size);
+    };
+    // Row blocks keep each task's writes to C contiguous; column blocks are
+    // for the few-rows case (a short batch of tokens against a wide weight).
+    if (m >= n || m >= want * kMinBlock) cut(m, s.mb, s.rows);
+    else cut(n, s.nb, s.cols);
+  }
+  const int64_t per_task = std::max<int64_t>(1, per_product / (s.mb * s.nb));
+  s.grain = std::max<int64_t>(1, kParallelWork / per_task);
+  return s;
+}
+
+void blas_gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float beta,
+               float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda,
+              b, ldb, beta, c, ldc);
+}
+void blas_gemm(bool ta, bool tb, int m, int n, int k, const double* a, int lda, const double* b, int ldb,
+               double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda,
+              b, ldb, beta, c, ldc);
+}
+
+void cpu_gemm(const GemmDesc& d) {
+  for (int64_t v : {d.m, d.n, d.k, d.lda, d.ldb, d.ldc})
+    EMBER_CHECK(v <= INT_MAX, ValueError, "matmul: size ", v, " exceeds the 32-bit range of the BLAS interface (m=",
+                d.m, ", n=", d.n, ", k=", d.k, ")");
+  const int64_t nbatch = d.batch.numel();
+  const int nbd = d.batch.size();
+  const Split s = plan_split(nbatch, d.m, d.n, d.k, num_threads());
+  const int64_t blocks = s.mb * s.nb;
+  dispatch_floating(d.c.dtype(), "matmul", [&](auto tag) {
+    using T = decltype(tag);
+    const T* A = static_cast<const T*>(d.a.data_ptr());
+    const T* B = static_cast<const T*>(d.b.data_ptr());
+    T* C = static_cast<T*>(d.c.data_ptr());
+    const T beta = static_cast<T>(d.beta);
+    parallel_for(0, nbatch * blocks, s.grain, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        // Batch entry: unravel its index into per-operand offsets.
+        int64_t rest = t / blocks, oa = 0, ob = 0, oc = 0;
+        for (int i = nbd - 1; i >= 0; --i) {
+          const int64_t idx = rest % d.batch[i];
+          rest /= d.batch[i];
+          oa += idx * d.a_batch_strides[i];
+          ob += idx * d.b_batch_strides[i];
+          oc += idx * d.c_batch_strides[i];
+        }
+        // Block: rows [m0, m1) of A and C, columns [n0, n1) of B and C.
+        const int64_t blk = t % blocks;
+        const int64_t m0 = (blk / s.nb) * s.rows, m1 = std::min(d.m, m0 + s.rows);
+        const int64_t n0 = (blk % s.nb) * s.cols, n1 = std::min(d.n, n0 + s.cols);
+        const T* a = A + oa + (d.trans_a ? m0 : m0 * d.lda);
+        const T* b = B + ob + (d.trans_b ? n0 * d.ldb : n0);
+        T* c = C + oc + m0 * d.ldc + n0;
+        blas_gemm(d.trans_a, d.trans_b, static_cast<int>(m1 - m0), static_cast<int>(n1 - n0),
+                  static_cast<int>(d.k), a, static_cast<int>(d.lda), b, static_cast<int>(d.ldb), beta, c,
+                  static_cast<int>(d.ldc));
+      }
+    });
+  });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(gemm_kernel, CPU, cpu_gemm);
+
+namespace {
+
+using autograd::BackwardContext;
+using autograd::SavedTensor;
+
+// ---- planning -----------------------------------------------------------------
+
+// How BLAS can read the matrix in the last two dims of t (rows r, cols c).
+struct MatLayout {
+  bool ok = false;
+  bool trans = false;
+  int64_t ld = 1;
+};
+
+MatLayout blas_layout(const Tensor& t) {
+  const int64_t r = t.size(-2), c = t.size(-1), sr = t.stride(-2), sc = t.stride(-1);
+  // Row-major: a row's elements adjacent, rows ld >= c apart. A size-1 dim's
+  // stride never matters, so it is replaced by a valid one.
+  if ((c == 1 || sc == 1) && (r == 1 || sr >= std::max<int64_t>(c, 1)))
+    return {true, false, r == 1 ? std::max<int64_t>(c, 1) : sr};
+  // Column-major: the transpose of a row-major [c, r] matrix.
+  if ((r == 1 || sr == 1) && (c == 1 || sc >= std::max<int64_t>(r, 1)))
+    return {true, true, c == 1 ? std::max<int64_t>(r, 1) : sc};
+  return {};
+}
+
+// When a's batch and row dims (all but the last) form one evenly strided
+// run, the row stride of that run (its rows as one [batch * m, k] matrix).
+bool fold_rows(const Tensor& a, int64_t& ld) {
+  const int64_t k = a.size(-1);
+  if (k != 1 && a.stride(-1) != 1) return false;
+  int64_t expected = -1;  // stride the next larger non-1 dim must have
+  ld = std::max<int64_t>(k, 1);
+  bool first = true;
+  for (int i = a.dim() - 2; i >= 0; --i) {
+    if (a.size(i) == 1) continue;
+    if (first) {
+      ld = a.stride(i);
+      if (ld < std::max<int64_t>(k, 1)) return false;
+      first = false;
+    } else if (a.stride(i) != expected) {
+      return false;
+    }
+    expected = a.stride(i) * a.size(i);
+  }
+  return true;
+}
+
+// out[batch..., m, n] = a[..., m, k] @ b[..., k, n] + beta * out, with a's and
+// b's batch dims broadcast to out's. a and b are plain (autograd-free) views
+// of dim >= 2; out is contiguous and, when beta is 1, already holds the
+// addend.
+void run_gemm(Tensor a, Tensor b, Tensor& out, double beta) {
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  if (out.numel() == 0) return;
+  if (k == 0) {  // an empty sum: the product is zero
+    if (beta == 0) out.zero_();
+    return;
+  }
+  MatLayout la = blas_layout(a), lb = blas_layout(b);
+  if (!la.ok) {
+    a = a.contiguous();
+    la = blas_layout(a);
+  }
+  if (!lb.ok) {
+    b = b.contiguous();
+    lb = blas_layout(b);
+  }
+  GemmDesc d;
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  d.trans_b = lb.trans;
+  d.ldb = lb.ld;
+  d.ldc = n;
+  d.a = a;
+  d.b = b;
+  d.c = out;
+  d.beta = beta;
+  Shape b_batch;
+  for (int i = 0; i < b.dim() - 2; ++i) b_batch.push_back(b.size(i));
+  int64_t fold_ld = 0;
+  if (b_batch.numel() == 1 && a.dim() > 2 && out.numel() / n <= INT_MAX && fold_rows(a, fold_ld)) {
+    // One GEMM over all of a's rows: [batch * m, k] @ [k, n] -> out as [batch * m, n].
+    d.m = out.numel() / n;
+    d.lda = fold_ld;
+  } else {
+    d.trans_a = la.trans;
+    d.lda = la.ld;
+    const int nb = out.dim() - 2;
+    const Shape cs = contiguous_strides(out.shape());
+    for (int i = 0; i < nb; ++i) {
+      d.batch.push_back(out.size(i));
+      // Operand dim aligned with out's dim i from the right; absent or size 1: broadcast.
+      const int ia = i - (nb - (a.dim() - 2)), ib = i - (nb - (b.dim() - 2));
+      d.a_batch_strides.push_back(ia >= 0 && a.size(ia) != 1 ? a.stride(ia) : 0);
+      d.b_batch_strides.push_back(ib >= 0 && b.size(ib) != 1 ? b.stride(ib) : 0);
+      d.c_batch_strides.push_back(cs[i]);
+    }
+  }
+  gemm_kernel(out.device(), d);
+}
+
+// Product of all but the last `trailing` sizes (1 when there are none).
+int64_t leading_numel(const Shape& s, int trailing) {
+  int64_t p = 1;
+  for (int i = 0; i + trailing < s.size(); ++i) p *= s[i];
+  return p;
+}
+
+void check_operands(const char* op, const Tensor& a, const Tensor& b) {
+  EMBER_CHECK(a.defined() && b.defined(), ValueError, op, ": got an undefined tensor");
+  check_same_device(op, a, b);
+  EMBER_CHECK(a.is_floating_point() && b.is_floating_point(), DTypeError, op,
+              ": expected float32 or float64 tensors, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  EMBER_CHECK(a.dtype() == b.dtype(), DTypeError, op, ": expected both operands to have the same dtype, got ",
+              dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+}
+
+// ---- matmul and its strict forms ----------------------------------------------
+
+// The shared forward and backward of matmul, mm and bmm (op names the node
+// and the errors; the caller has checked what is specific to mm / bmm).
+Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b) {
+  check_operands(op, a, b);
+  EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, op, ": both arguments need at least 1 dim, got shapes ",
+              a.shape().str(), " and ", b.shape().str());
+  const bool a1 = a.dim() == 1, b1 = b.dim() == 1;
+  // [k] -> [1, k] on the left, [k] -> [k, 1] on the right.
+  const Tensor an = a1 ? a.detach().unsqueeze(0) : a.detach();
+  const Tensor bn = b1 ? b.detach().unsqueeze(1) : b.detach();
+  EMBER_CHECK(an.size(-1) == bn.size(-2), ShapeError, op, ": shapes ", a.shape().str(), " and ", b.shape().str(),
+              " cannot be multiplied (", an.size(-1), " != ", bn.size(-2), ")");
+  // Batch dims broadcast like elementwise shapes, aligned from the right.
+  const int nba = an.dim() - 2, nbb = bn.dim() - 2, nb = std::max(nba, nbb);
+  Shape out_nd;
+  for (int i = 0; i < nb; ++i) {
+    const int64_t sa = i - (nb - nba) >= 0 ? an.size(i - (nb - nba)) : 1;
+    const int64_t sb = i - (nb - nbb) >= 0 ? bn.size(i - (nb - nbb)) : 1;
+    EMBER_CHECK(sa == sb || sa == 1 || sb == 1, ShapeError, op, ": the batch dims of shapes ", a.shape().str(),
+                " and ", b.shape().str(), " cannot be broadcast (", sa, " vs ", sb, ")");
+    out_nd.push_back(sa == 1 ? sb : sa);
+  }
+  out_nd.push_back(an.size(-2));
+  out_nd.push_back(bn.size(-1));
+  Tensor out = empty(out_nd, TensorOptions(a.dtype(), a.device()));
+  run_gemm(an, bn, out, 0.0);
+  // Drop the dims that 1-D operands added.
+  if (a1 || b1) {
+    Shape final_shape;
+    for (int i = 0; i < nb; ++i) final_shape.push_back(out_nd[i]);
+    if (!a1) final_shape.push_back(out_nd[nb]);
+    if (!b1) final_shape.push_back(out_nd[nb + 1]);
+    out = out.view(final_shape);
+  }
+  if (autograd::needs_grad({a, b})) {
+    // C = A B  =>  dA = dC B^T,  dB = A^T dC  (per batch entry). Each needs
+    // the other operand only, so only that one is saved.
+    autograd::record(op, {a, b}, out,
+                     [sa = b.requires_grad() ? SavedTensor(a) : SavedTensor(),
+                      sb = a.requires_grad() ? SavedTensor(b) : SavedTensor(), a1, b1](BackwardContext& ctx) {
+                       // Restore the dims 1-D operands dropped, so everything is batched [.., m, n].
+                       Tensor g = ctx.grad_output();
+                       if (a1 && b1) g = g.reshape({1, 1});
+                       else if (a1) g = g.unsqueeze(g.dim() - 1);
+                       else if (b1) g = g.unsqueeze(g.dim());
+                       if (ctx.needs_grad(0)) {
+                         const Tensor& B = sb.get();
+                         const Tensor Bn = b1 ? B.unsqueeze(1) : B;
+                         // [batch.., m, n] @ [.., n, k]: broadcast batch dims of a are
+                         // summed back by the engine.
+                         Tensor dA = matmul(g, Bn.transpose(-1, -2));
+                         if (a1) dA = dA.squeeze(dA.dim() - 2);
+                         ctx.set_grad(0, dA);
+                       }
+                       if (ctx.needs_grad(1)) {
+                         const Tensor& A = sa.get();
+                         const Tensor An = a1 ? A.unsqueeze(0) : A;
+                         Tensor dB;
+                         const Shape& b_shape = ctx.input_meta(1).shape;
+                         if (An.dim() > 2 && leading_numel(b_shape, 2) == 1) {
+                           // b is one matrix shared by every batch entry: the batch sum
+                           // folds into the GEMM, dB = A^T dC over all batch * m rows.
+                           const int64_t rows = leading_numel(An.shape(), 1);
+                           dB = matmul(An.reshape({rows, An.size(-1)}).t(), g.reshape({rows, g.size(-1)}));
+                           if (!b1) dB = dB.reshape(b_shape);
+                         } else {
+                           dB = matmul(An.transpose(-1, -2), g);
+                         }
+                         if (b1) dB = dB.squeeze(dB.dim() - 1);
+                         ctx.set_grad(1, dB);
+                       }
+                     });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) { return matmul_impl("matmul", a, b); }
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  EMBER_CHECK(a.defined() && b.defined(), ValueError, "mm: got an undefined tensor");
+  EMBER_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "mm: expected 2-D tensors, got shapes ", a.shape().str(),
+              " and ", b.shape().str());
+  return matmul_impl("mm", a, b);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  EMBER_CHECK(a.defined() && b.defined(), ValueError, "bmm: got an undefined tensor");
+  EMBER_CHECK(a.dim() == 3 && b.dim() == 3, ShapeError, "bmm: expected 3-D tensors, got shapes ", a.shape().str(),
+              " and ", b.shape().str());
+  EMBER_CHECK(a.size(0) == b.size(0), ShapeError, "bmm: batch sizes of shapes ", a.shape().str(), " and ",
+              b.shape().str(), " differ (", a.size(0), " != ", b.size(0), ")");
+  return matmul_impl("bmm", a, b);
+}
+
+// ---- linear -------------------------------------------------------------------
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_operands("linear", x, weight);
+  EMBER_CHECK(weight.dim() == 2, ShapeError, "linear: weight must be 2-D [out_features, in_features], got shape ",
+              weight.shape().str());
+  EMBER_CHECK(x.dim() >= 1, ShapeError, "linear: input must have at least 1 dim, got shape ", x.shape().str());
+  const int64_t n = weight.size(0), k = weight.size(1);
+  EMBER_CHECK(x.size(-1) == k, ShapeError, "linear: input ", x.shape().str(), " and weight ", weight.shape().str(),
+              " cannot be multiplied (input's last dim ", x.size(-1), " != in_features ", k, ")");
+  Shape out_shape = x.shape();
+  out_shape[out_shape.size() - 1] = n;
+  Tensor out = empty(out_shape, TensorOptions(x.dtype(), x.device()));
+  double beta = 0;
+  if (bias.defined()) {
+    check_same_device("linear", x, bias);
+    EMBER_CHECK(bias.dtype() == x.dtype(), DTypeError, "linear: bias has dtype ", dtype_name(bias.dtype()),
+                " but input and weight have ", dtype_name(x.dtype()));
+    bool fits = bias.dim() <= out_shape.size();
+    for (int i = 1; fits && i <= bias.dim(); ++i)
+      fits = bias.shape()[bias.dim() - i] == 1 || bias.shape()[bias.dim() - i] == out_shape[out_shape.size() - i];
+    EMBER_CHECK(fits, ShapeError, "linear: bias of shape ", bias.shape().str(),
+                " does not broadcast to the output shape ", out_shape.str(), " (input ", x.shape().str(),
+                ", weight ", weight.shape().str(), ")");
+    // The bias is written first and the GEMM accumulates onto it (beta = 1):
+    // no second pass over the output.
+    out.copy_(bias.detach());
+    beta = 1;
+  }
+  // x @ W^T with W^T a column-major view: BLAS reads W transposed in place.
+  const Tensor xn = x.dim() == 1 ? x.detach().unsqueeze(0) : x.detach();
+  Tensor out_nd = x.dim() == 1 ? out.view({1, n}) : out;
+  run_gemm(xn, weight.detach().t(), out_nd, beta);
+  if (autograd::needs_grad({x, weight, bias})) {
+    // y = x W^T + b  =>  dx = dy W,  dW = dy^T x (summed over every leading
+    // index of x, as one GEMM over all rows),  db = dy (the engine sums it
+    // back to the bias's shape).
+    const int64_t rows = leading_numel(x.shape(), 1);
+    autograd::record("linear", {x, weight, bias}, out,
+                     [sx = weight.requires_grad() ? SavedTensor(x) : SavedTensor(),
+                      sw = x.requires_grad() ? SavedTensor(weight) : SavedTensor(), rows, n,
+                      k](BackwardContext& ctx) {
+                       const Tensor& g = ctx.grad_output();
+                       if (ctx.needs_grad(0)) ctx.set_grad(0, matmul(g, sw.get()));
+                       if (ctx.needs_grad(1))
+                         ctx.set_grad(1, matmul(g.reshape({rows, n}).t(), sx.get().reshape({rows, k})));
+                       if (ctx.needs_grad(2)) ctx.set_grad(2, g);
+                     });
+  }
+  return out;
+}
+
+}  // namespace ember

@@ -1,0 +1,33 @@
+// Conformance rows: matmul in all its 1-D / 2-D / batched forms, mm, bmm and
+// linear. GEMMs sum k products, so float32 tolerances are looser.
+#include "conformance.h"
+
+namespace conformance {
+namespace {
+
+OpCase gemm(OpCase c) {
+  c.fwd_rtol = 1e-4;
+  c.bwd_rtol = 1e-4;
+  return c;
+}
+
+Register rows({
+    gemm({"mm", {F({3, 4}), F({4, 5})}, [](const In& x) { return mm(x[0], x[1]); }}),
+    gemm({"matmul 2-D @ 2-D", {F({4, 3}), F({3, 2})}, [](const In& x) { return matmul(x[0], x[1]); }}),
+    gemm({"matmul 1-D @ 1-D", {F({5}), F({5})}, [](const In& x) { return matmul(x[0], x[1]); }}),
+    gemm({"matmul 1-D @ 2-D", {F({4}), F({4, 3})}, [](const In& x) { return matmul(x[0], x[1]); }}),
+    gemm({"matmul 2-D @ 1-D", {F({3, 4}), F({4})}, [](const In& x) { return matmul(x[0], x[1]); }}),
+    gemm({"matmul 1-D @ 3-D", {F({4}), F({2, 4, 3})}, [](const In& x) { return matmul(x[0], x[1]); }}),
+    gemm({"matmul 3-D @ 1-D", {F({2, 3, 4}), F({4})}, [](const In& x) { return matmul(x[0], x[1]); }}),
+    gemm({"matmul 3-D @ 2-D", {F({2, 3, 4}), F({4, 5})}, [](const In& x) { return matmul(x[0], x[1]); }}),
+    gemm({"matmul 2-D @ 3-D", {F({3, 4}), F({2, 4, 5})}, [](const In& x) { return matmul(x[0], x[1]); }}),
+    gemm({"matmul batched broadcast", {F({2, 1, 3, 4}), F({3, 4, 2})},
+          [](const In& x) { return matmul(x[0], x[1]); }}),
+    gemm({"bmm", {F({2, 3, 4}), F({2, 4, 3})}, [](const In& x) { return bmm(x[0], x[1]); }}),
+    gemm({"linear", {F({2, 3, 4}), F({5, 4}), F({5})}, [](const In& x) { return linear(x[0], x[1], x[2]); }}),
+    gemm({"linear no bias", {F({3, 4}), F({2, 4})}, [](const In& x) { return linear(x[0], x[1]); }}),
+    gemm({"linear 1-D input", {F({4}), F({3, 4}), F({3})}, [](const In& x) { return linear(x[0], x[1], x[2]); }}),
+});
+
+}  // namespace
+}  // namespace conformance
