@@ -22,7 +22,7 @@ TEST_CASE("linear regression: 1000 gradient-descent steps reach the worked answe
     const Tensor y = tensor({1, 2, 3}, dt).reshape({3, 1});
     Tensor theta = zeros({2, 1}, dt).requires_grad_();
     auto loss_of = [&](const Tensor& th) {
-      const Tensor pred = sum(mul(X, th.t()), {1}, true);  // X·θ, shape (3, 1)
+      const Tensor pred = matmul(X, th);  // X·θ, shape (3, 1)
       return div(sum(square(sub(pred, y))), 6.0);
     };
 

@@ -25,9 +25,7 @@ int main() {
   Tensor theta = zeros({2, 1}, kFloat64).requires_grad_();
 
   auto loss_of = [&](const Tensor& th) {
-    // X·θ, shape (3, 1): row i of X times θ, summed. (Switch to matmul(X, th)
-    // once matmul is merged.)
-    const Tensor pred = sum(mul(X, th.t()), {1}, /*keepdim=*/true);
+    const Tensor pred = matmul(X, th);  // (3, 2) · (2, 1) -> (3, 1)
     return div(sum(square(sub(pred, y))), 2.0 * m);
   };
 
