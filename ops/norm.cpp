@@ -1,0 +1,232 @@
+// layer_norm with fused CPU kernels, and batch_norm composed from ops.
+//
+// layer_norm forward, per row of N elements:
+//   mean = sum x / N;  rstd = 1 / sqrt(sum (x - mean)^2 / N + eps)
+//   xhat = (x - mean) * rstd;  y = xhat * w + b
+// Backward, with g = dy * w (or dy without affine):
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+//        term 1: direct path; term 2: through mean; term 3: through rstd
+//   dw = sum over rows of dy * xhat;  db = sum over rows of dy
+// dw and db are reduced with one partial buffer per chunk of rows, summed
+// afterwards: no atomics, and the same result for any thread count.
+#include <ember/ops/norm.h>
+
+#include <cmath>
+
+#include <ember/core/autograd.h>
+#include <ember/core/dispatch.h>
+#include <ember/core/dtype_dispatch.h>
+#include <ember/core/parallel.h>
+#include <ember/ops/elementwise.h>
+#include <ember/ops/pointwise.h>
+#include <ember/ops/reduce.h>
+
+namespace ember {
+
+// x2, y2: [rows, N]; w, b: [N] or undefined; mean, rstd: [rows].
+KernelTable<void(const Tensor& x2, const Tensor& w, const Tensor& b, double eps, Tensor& y2, Tensor& mean,
+                 Tensor& rstd)>
+    layer_norm_kernel("layer_norm");
+// dw, db: [N] outputs or undefined when not needed; dx2 undefined when not needed.
+KernelTable<void(const Tensor& g2, const Tensor& x2, const Tensor& w, const Tensor& mean, const Tensor& rstd,
+                 Tensor& dx2, Tensor& dw, Tensor& db)>
+    layer_norm_backward_kernel("layer_norm_backward");
+
+namespace {
+
+void cpu_layer_norm(const Tensor& x2, const Tensor& w, const Tensor& b, double eps, Tensor& y2, Tensor& mean,
+                    Tensor& rstd) {
+  const int64_t rows = x2.size(0), N = x2.size(1);
+  dispatch_floating(x2.dtype(), "layer_norm", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(x2.data_ptr());
+    const T* wp = w.defined() ? static_cast<const T*>(w.data_ptr()) : nullptr;
+    const T* bp = b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr;
+    T* y = static_cast<T*>(y2.data_ptr());
+    T* mp = static_cast<T*>(mean.data_ptr());
+    T* rp = static_cast<T*>(rstd.data_ptr());
+    parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const T* xr = x + r * N;
+        T* yr = y + r * N;
+        double s = 0;
+        for (int64_t i = 0; i < N; ++i) s += xr[i];
+        const double mu = s / static_cast<double>(N);
+        double v = 0;  // two passes: no cancellation as in E[x^2] - E[x]^2
+        for (int64_t i = 0; i < N; ++i) {
+          const double d = xr[i] - mu;
+          v += d * d;
+        }
+        const T rs = static_cast<T>(1.0 / std::sqrt(v / static_cast<double>(N) + eps));
+        const T m = static_cast<T>(mu);
+        mp[r] = m;
+        rp[r] = rs;
+        for (int64_t i = 0; i < N; ++i) {
+          T h = (xr[i] - m) * rs;
+          if (wp) h *= wp[i];
+          if (bp) h += bp[i];
+          yr[i] = h;
+        }
+      }
+    });
+  });
+}
+
+void cpu_layer_norm_backward(const Tensor& g2, const Tensor& x2, const Tensor& w, const Tensor& mean,
+                             const Tensor& rstd, Tensor& dx2, Tensor& dw, Tensor& db) {
+  const int64_t rows = x2.size(0), N = x2.size(1);
+  dispatch_floating(x2.dtype(), "layer_norm_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = static_cast<const T*>(g2.data_ptr());
+    const T* x = static_cast<const T*>(x2.data_ptr());
+    const T* wp = w.defined() ? static_cast<const T*>(w.data_ptr()) : nullptr;
+    const T* mp = static_cast<const T*>(mean.data_ptr());
+    const T* rp = static_cast<const T*>(rstd.data_ptr());
+    T* dx = dx2.defined() ? static_cast<T*>(dx2.data_ptr()) : nullptr;
+    const bool want_wb = dw.defined() || db.defined();
+    // Fixed chunks (independent of the thread count) so dw/db sum in one order.
+    const int64_t chunk = std::max<int64_t>(1, 8192 / std::max<int64_t>(N, 1));
+    const int64_t nchunks = (rows + chunk - 1) / chunk;
+    std::vector<double> part_w(want_wb ? static_cast<size_t>(nchunks * N) : 0),
+        part_b(want_wb ? static_cast<size_t>(nchunks * N) : 0);
+    parallel_for(0, nchunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        double* pw = want_wb ? part_w.data() + c * N : nullptr;
+        double* pb = want_wb ? part_b.data() + c * N : nullptr;
+        for (int64_t r = c * chunk; r < std::min(rows, (c + 1) * chunk); ++r) {
+          const T *gr = g + r * N, *xr = x + r * N;
+          const T m = mp[r], rs = rp[r];
+          double sg = 0, sgx = 0;
+          for (int64_t i = 0; i < N; ++i) {
+            const T xh = (xr[i] - m) * rs;
+            const T gi = wp ? gr[i] * wp[i] : gr[i];
+            sg += gi;
+            sgx += gi * xh;
+            if (pw) {
+              pw[i] += gr[i] * xh;
+              pb[i] += gr[i];
+            }
+          }
+          if (!dx) continue;
+          const T mg = static_cast<T>(sg / static_cast<double>(N));
+          const T mgx = static_cast<T>(sgx / static_cast<double>(N));
+          T* dr = dx + r * N;
+          for (int64_t i = 0; i < N; ++i) {
+            const T xh = (xr[i] - m) * rs;
+            const T gi = wp ? gr[i] * wp[i] : gr[i];
+            dr[i] = rs * (gi - mg - xh * mgx);
+          }
+        }
+      }
+    });
+    if (want_wb) {
+      T* dwp = dw.defined() ? static_cast<T*>(dw.data_ptr()) : nullptr;
+      T* dbp = db.defined() ? static_cast<T*>(db.data_ptr()) : nullptr;
+      for (int64_t i = 0; i < N; ++i) {
+        double sw = 0, sb = 0;
+        for (int64_t c = 0; c < nchunks; ++c) {
+          sw += part_w[c * N + i];
+          sb += part_b[c * N + i];
+        }
+        if (dwp) dwp[i] = static_cast<T>(sw);
+        if (dbp) dbp[i] = static_cast<T>(sb);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(layer_norm_kernel, CPU, cpu_layer_norm);
+EMBER_REGISTER_KERNEL(layer_norm_backward_kernel, CPU, cpu_layer_norm_backward);
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  EMBER_CHECK(x.is_floating_point(), DTypeError, "layer_norm: expected a floating-point tensor, got ",
+              dtype_name(x.dtype()));
+  const int k = normalized_shape.size();
+  bool fits = k >= 1 && k <= x.dim();
+  for (int i = 0; fits && i < k; ++i) fits = x.shape()[x.dim() - k + i] == normalized_shape[i];
+  EMBER_CHECK(fits, ShapeError, "layer_norm: normalized_shape ", normalized_shape.str(),
+              " does not match the trailing dims of the input's shape ", x.shape().str());
+  for (const Tensor* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    EMBER_CHECK(p->shape() == normalized_shape, ShapeError, "layer_norm: weight/bias of shape ", p->shape().str(),
+                " must have normalized_shape ", normalized_shape.str());
+    EMBER_CHECK(p->dtype() == x.dtype(), DTypeError, "layer_norm: weight/bias dtype ", dtype_name(p->dtype()),
+                " differs from the input's ", dtype_name(x.dtype()));
+    check_same_device("layer_norm", x, *p);
+  }
+  const int64_t N = normalized_shape.numel();
+  const int64_t rows = N ? x.numel() / N : 0;
+  const TensorOptions opts(x.dtype(), x.device());
+  const Tensor xc = x.detach().contiguous();
+  const Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
+  const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor out = empty(x.shape(), opts);
+  Tensor mean = empty({rows}, opts), rstd = empty({rows}, opts);
+  Tensor y2 = out.view({rows, N});
+  layer_norm_kernel(x.device(), xc.view({rows, N}), wc, bc, eps, y2, mean, rstd);
+  if (autograd::needs_grad({x, weight, bias})) {
+    autograd::record("layer_norm", {x, weight, bias}, out,
+                     [sx = autograd::SavedTensor(xc), sw = autograd::SavedTensor(wc), mean, rstd, rows, N,
+                      has_b = bias.defined()](autograd::BackwardContext& ctx) {
+                       const Tensor& xs = sx.get();
+                       const TensorOptions o(xs.dtype(), xs.device());
+                       const Tensor g = ctx.grad_output().contiguous();
+                       Tensor dx = ctx.needs_grad(0) ? empty(xs.shape(), o) : Tensor();
+                       Tensor dw = ctx.needs_grad(1) ? empty({N}, o) : Tensor();
+                       Tensor db = has_b && ctx.needs_grad(2) ? empty({N}, o) : Tensor();
+                       Tensor dx2 = dx.defined() ? dx.view({rows, N}) : Tensor();
+                       layer_norm_backward_kernel(xs.device(), g.view({rows, N}), xs.view({rows, N}), sw.get(),
+                                                  mean, rstd, dx2, dw, db);
+                       if (dx.defined()) ctx.set_grad(0, dx);
+                       if (dw.defined()) ctx.set_grad(1, dw.view(ctx.input_meta(1).shape));
+                       if (db.defined()) ctx.set_grad(2, db.view(ctx.input_meta(2).shape));
+                     });
+  }
+  return out;
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  EMBER_CHECK(x.dim() == 2 || x.dim() == 3, ShapeError, "batch_norm: expected input of shape (N, C) or (N, C, L), got ",
+              x.shape().str());
+  EMBER_CHECK(x.is_floating_point(), DTypeError, "batch_norm: expected a floating-point tensor, got ",
+              dtype_name(x.dtype()));
+  const int64_t C = x.size(1);
+  for (const Tensor* p : {&running_mean, &running_var, &weight, &bias})
+    EMBER_CHECK(!p->defined() || p->shape() == Shape{C}, ShapeError, "batch_norm: parameters and running statistics ",
+                "must have shape [", C, "] for input of shape ", x.shape().str(), ", got ", p->shape().str());
+  // Per-channel tensors broadcast as (1, C) or (1, C, 1).
+  const Shape pshape = x.dim() == 2 ? Shape{1, C} : Shape{1, C, 1};
+  const Shape dims = x.dim() == 2 ? Shape{0} : Shape{0, 2};
+  Tensor y;
+  if (training) {
+    const int64_t n = x.numel() / std::max<int64_t>(C, 1);
+    EMBER_CHECK(n > 1, ValueError, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
+                x.shape().str());
+    const Tensor mu = mean(x, dims, true);
+    const Tensor centered = sub(x, mu);
+    const Tensor var_b = mean(square(centered), dims, true);  // biased: used to normalise
+    y = mul(centered, rsqrt(add(var_b, eps)));
+    if (running_mean.defined() && running_var.defined()) {
+      NoGradGuard no_grad;
+      Tensor rm = running_mean, rv = running_var;
+      const Tensor var_u = mul(var_b.detach(), static_cast<double>(n) / static_cast<double>(n - 1));
+      mul_(rm, 1.0 - momentum);
+      add_(rm, mul(mu.detach().reshape({C}), momentum));
+      mul_(rv, 1.0 - momentum);
+      add_(rv, mul(var_u.reshape({C}), momentum));
+    }
+  } else {
+    EMBER_CHECK(running_mean.defined() && running_var.defined(), ValueError,
+                "batch_norm: eval mode needs running_mean and running_var");
+    y = mul(sub(x, running_mean.reshape(pshape)), rsqrt(add(running_var.reshape(pshape), eps)));
+  }
+  if (weight.defined()) y = mul(y, weight.reshape(pshape));
+  if (bias.defined()) y = add(y, bias.reshape(pshape));
+  return y;
+}
+
+}  // namespace ember

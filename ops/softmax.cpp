@@ -1,0 +1,182 @@
+// Softmax, log_softmax and masked softmax: fused CPU kernels and backward.
+//
+// Softmax over dim d sees the input as a contiguous [A, R, B] block (R the
+// softmax dim; B = 1 when d is last, so rows are contiguous). One row is one
+// (a, b) pair, walked with stride B; rows run in parallel.
+//
+// Backward, with y the saved output and g the incoming gradient:
+//   softmax:      dx = y * (g - sum_j g_j y_j)
+//   log_softmax:  dx = g - exp(y) * sum_j g_j
+// Masked positions have y = 0, so the softmax formula already gives them 0.
+#include <ember/ops/softmax.h>
+
+#include <cmath>
+#include <limits>
+
+#include <ember/core/autograd.h>
+#include <ember/core/dispatch.h>
+#include <ember/core/dtype_dispatch.h>
+#include <ember/core/parallel.h>
+#include <ember/ops/elementwise.h>
+#include <ember/ops/factory.h>
+#include <ember/ops/pointwise.h>
+
+namespace ember {
+
+// x3, y3: [A, R, B] contiguous; mask3: bool of the same shape or undefined.
+KernelTable<void(const Tensor& x3, const Tensor& mask3, Tensor& y3, bool log)> softmax_kernel("softmax");
+// y3, g3, dx3: [A, R, B] contiguous.
+KernelTable<void(const Tensor& y3, const Tensor& g3, Tensor& dx3, bool log)> softmax_backward_kernel(
+    "softmax_backward");
+
+namespace {
+
+int64_t row_grain(int64_t R) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(R, 1)); }
+
+void cpu_softmax(const Tensor& x3, const Tensor& mask3, Tensor& y3, bool log) {
+  const int64_t A = x3.size(0), R = x3.size(1), B = x3.size(2);
+  dispatch_floating(x3.dtype(), "softmax", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(x3.data_ptr());
+    const bool* m = mask3.defined() ? static_cast<const bool*>(mask3.data_ptr()) : nullptr;
+    T* y = static_cast<T*>(y3.data_ptr());
+    parallel_for(0, A * B, row_grain(R), [&](int64_t lo, int64_t hi) {
+      for (int64_t row = lo; row < hi; ++row) {
+        const int64_t base = (row / B) * R * B + row % B;
+        const T* xr = x + base;
+        T* yr = y + base;
+        const bool* mr = m ? m + base : nullptr;
+        // 1. the max over kept positions (subtracted for stability)
+        T mx = -std::numeric_limits<T>::infinity();
+        for (int64_t r = 0; r < R; ++r)
+          if (!mr || !mr[r * B]) mx = std::max(mx, xr[r * B]);
+        if (mx == -std::numeric_limits<T>::infinity()) {  // all masked (or all -inf)
+          for (int64_t r = 0; r < R; ++r) yr[r * B] = mr ? T(0) : std::numeric_limits<T>::quiet_NaN();
+          continue;
+        }
+        // 2. sum of exp(x - max)
+        T s = 0;
+        for (int64_t r = 0; r < R; ++r) {
+          const bool keep = !mr || !mr[r * B];
+          const T e = keep ? std::exp(xr[r * B] - mx) : T(0);
+          if (!log) yr[r * B] = e;
+          s += e;
+        }
+        // 3. normalise
+        if (log) {
+          const T lse = mx + std::log(s);
+          for (int64_t r = 0; r < R; ++r) yr[r * B] = xr[r * B] - lse;
+        } else {
+          const T inv = T(1) / s;
+          for (int64_t r = 0; r < R; ++r) yr[r * B] *= inv;
+        }
+      }
+    });
+  });
+}
+
+void cpu_softmax_backward(const Tensor& y3, const Tensor& g3, Tensor& dx3, bool log) {
+  const int64_t A = y3.size(0), R = y3.size(1), B = y3.size(2);
+  dispatch_floating(y3.dtype(), "softmax_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* y = static_cast<const T*>(y3.data_ptr());
+    const T* g = static_cast<const T*>(g3.data_ptr());
+    T* dx = static_cast<T*>(dx3.data_ptr());
+    parallel_for(0, A * B, row_grain(R), [&](int64_t lo, int64_t hi) {
+      for (int64_t row = lo; row < hi; ++row) {
+        const int64_t base = (row / B) * R * B + row % B;
+        const T *yr = y + base, *gr = g + base;
+        T* dr = dx + base;
+        T dot = 0;  // softmax: sum g*y; log_softmax: sum g
+        for (int64_t r = 0; r < R; ++r) dot += log ? gr[r * B] : gr[r * B] * yr[r * B];
+        if (log)
+          for (int64_t r = 0; r < R; ++r) dr[r * B] = gr[r * B] - std::exp(yr[r * B]) * dot;
+        else
+          for (int64_t r = 0; r < R; ++r) dr[r * B] = yr[r * B] * (gr[r * B] - dot);
+      }
+    });
+  });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(softmax_kernel, CPU, cpu_softmax);
+EMBER_REGISTER_KERNEL(softmax_backward_kernel, CPU, cpu_softmax_backward);
+
+namespace {
+
+// Geometry of a softmax over dim of x: [A, R, B].
+Shape softmax_dims(const Tensor& x, int dim) {
+  int64_t A = 1, B = 1;
+  for (int i = 0; i < dim; ++i) A *= x.shape()[i];
+  for (int i = dim + 1; i < x.dim(); ++i) B *= x.shape()[i];
+  return Shape{A, x.dim() ? x.shape()[dim] : 1, B};
+}
+
+Tensor softmax_impl(const Tensor& x, int64_t dim, const Tensor& mask, bool log, const char* name) {
+  EMBER_CHECK(x.is_floating_point(), DTypeError, name, ": expected a floating-point tensor, got ",
+              dtype_name(x.dtype()));
+  const int d = wrap_dim(dim, x.dim(), name);
+  const Shape g = softmax_dims(x, d);
+  const Tensor xc = x.detach().contiguous();
+  Tensor out = empty(x.shape(), TensorOptions(x.dtype(), x.device()));
+  Tensor y3 = out.view(g);
+  softmax_kernel(x.device(), xc.view(g), mask.defined() ? mask.view(g) : Tensor(), y3, log);
+  if (autograd::needs_grad({x}))
+    autograd::record(name, {x}, out, [so = autograd::SavedTensor(out), g, log](autograd::BackwardContext& ctx) {
+      const Tensor& y = so.get();
+      Tensor gy = ctx.grad_output().contiguous();
+      Tensor dx = empty(y.shape(), TensorOptions(y.dtype(), y.device()));
+      Tensor dx3 = dx.view(g);
+      softmax_backward_kernel(y.device(), y.view(g), gy.view(g), dx3, log);
+      ctx.set_grad(0, dx);
+    });
+  return out;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, Tensor(), false, "softmax"); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, Tensor(), true, "log_softmax"); }
+
+Tensor causal_mask(int64_t q, int64_t k, Device device) {
+  const Tensor rows = arange(static_cast<double>(q), TensorOptions(DType::Int64, device)).unsqueeze(1);
+  const Tensor cols = arange(static_cast<double>(k), TensorOptions(DType::Int64, device)).unsqueeze(0);
+  return gt(cols, rows);
+}
+
+Tensor masked_softmax(const Tensor& x, const Tensor& mask) {
+  EMBER_CHECK(x.dim() >= 1, ShapeError, "masked_softmax: expected at least 1 dim, got shape ", x.shape().str());
+  check_same_device("masked_softmax", x, mask);
+  Tensor m;
+  if (mask.dtype() == DType::Int64) {
+    // Valid lengths: per batch entry (B,) or per row (x's shape minus the last dim).
+    const int64_t K = x.shape().back();
+    Shape lens_shape;
+    if (mask.dim() == 1 && x.dim() >= 2 && mask.size(0) == x.size(0)) {
+      lens_shape = Shape::filled(x.dim(), 1);
+      lens_shape[0] = x.size(0);
+    } else {
+      Shape rows(x.shape());
+      rows.erase(rows.size() - 1);
+      EMBER_CHECK(mask.shape() == rows, ShapeError, "masked_softmax: valid_lens of shape ", mask.shape().str(),
+                  " fit neither the batch (", x.dim() ? x.size(0) : 0, ",) nor the rows ", rows.str(),
+                  " of input shape ", x.shape().str());
+      lens_shape = mask.shape();
+      lens_shape.push_back(1);
+    }
+    const Tensor pos = arange(static_cast<double>(K), TensorOptions(DType::Int64, x.device()));
+    m = ge(pos, mask.reshape(lens_shape));  // true where k >= valid length
+  } else {
+    EMBER_CHECK(mask.dtype() == DType::Bool, DTypeError,
+                "masked_softmax: mask must be int64 valid lengths or a bool mask, got ", dtype_name(mask.dtype()));
+    m = mask;
+  }
+  EMBER_CHECK(broadcast_shapes(x.shape(), m.shape(), "masked_softmax") == x.shape(), ShapeError,
+              "masked_softmax: mask of shape ", m.shape().str(), " does not broadcast to the input's shape ",
+              x.shape().str());
+  const Tensor full = broadcast_view(m, x.shape()).contiguous();
+  return softmax_impl(x, -1, full, false, "masked_softmax");
+}
+
+}  // namespace ember

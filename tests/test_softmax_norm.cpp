@@ -1,0 +1,140 @@
+// Known answers and errors for softmax, masked softmax, layer_norm,
+// batch_norm and dropout.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include <ember/ember.h>
+
+using namespace ember;
+
+namespace {
+void check_close(const Tensor& t, const std::vector<double>& want, double tol) {
+  const std::vector<double> got = t.to_vector<double>();
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(0).scale(1).epsilon(tol));
+}
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("softmax: rows sum to one, stable for large inputs, matches PyTorch") {
+  // torch.softmax(torch.tensor([[1.,2.,3.],[1000.,1001.,1002.]]), 1)
+  const Tensor y = softmax(tensor({{1, 2, 3}, {1000, 1001, 1002}}), 1);
+  check_close(y, {0.09003057, 0.24472847, 0.66524096, 0.09003057, 0.24472847, 0.66524096}, 1e-6);
+  // log_softmax equals log(softmax)
+  const Tensor x = randn({4, 7});
+  CHECK(allclose(log_softmax(x, 1), log(softmax(x, 1)), 1e-5, 1e-6));
+  // over a non-last dim: each (i, :, k) column sums to 1
+  const Tensor z = softmax(randn({2, 5, 3}), 1);
+  CHECK(allclose(sum(z, {1}), ones({2, 3}), 1e-6, 1e-6));
+  const Tensor z0 = softmax(randn({2, 5, 3}), 0);
+  CHECK(allclose(sum(z0, {0}), ones({5, 3}), 1e-6, 1e-6));
+}
+
+TEST_CASE("masked_softmax: valid lengths per batch and per query give exact zeros") {
+  const Tensor x = rand({2, 2, 4});
+  const Tensor y = masked_softmax(x, from_vector(std::vector<int64_t>{2, 3}));
+  for (int b = 0; b < 2; ++b)
+    for (int q = 0; q < 2; ++q) {
+      const int len = b == 0 ? 2 : 3;
+      double s = 0;
+      for (int k = 0; k < 4; ++k) {
+        const float w = y.at<float>({b, q, k});
+        if (k >= len) CHECK(w == 0.0f);
+        else CHECK(w > 0.0f);
+        s += w;
+      }
+      CHECK(s == doctest::Approx(1.0).epsilon(1e-6));
+    }
+  const Tensor lens2 = from_vector(std::vector<int64_t>{1, 3, 2, 4}, {2, 2});
+  const Tensor y2 = masked_softmax(x, lens2);
+  const int64_t L[2][2] = {{1, 3}, {2, 4}};
+  for (int b = 0; b < 2; ++b)
+    for (int q = 0; q < 2; ++q) {
+      double s = 0;
+      for (int k = 0; k < 4; ++k) {
+        const float w = y2.at<float>({b, q, k});
+        if (k >= L[b][q]) CHECK(w == 0.0f);
+        s += w;
+      }
+      CHECK(s == doctest::Approx(1.0).epsilon(1e-6));
+    }
+  // The kept weights are the softmax of the kept scores.
+  CHECK(allclose(y2[0][1].narrow(0, 0, 3), softmax(x[0][1].narrow(0, 0, 3), 0), 1e-6, 1e-7));
+}
+
+TEST_CASE("masked_softmax: bool and causal masks, gradients skip masked positions") {
+  const Tensor x = randn({3, 3}).requires_grad_();
+  const Tensor y = masked_softmax(x, causal_mask(3, 3));
+  CHECK(y.at<float>({0, 1}) == 0.0f);
+  CHECK(y.at<float>({0, 0}) == 1.0f);
+  CHECK(y.at<float>({1, 2}) == 0.0f);
+  sum(mul(y, randn({3, 3}))).backward();
+  CHECK(x.grad().at<float>({0, 2}) == 0.0f);
+  CHECK(x.grad().at<float>({1, 2}) == 0.0f);
+  // Every position masked: all-zero weights, no NaN.
+  const Tensor all = masked_softmax(randn({2, 3}), full({2, 3}, 1.0, kBool));
+  CHECK(allclose(all, zeros({2, 3})));
+  CHECK(message_of([] { masked_softmax(randn({2, 3, 4}), from_vector(std::vector<int64_t>{1, 2, 3})); })
+            .find("masked_softmax") != std::string::npos);
+}
+
+TEST_CASE("layer_norm and batch_norm: the worked example") {
+  const Tensor x = tensor({{1, 2, 3}, {4, 5, 6}, {7, 9, 12}});
+  check_close(layer_norm(x, {3}), {-1.2247, 0, 1.2247, -1.2247, 0, 1.2247, -1.1355, -0.1622, 1.2978}, 1e-4);
+  check_close(batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true),
+              {-1.2247, -1.1625, -1.0690, 0, -0.1162, -0.2673, 1.2247, 1.2787, 1.3363}, 1e-4);
+}
+
+TEST_CASE("layer_norm: affine and gradients match the composed formula") {
+  const Tensor x = randn({4, 6}, kFloat64).requires_grad_();
+  const Tensor w = randn({6}, kFloat64).requires_grad_();
+  const Tensor b = randn({6}, kFloat64).requires_grad_();
+  const Tensor g = randn({4, 6}, kFloat64);
+  sum(mul(layer_norm(x, {6}, w, b), g)).backward();
+  const Tensor x2 = x.detach().requires_grad_(), w2 = w.detach().requires_grad_(), b2 = b.detach().requires_grad_();
+  const Tensor mu = mean(x2, {1}, true);
+  const Tensor var = mean(square(sub(x2, mu)), {1}, true);
+  const Tensor ref = add(mul(div(sub(x2, mu), sqrt(add(var, 1e-5))), w2), b2);
+  sum(mul(ref, g)).backward();
+  CHECK(allclose(x.grad(), x2.grad(), 1e-9, 1e-10));
+  CHECK(allclose(w.grad(), w2.grad(), 1e-9, 1e-10));
+  CHECK(allclose(b.grad(), b2.grad(), 1e-9, 1e-10));
+  CHECK(message_of([] { layer_norm(randn({2, 3}), {4}); }).find("normalized_shape [4]") != std::string::npos);
+}
+
+TEST_CASE("batch_norm: running statistics follow PyTorch's update; eval uses them") {
+  const Tensor x = tensor({{1, 2}, {3, 6}, {5, 7}});
+  Tensor rm = zeros({2}), rv = ones({2});
+  batch_norm(x, rm, rv, Tensor(), Tensor(), true, 0.1);
+  // mean = [3, 5], unbiased var = [4, 7]
+  check_close(rm, {0.3, 0.5}, 1e-6);
+  check_close(rv, {0.9 + 0.4, 0.9 + 0.7}, 1e-6);
+  const Tensor y = batch_norm(x, rm, rv, Tensor(), Tensor(), false);
+  CHECK(y.at<float>({0, 0}) == doctest::Approx((1 - 0.3) / std::sqrt(1.3 + 1e-5)).epsilon(1e-5));
+}
+
+TEST_CASE("dropout: reproducible mask, expected scale, identity in eval") {
+  const Tensor x = ones({100000});
+  Generator g1(7), g2(7);
+  const Tensor a = dropout(x, 0.3, true, &g1), b = dropout(x, 0.3, true, &g2);
+  CHECK(allclose(a, b, 0, 0));
+  const double kept = sum(gt(a, 0.0).to(kInt64)).item<double>() / 100000.0;
+  CHECK(kept == doctest::Approx(0.7).epsilon(0.015));
+  CHECK(mean(a).item<double>() == doctest::Approx(1.0).epsilon(0.02));
+  CHECK(dropout(x, 0.3, false).is_same(x));
+  const Tensor xg = ones({1000}).requires_grad_();
+  Generator g3(9);
+  const Tensor y = dropout(xg, 0.5, true, &g3);
+  sum(y).backward();
+  CHECK(allclose(xg.grad(), y.detach(), 0, 0));  // d/dx of x * mask / (1-p) is mask / (1-p)
+  CHECK_THROWS_AS(dropout(x, 1.5), ValueError);
+}
