@@ -255,6 +255,8 @@ void Engine::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& gr
                       g.shape().str(), ", which does not reduce to the input's shape ", m.shape.str());
           g = sum_to(g, m.shape);
         }
+        // A float32 input mixed into a float64 op gets a float32 gradient.
+        if (g.dtype() != m.dtype) g = g.to(m.dtype);
         add_into(e.node.get(), e.input_nr, std::move(g));
       }
       if (--e.node->dependencies_ == 0) {

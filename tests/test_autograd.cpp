@@ -1,0 +1,205 @@
+// The autograd engine: accumulation, broadcasting, retain_graph, freed
+// graphs, in-place detection, needed-only gradients, retain_grad, graph
+// lifetime, and a user-defined op made through the public path.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ember/ember.h>
+
+using namespace ember;
+
+namespace {
+template <class E, class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "<no exception of the expected type>";
+}
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+}  // namespace
+
+TEST_CASE("autograd: scalar backward, explicit gradient, non-scalar error") {
+  Tensor x = tensor({1, 2, 3}).requires_grad_();
+  Tensor y = mul(x, x);
+  sum(y).backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{2, 4, 6});
+
+  Tensor x2 = tensor({1, 2, 3}).requires_grad_();
+  mul(x2, 3.0).backward(tensor({1, 0, 2}));
+  CHECK(x2.grad().to_vector<float>() == std::vector<float>{3, 0, 6});
+
+  Tensor x3 = tensor({1, 2, 3}).requires_grad_();
+  const std::string msg = error_of<AutogradError>([&] { mul(x3, 2.0).backward(); });
+  CHECK(has(msg, "one-element"));
+  CHECK(has(msg, "[3]"));
+  CHECK(has(error_of<AutogradError>([] { tensor({1.0}).backward(); }), "does not require grad"));
+}
+
+TEST_CASE("autograd: accumulation over paths and over backward calls") {
+  Tensor x = tensor({2.0}).requires_grad_();
+  Tensor y = add(mul(x, x), x);  // dy/dx = 2x + 1 = 5
+  y.backward(Tensor(), /*retain_graph=*/true);
+  CHECK(x.grad().item<float>() == 5.0f);
+  y.backward();
+  CHECK(x.grad().item<float>() == 10.0f);
+  x.zero_grad();
+  CHECK(!x.grad().defined());
+}
+
+TEST_CASE("autograd: broadcast gradients are summed back to each input's shape") {
+  Tensor a = ones({3, 1}).requires_grad_();
+  Tensor b = ones({4}).requires_grad_();
+  sum(mul(add(a, b), 2.0)).backward();
+  CHECK(a.grad().shape() == Shape{3, 1});
+  CHECK(b.grad().shape() == Shape{4});
+  CHECK(a.grad().to_vector<float>() == std::vector<float>{8, 8, 8});
+  CHECK(b.grad().to_vector<float>() == std::vector<float>{6, 6, 6, 6});
+}
+
+TEST_CASE("autograd: detach and NoGradGuard record nothing") {
+  Tensor x = tensor({1, 2}).requires_grad_();
+  CHECK(!x.detach().requires_grad());
+  {
+    NoGradGuard guard;
+    Tensor y = mul(x, 2.0);
+    CHECK(!y.requires_grad());
+    CHECK(!y.grad_fn());
+  }
+  CHECK(mul(x, 2.0).requires_grad());
+  CHECK(std::string(mul(x, 2.0).grad_fn()->name()) == "mul");
+}
+
+TEST_CASE("autograd: a second backward through a freed graph names the node") {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  Tensor y = sum(exp(x));
+  y.backward();
+  const std::string msg = error_of<AutogradError>([&] { y.backward(); });
+  CHECK(has(msg, "second time"));
+  CHECK(has(msg, "sum"));
+}
+
+TEST_CASE("autograd: a saved tensor modified in place is detected and the op named") {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  Tensor a = mul(x, 1.0);
+  Tensor b = mul(a, a);  // saves a
+  {
+    NoGradGuard guard;
+    add_(a, 1.0);
+  }
+  const std::string msg = error_of<AutogradError>([&] { sum(b).backward(); });
+  CHECK(has(msg, "'mul'"));
+  CHECK(has(msg, "modified by an in-place operation"));
+  // In-place on a tensor that requires grad, with grad mode on, is refused.
+  CHECK(has(error_of<AutogradError>([&] { add_(x, 1.0); }), "in-place"));
+}
+
+TEST_CASE("autograd: retain_grad keeps a non-leaf's gradient") {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  Tensor h = mul(x, 3.0);
+  h.retain_grad();
+  sum(mul(h, h)).backward();
+  CHECK(h.grad().to_vector<float>() == std::vector<float>{6, 12});
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{18, 36});
+}
+
+TEST_CASE("autograd: the graph is freed after backward, and when never run") {
+  std::weak_ptr<autograd::Node> node;
+  {
+    Tensor x = randn({3}).requires_grad_();
+    Tensor y = sum(mul(exp(x), 2.0));
+    node = y.grad_fn();
+    CHECK(!node.expired());
+  }
+  CHECK(node.expired());  // dropped without ever calling backward
+  Tensor x = randn({3}).requires_grad_();
+  {
+    Tensor y = sum(exp(x));
+    node = y.grad_fn();
+    y.backward();
+  }
+  CHECK(node.expired());
+  CHECK(x.grad().defined());
+}
+
+// ---- a user-defined op, made exactly as built-in ops are ---------------------
+namespace {
+
+// cube(x) = x^3, with its own kernel table and CPU kernel.
+KernelTable<void(const Tensor& x, Tensor& out)> cube_kernel("cube");
+
+void cube_cpu(const Tensor& x, Tensor& out) {
+  dispatch_floating(x.dtype(), "cube", [&](auto tag) {
+    using T = decltype(tag);
+    const Tensor xc = x.contiguous();
+    const T* p = static_cast<const T*>(xc.data_ptr());
+    T* o = static_cast<T*>(out.data_ptr());
+    for (int64_t i = 0; i < x.numel(); ++i) o[i] = p[i] * p[i] * p[i];
+  });
+}
+EMBER_REGISTER_KERNEL(cube_kernel, CPU, cube_cpu);
+
+std::vector<bool> g_needed;  // what the backward was asked to compute
+
+Tensor cube(const Tensor& x) {
+  Tensor out = empty(x.shape(), TensorOptions(x.dtype(), x.device()));
+  cube_kernel(x.device(), x, out);
+  if (autograd::needs_grad({x}))
+    autograd::record("cube", {x}, out, [sx = autograd::SavedTensor(x)](autograd::BackwardContext& ctx) {
+      ctx.set_grad(0, mul(ctx.grad_output(), mul(square(sx.get()), 3.0)));  // d x^3 = 3 x^2
+    });
+  return out;
+}
+
+// weighted(a, b) = a * b, recording which input gradients were requested.
+Tensor weighted(const Tensor& a, const Tensor& b) {
+  Tensor out = mul(a.detach(), b.detach());
+  if (autograd::needs_grad({a, b}))
+    autograd::record("weighted", {a, b}, out,
+                     [sa = autograd::SavedTensor(a), sb = autograd::SavedTensor(b)](autograd::BackwardContext& ctx) {
+                       g_needed = {ctx.needs_grad(0), ctx.needs_grad(1)};
+                       if (ctx.needs_grad(0)) ctx.set_grad(0, mul(ctx.grad_output(), sb.get()));
+                       if (ctx.needs_grad(1)) ctx.set_grad(1, mul(ctx.grad_output(), sa.get()));
+                     });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("autograd: a user-defined op passes gradcheck and names itself when a kernel is missing") {
+  const Tensor x = randn({3, 4}, kFloat64).requires_grad_();
+  const GradcheckResult r = gradcheck([](const std::vector<Tensor>& in) { return cube(in[0]); }, {x});
+  CHECK_MESSAGE(r.ok, r.message);
+  const Tensor t = tensor({2.0});
+  CHECK(cube(t).item<float>() == 8.0f);
+  Tensor out;
+  const std::string msg = error_of<DeviceError>([&] { cube_kernel(Device("cuda"), t, out); });
+  CHECK(has(msg, "cube"));
+  CHECK(has(msg, "cuda"));
+}
+
+TEST_CASE("autograd: only inputs that need a gradient get one computed") {
+  const Tensor w = randn({3});                   // frozen
+  const Tensor x = randn({3}).requires_grad_();  // trained
+  sum(weighted(w, x)).backward();
+  CHECK(g_needed == std::vector<bool>{false, true});
+  CHECK(!w.grad().defined());
+  CHECK(allclose(x.grad(), w));
+}
+
+TEST_CASE("autograd: dtype rules for gradients") {
+  Tensor i = tensor({1, 2}, kInt64);
+  CHECK(has(error_of<DTypeError>([&] { i.requires_grad_(); }), "floating"));
+  // A float64 input mixed into a float32 op gets a float64 gradient.
+  Tensor a = tensor({1, 2}, kFloat64).requires_grad_();
+  Tensor b = tensor({3, 4}).requires_grad_();
+  sum(mul(a, b)).backward();
+  CHECK(a.grad().dtype() == kFloat64);
+  CHECK(b.grad().dtype() == kFloat32);
+}
