@@ -108,17 +108,53 @@ static Edge edge_for(const Tensor& t) {
   return Edge{acc, 0};
 }
 
-void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, OutputRefs outputs) {
-  node->next_edges_.reserve(inputs.size());
-  node->input_meta_.reserve(inputs.size());
-  for (const Tensor& t : inputs) {
-    node->next_edges_.push_back(edge_for(t));
-    node->input_meta_.push_back(t.defined() ? TensorMeta(t) : TensorMeta());
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+namespace {
+void connect_outputs(const std::shared_ptr<Node>& node, OutputRefs outputs);
+}
+
+void connect_inputs(Node& node, const Tensor* const* inputs, size_t n) {
+  node.next_edges_.reserve(n);
+  node.input_meta_.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor& t = *inputs[i];
+    node.next_edges_.push_back(edge_for(t));
+    node.input_meta_.push_back(t.defined() ? TensorMeta(t) : TensorMeta());
   }
+}
+
+void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, OutputRefs outputs) {
+  const Tensor* ptrs[16];
+  std::vector<const Tensor*> heap;
+  const Tensor** p = ptrs;
+  if (inputs.size() > 16) {
+    heap.resize(inputs.size());
+    p = heap.data();
+  }
+  size_t i = 0;
+  for (const Tensor& t : inputs) p[i++] = &t;
+  connect_inputs(*node, p, inputs.size());
+  connect_outputs(node, outputs);
+}
+
+void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, OutputRefs outputs) {
+  std::vector<const Tensor*> p;
+  for (const Tensor& t : inputs) p.push_back(&t);
+  connect_inputs(*node, p.data(), p.size());
+  connect_outputs(node, outputs);
+}
+
+namespace {
+void connect_outputs(const std::shared_ptr<Node>& node, OutputRefs outputs) {
   uint32_t k = 0;
-  node->output_meta_.reserve(outputs.size());
   for (Tensor& out : outputs) {
-    node->output_meta_.push_back(TensorMeta(out));
+    node->add_output_meta(TensorMeta(out));
     EMBER_CHECK(out.is_floating_point(), DTypeError, node->name(), ": a differentiable op produced a ",
                 dtype_name(out.dtype()), " output; only floating outputs can carry gradients");
     AutogradMeta& m = meta_of(out);
@@ -127,6 +163,7 @@ void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, OutputRefs ou
     m.requires_grad = false;
   }
 }
+}  // namespace
 
 void retain_output_grad(Node& node, uint32_t output_nr, const std::shared_ptr<TensorImpl>& t) {
   if (node.retained_.size() <= output_nr) node.retained_.resize(output_nr + 1);

@@ -147,8 +147,7 @@ class Node {
 
  private:
   friend class Engine;
-  friend void connect(const std::shared_ptr<Node>&, std::initializer_list<std::reference_wrapper<const Tensor>>,
-                      std::initializer_list<std::reference_wrapper<Tensor>>);
+  friend void connect_inputs(Node&, const Tensor* const* inputs, size_t n);
   friend void retain_output_grad(Node&, uint32_t, const std::shared_ptr<TensorImpl>&);
 
   const char* name_;
@@ -186,11 +185,14 @@ using OutputRefs = std::initializer_list<std::reference_wrapper<Tensor>>;
 // record itself. Check this before building the closure, so ops on plain
 // tensors pay nothing for autograd.
 bool needs_grad(TensorRefs inputs);
+bool needs_grad(const std::vector<Tensor>& inputs);
 
 // Wires node into the graph: one edge per input (to its grad_fn, or to its
 // gradient accumulator for a leaf that requires grad), and makes node the
 // grad_fn of each output.
 void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, OutputRefs outputs);
+// The same for a variable number of inputs (cat, user ops taking a list).
+void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, OutputRefs outputs);
 
 // Makes backward store the gradient of output output_nr of node in t's grad().
 void retain_output_grad(Node& node, uint32_t output_nr, const std::shared_ptr<TensorImpl>& t);
@@ -205,6 +207,12 @@ template <class F>
 void record(const char* name, TensorRefs inputs, OutputRefs outputs, F&& fn) {
   auto node = std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn));
   connect(node, inputs, outputs);
+}
+
+template <class F>
+void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, F&& fn) {
+  auto node = std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn));
+  connect(node, inputs, {output});
 }
 
 // Runs backward from roots, seeded with grads (undefined grads mean ones for

@@ -1,0 +1,137 @@
+// unfold (im2col) with its adjoint fold (col2im) as CPU kernels, and conv2d
+// composed as weight (O, C*kh*kw) @ unfold(x) + bias, so conv2d's backward is
+// that of matmul and unfold.
+#include <ember/ops/conv.h>
+
+#include <ember/core/autograd.h>
+#include <ember/core/dispatch.h>
+#include <ember/core/dtype_dispatch.h>
+#include <ember/core/parallel.h>
+#include <ember/ops/elementwise.h>
+#include <ember/ops/matmul.h>
+#include <ember/ops/pointwise.h>
+
+namespace ember {
+
+struct WindowGeom {
+  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, Ho, Wo;
+};
+
+// cols[n, (c*kh + i)*kw + j, oh*Wo + ow] = x[n, c, oh*sh - ph + i, ow*sw - pw + j] (0 outside).
+KernelTable<void(const Tensor& x, Tensor& cols, const WindowGeom& g)> im2col_kernel("unfold");
+// dx[n, c, h, w] = sum of the cols entries that read it (dx zeroed by the kernel).
+KernelTable<void(const Tensor& cols, Tensor& dx, const WindowGeom& g)> col2im_kernel("fold");
+
+namespace {
+
+void cpu_im2col(const Tensor& x, Tensor& cols, const WindowGeom& g) {
+  dispatch_floating(x.dtype(), "unfold", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    T* cp = static_cast<T*>(cols.data_ptr());
+    const int64_t L = g.Ho * g.Wo;
+    parallel_for(0, g.N * g.C, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t nc = lo; nc < hi; ++nc) {
+        const int64_t n = nc / g.C, c = nc % g.C;
+        const T* plane = xp + nc * g.H * g.W;
+        for (int64_t i = 0; i < g.kh; ++i)
+          for (int64_t j = 0; j < g.kw; ++j) {
+            T* row = cp + (n * g.C * g.kh * g.kw + (c * g.kh + i) * g.kw + j) * L;
+            for (int64_t oh = 0; oh < g.Ho; ++oh) {
+              const int64_t h = oh * g.sh - g.ph + i;
+              for (int64_t ow = 0; ow < g.Wo; ++ow) {
+                const int64_t w = ow * g.sw - g.pw + j;
+                row[oh * g.Wo + ow] = (h >= 0 && h < g.H && w >= 0 && w < g.W) ? plane[h * g.W + w] : T(0);
+              }
+            }
+          }
+      }
+    });
+  });
+}
+
+void cpu_col2im(const Tensor& cols, Tensor& dx, const WindowGeom& g) {
+  dispatch_floating(cols.dtype(), "fold", [&](auto tag) {
+    using T = decltype(tag);
+    const T* cp = static_cast<const T*>(cols.data_ptr());
+    T* dp = static_cast<T*>(dx.data_ptr());
+    const int64_t L = g.Ho * g.Wo;
+    // Each (n, c) plane is written by its own rows of cols only: no races.
+    parallel_for(0, g.N * g.C, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t nc = lo; nc < hi; ++nc) {
+        const int64_t n = nc / g.C, c = nc % g.C;
+        T* plane = dp + nc * g.H * g.W;
+        std::fill(plane, plane + g.H * g.W, T(0));
+        for (int64_t i = 0; i < g.kh; ++i)
+          for (int64_t j = 0; j < g.kw; ++j) {
+            const T* row = cp + (n * g.C * g.kh * g.kw + (c * g.kh + i) * g.kw + j) * L;
+            for (int64_t oh = 0; oh < g.Ho; ++oh) {
+              const int64_t h = oh * g.sh - g.ph + i;
+              if (h < 0 || h >= g.H) continue;
+              for (int64_t ow = 0; ow < g.Wo; ++ow) {
+                const int64_t w = ow * g.sw - g.pw + j;
+                if (w >= 0 && w < g.W) plane[h * g.W + w] += row[oh * g.Wo + ow];
+              }
+            }
+          }
+      }
+    });
+  });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(im2col_kernel, CPU, cpu_im2col);
+EMBER_REGISTER_KERNEL(col2im_kernel, CPU, cpu_col2im);
+
+namespace {
+
+WindowGeom window_geom(const char* op, const Tensor& x, std::array<int64_t, 2> k, std::array<int64_t, 2> s,
+                       std::array<int64_t, 2> p) {
+  EMBER_CHECK(x.dim() == 4, ShapeError, op, ": expected input of shape (N, C, H, W), got ", x.shape().str());
+  EMBER_CHECK(x.is_floating_point(), DTypeError, op, ": expected a floating-point input, got ", dtype_name(x.dtype()));
+  EMBER_CHECK(k[0] > 0 && k[1] > 0 && s[0] > 0 && s[1] > 0 && p[0] >= 0 && p[1] >= 0, ValueError, op,
+              ": kernel and stride must be positive and padding non-negative");
+  WindowGeom g{x.size(0), x.size(1), x.size(2), x.size(3), k[0], k[1], s[0], s[1], p[0], p[1], 0, 0};
+  EMBER_CHECK(g.H + 2 * g.ph >= g.kh && g.W + 2 * g.pw >= g.kw, ShapeError, op, ": kernel ", g.kh, "x", g.kw,
+              " is larger than the padded input of shape ", x.shape().str());
+  g.Ho = (g.H + 2 * g.ph - g.kh) / g.sh + 1;
+  g.Wo = (g.W + 2 * g.pw - g.kw) / g.sw + 1;
+  return g;
+}
+
+}  // namespace
+
+Tensor unfold(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
+              std::array<int64_t, 2> padding) {
+  const WindowGeom g = window_geom("unfold", x, kernel, stride, padding);
+  const Tensor xc = x.detach().contiguous();
+  Tensor cols = empty({g.N, g.C * g.kh * g.kw, g.Ho * g.Wo}, TensorOptions(x.dtype(), x.device()));
+  if (cols.numel()) im2col_kernel(x.device(), xc, cols, g);
+  if (autograd::needs_grad({x}))
+    autograd::record("unfold", {x}, cols, [g](autograd::BackwardContext& ctx) {
+      const Tensor gc = ctx.grad_output().contiguous();
+      Tensor dx = empty({g.N, g.C, g.H, g.W}, TensorOptions(gc.dtype(), gc.device()));
+      col2im_kernel(gc.device(), gc, dx, g);
+      ctx.set_grad(0, dx);
+    });
+  return cols;
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
+              std::array<int64_t, 2> padding) {
+  EMBER_CHECK(weight.dim() == 4, ShapeError, "conv2d: expected weight of shape (O, C, kh, kw), got ",
+              weight.shape().str());
+  EMBER_CHECK(x.dim() == 4 && x.size(1) == weight.size(1), ShapeError, "conv2d: input of shape ", x.shape().str(),
+              " does not have the ", weight.size(1), " channels that weight of shape ", weight.shape().str(),
+              " expects");
+  EMBER_CHECK(!bias.defined() || bias.shape() == Shape{weight.size(0)}, ShapeError, "conv2d: bias of shape ",
+              bias.defined() ? bias.shape().str() : "", " does not match ", weight.size(0), " output channels");
+  const WindowGeom g = window_geom("conv2d", x, {weight.size(2), weight.size(3)}, stride, padding);
+  const Tensor cols = unfold(x, {g.kh, g.kw}, stride, padding);          // (N, C*kh*kw, L)
+  Tensor out = matmul(weight.reshape({weight.size(0), -1}), cols);       // (N, O, L)
+  if (bias.defined()) out = add(out, bias.reshape({1, weight.size(0), 1}));
+  return out.reshape({g.N, weight.size(0), g.Ho, g.Wo});
+}
+
+}  // namespace ember

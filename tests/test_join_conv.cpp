@@ -1,0 +1,88 @@
+// Known answers and errors for cat/stack/split/chunk/pad, unfold and conv2d
+// (conv values from PyTorch via tools/reference_conv.py).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include <ember/ember.h>
+
+using namespace ember;
+
+namespace {
+void check_close(const Tensor& t, const std::vector<double>& want, double tol) {
+  const std::vector<double> got = t.to_vector<double>();
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= tol);
+}
+}  // namespace
+
+TEST_CASE("cat and stack: values, shapes, gradients, errors") {
+  const Tensor a = tensor({{1, 2}, {3, 4}}), b = tensor({{5, 6}});
+  const Tensor c = cat({a, b}, 0);
+  CHECK(c.shape() == Shape{3, 2});
+  check_close(c, {1, 2, 3, 4, 5, 6}, 0);
+  check_close(cat({a, a}, -1), {1, 2, 1, 2, 3, 4, 3, 4}, 0);
+  const Tensor s = stack({a, a}, 1);
+  CHECK(s.shape() == Shape{2, 2, 2});
+  check_close(s, {1, 2, 1, 2, 3, 4, 3, 4}, 0);
+  CHECK(cat({a, tensor({{7, 8}}, kFloat64)}).dtype() == kFloat64);
+  Tensor x = tensor({1, 2}).requires_grad_(), y = tensor({3, 4, 5}).requires_grad_();
+  sum(mul(cat({x, y}), tensor({1, 2, 3, 4, 5}))).backward();
+  check_close(x.grad(), {1, 2}, 0);
+  check_close(y.grad(), {3, 4, 5}, 0);
+  try {
+    cat({a, zeros({1, 3})}, 0);
+    FAIL("no exception");
+  } catch (const ShapeError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("cat") != std::string::npos);
+    CHECK(m.find("[1, 3]") != std::string::npos);
+    CHECK(m.find("[2, 2]") != std::string::npos);
+  }
+  CHECK_THROWS_AS(cat({}, 0), ValueError);
+  CHECK_THROWS_AS(stack({a, b}), ShapeError);
+}
+
+TEST_CASE("split, chunk and pad") {
+  const Tensor x = arange(0, 10, 1, kFloat32);
+  const auto parts = chunk(x, 3);
+  REQUIRE(parts.size() == 3);
+  CHECK(parts[0].numel() == 4);
+  CHECK(parts[1].numel() == 4);
+  CHECK(parts[2].numel() == 2);
+  CHECK(parts[2].storage().get() == x.storage().get());
+  const auto sp = split(x, std::vector<int64_t>{3, 7});
+  check_close(sp[0], {0, 1, 2}, 0);
+  CHECK_THROWS_AS(split(x, std::vector<int64_t>{3, 3}), ShapeError);
+  const Tensor p = pad(tensor({{1, 2}, {3, 4}}), {1, 0, 0, 1}, -1.0);
+  CHECK(p.shape() == Shape{3, 3});
+  check_close(p, {-1, 1, 2, -1, 3, 4, -1, -1, -1}, 0);
+  Tensor q = tensor({{1, 2}, {3, 4}}).requires_grad_();
+  sum(mul(pad(q, {1, 1}), 2.0)).backward();
+  check_close(q.grad(), {2, 2, 2, 2}, 0);
+  CHECK_THROWS_AS(pad(q, {-1, 0}), ValueError);
+}
+
+TEST_CASE("unfold and conv2d match PyTorch") {
+  const Tensor x = sub(div(arange(0, 40, 1, kFloat64).reshape({1, 2, 5, 4}), 10.0), 1.0);
+  const Tensor w = sub(div(arange(0, 36, 1, kFloat64).reshape({3, 2, 3, 2}), 20.0), 0.8);
+  const Tensor b = tensor({0.1, -0.2, 0.3}, kFloat64);
+  const Tensor y = conv2d(x, w, b, {2, 1}, {1, 0});
+  CHECK(y.shape() == Shape{1, 3, 3, 3});
+  check_close(y, {0.44, 0.06, -0.32, -3.12, -3.75, -4.38, -5.28, -5.74, -6.2, 1.34, 1.44, 1.54, 2.7, 2.79,
+                  2.88,  1.38, 1.4,   1.42,  3.04,  3.62,  4.2,  9.32,  10.13, 10.94, 8.84, 9.34, 9.84},
+              1e-9);
+  const Tensor u = unfold(x, {3, 2}, {2, 1}, {1, 0});
+  CHECK(u.shape() == Shape{1, 12, 9});
+  check_close(u[0][7], {0.0, 0.0, 0.0, 1.5, 1.6, 1.7, 2.3, 2.4, 2.5}, 1e-12);
+  // A ViT patch embedding: stride = kernel, non-square image and patches.
+  const Tensor img = randn({2, 3, 8, 6});
+  CHECK(conv2d(img, randn({16, 3, 4, 3}), Tensor(), {4, 3}).shape() == Shape{2, 16, 2, 2});
+  try {
+    conv2d(img, randn({16, 2, 4, 3}));
+    FAIL("no exception");
+  } catch (const ShapeError& e) {
+    CHECK(std::string(e.what()).find("conv2d") != std::string::npos);
+  }
+}
