@@ -8,14 +8,12 @@
 
 #include <ember/ember.h>
 
+#include "test_util.h"
+
 using namespace ember;
+using test::check_close;
 
 namespace {
-void check_close(const Tensor& t, const std::vector<double>& want, double tol) {
-  const std::vector<double> got = t.to_vector<double>();
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= tol);
-}
 const Tensor kX = tensor({-2.0, -0.5, 0.0, 1.0, 3.0}, kFloat64);
 }  // namespace
 

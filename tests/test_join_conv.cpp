@@ -7,15 +7,11 @@
 
 #include <ember/ember.h>
 
-using namespace ember;
+#include "test_util.h"
 
-namespace {
-void check_close(const Tensor& t, const std::vector<double>& want, double tol) {
-  const std::vector<double> got = t.to_vector<double>();
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= tol);
-}
-}  // namespace
+using namespace ember;
+using test::check_close;
+
 
 TEST_CASE("cat and stack: values, shapes, gradients, errors") {
   const Tensor a = tensor({{1, 2}, {3, 4}}), b = tensor({{5, 6}});

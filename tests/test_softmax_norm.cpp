@@ -7,22 +7,15 @@
 
 #include <ember/ember.h>
 
+#include "test_util.h"
+
 using namespace ember;
 
+using test::check_close;
+using test::contains;
+
 namespace {
-void check_close(const Tensor& t, const std::vector<double>& want, double tol) {
-  const std::vector<double> got = t.to_vector<double>();
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(0).scale(1).epsilon(tol));
-}
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string message_of(const std::function<void()>& f) { return test::error_of<Error>(f); }
 }  // namespace
 
 TEST_CASE("softmax: rows sum to one, stable for large inputs, matches PyTorch") {

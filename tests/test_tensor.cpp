@@ -7,20 +7,12 @@
 
 #include <ember/ember.h>
 
+#include "test_util.h"
+
 using namespace ember;
 
-namespace {
-template <class E, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no exception of the expected type>";
-}
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-}  // namespace
+using test::contains;
+using test::error_of;
 
 TEST_CASE("tensor: views share storage and see writes") {
   Tensor a = arange(0, 12, 1, kFloat32).reshape({3, 4});
@@ -40,7 +32,7 @@ TEST_CASE("tensor: views share storage and see writes") {
   // reshape copies only when it must
   CHECK(a.reshape({4, 3}).storage().get() == a.storage().get());
   CHECK(t.reshape({12}).storage().get() != a.storage().get());
-  CHECK(has(error_of<ShapeError>([&] { t.view({12}); }), "view"));
+  CHECK(contains(error_of<ShapeError>([&] { t.view({12}); }), "view"));
   Tensor e = tensor({1, 2, 3}).unsqueeze(0).expand({2, 3});
   CHECK(e.stride(0) == 0);
   CHECK(e.to_vector<float>() == std::vector<float>{1, 2, 3, 1, 2, 3});
@@ -65,24 +57,24 @@ TEST_CASE("tensor: multi-head split of a (5,10,256) tensor for 4 heads") {
 
 TEST_CASE("tensor: out-of-range dims and indices throw IndexError naming the op") {
   Tensor a = zeros({2, 3});
-  CHECK(has(error_of<IndexError>([&] { a.transpose(0, 2); }), "transpose"));
-  CHECK(has(error_of<IndexError>([&] { a.select(1, 3); }), "select"));
-  CHECK(has(error_of<IndexError>([&] { sum(a, {-3}); }), "sum"));
-  CHECK(has(error_of<IndexError>([&] { a.at<float>({2, 0}); }), "out of range"));
-  CHECK(has(error_of<IndexError>([&] { a.narrow(1, 2, 2); }), "narrow"));
+  CHECK(contains(error_of<IndexError>([&] { a.transpose(0, 2); }), "transpose"));
+  CHECK(contains(error_of<IndexError>([&] { a.select(1, 3); }), "select"));
+  CHECK(contains(error_of<IndexError>([&] { sum(a, {-3}); }), "sum"));
+  CHECK(contains(error_of<IndexError>([&] { a.at<float>({2, 0}); }), "out of range"));
+  CHECK(contains(error_of<IndexError>([&] { a.narrow(1, 2, 2); }), "narrow"));
 }
 
 TEST_CASE("tensor: broadcasting and promotion follow PyTorch") {
   CHECK(add(zeros({3, 1}), zeros({4})).shape() == Shape{3, 4});
   const std::string msg = error_of<ShapeError>([] { add(zeros({2, 3}), zeros({4})); });
-  CHECK(has(msg, "add"));
-  CHECK(has(msg, "[2, 3]"));
-  CHECK(has(msg, "[4]"));
+  CHECK(contains(msg, "add"));
+  CHECK(contains(msg, "[2, 3]"));
+  CHECK(contains(msg, "[4]"));
   CHECK(add(tensor({1, 2}, kInt64), tensor({0.5f, 0.5f})).dtype() == kFloat32);
   CHECK(mul(tensor({1, 2}), scalar_tensor(2.0, kFloat64)).dtype() == kFloat32);
   CHECK(mul(tensor({1, 2}), tensor({2.0, 3.0}, kFloat64)).dtype() == kFloat64);
   CHECK(gt(tensor({1, 3}), 2.0).dtype() == kBool);
-  CHECK(has(error_of<DTypeError>([] { matmul(zeros({2, 2}), zeros({2, 2}, kFloat64)); }), "float64"));
+  CHECK(contains(error_of<DTypeError>([] { matmul(zeros({2, 2}), zeros({2, 2}, kFloat64)); }), "float64"));
 }
 
 TEST_CASE("tensor: factories") {
@@ -118,12 +110,12 @@ TEST_CASE("tensor: printing like PyTorch") {
   const std::string s = tensor({{1.5, 2}, {3, 4}}).str();
   CHECK(s == "tensor([[1.5000, 2.0000],\n        [3.0000, 4.0000]], shape=[2, 2], dtype=float32, device=cpu)");
   CHECK(tensor({1, 2}, kInt64).str() == "tensor([1, 2], shape=[2], dtype=int64, device=cpu)");
-  CHECK(has(gt(tensor({1, 3}), 2.0).str(), "[False,  True]"));
+  CHECK(contains(gt(tensor({1, 3}), 2.0).str(), "[False,  True]"));
   const std::string big = zeros({100, 100}).str();
-  CHECK(has(big, "..."));
-  CHECK(has(big, "shape=[100, 100]"));
+  CHECK(contains(big, "..."));
+  CHECK(contains(big, "shape=[100, 100]"));
   CHECK(big.size() < 1000);
-  CHECK(has(tensor({1.0}).requires_grad_().str(), "requires_grad=true"));
+  CHECK(contains(tensor({1.0}).requires_grad_().str(), "requires_grad=true"));
 }
 
 TEST_CASE("tensor: conversions and element access") {
@@ -131,7 +123,7 @@ TEST_CASE("tensor: conversions and element access") {
   CHECK(f.to(kInt64).to_vector<int64_t>() == std::vector<int64_t>{1, -2});
   CHECK(f.to(kBool).to_vector<bool>() == std::vector<bool>{true, true});
   CHECK(tensor({3.0}).item<double>() == 3.0);
-  CHECK(has(error_of<ValueError>([&] { f.item(); }), "item"));
-  CHECK(has(error_of<DTypeError>([&] { f.data<double>(); }), "float32"));
-  CHECK(has(error_of<DeviceError>([&] { f.to(Device("cuda")); }), "cuda"));
+  CHECK(contains(error_of<ValueError>([&] { f.item(); }), "item"));
+  CHECK(contains(error_of<DTypeError>([&] { f.data<double>(); }), "float32"));
+  CHECK(contains(error_of<DeviceError>([&] { f.to(Device("cuda")); }), "cuda"));
 }
