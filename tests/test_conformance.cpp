@@ -64,7 +64,8 @@ In make_inputs(const OpCase& c, DType dt, bool strided) {
 void run_gradcheck(const OpCase& c, bool strided) {
   In xs = make_inputs(c, DType::Float64, strided);
   GradcheckResult r = gradcheck(c.fn, xs);
-  INFO(c.name, strided ? " (non-contiguous inputs)" : " (contiguous inputs)");
+  const std::string where = c.name + (strided ? " (non-contiguous inputs)" : " (contiguous inputs)");
+  INFO(where);
   CHECK_MESSAGE(r.ok, r.message);
 }
 
