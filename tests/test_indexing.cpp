@@ -12,7 +12,11 @@
 
 #include <ember/ember.h>
 
+#include "test_util.h"
+
 using namespace ember;
+using test::contains;
+using test::error_of;
 
 namespace {
 
@@ -35,17 +39,6 @@ Tensor x34() { return arange(0, 12, 1, TensorOptions(kFloat64)).reshape({3, 4});
 
 Tensor ints(const std::vector<int64_t>& v, const Shape& shape) { return from_vector(v, shape); }
 
-template <class E>
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no exception of the expected type)";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 
@@ -213,47 +206,47 @@ TEST_CASE("one_hot") {
 }
 
 TEST_CASE("indexing: error messages name the op, the index and the size") {
-  std::string m = message_of<IndexError>([] { index_select(x34(), 0, ints({0, 5}, {2})); });
+  std::string m = error_of<IndexError>([] { index_select(x34(), 0, ints({0, 5}, {2})); });
   CHECK(contains(m, "index_select"));
   CHECK(contains(m, "index 5"));
   CHECK(contains(m, "size 3"));
-  m = message_of<IndexError>([] { index_select(x34(), 1, ints({-1}, {1})); });
+  m = error_of<IndexError>([] { index_select(x34(), 1, ints({-1}, {1})); });
   CHECK(contains(m, "index -1"));
   CHECK(contains(m, "size 4"));
-  m = message_of<DTypeError>([] { index_select(x34(), 0, tensor({0.0, 1.0})); });
+  m = error_of<DTypeError>([] { index_select(x34(), 0, tensor({0.0, 1.0})); });
   CHECK(contains(m, "index_select"));
   CHECK(contains(m, "int64"));
   CHECK(contains(m, "float32"));
   CHECK_THROWS_AS(index_select(x34(), 0, ints({0, 1}, {1, 2})), ShapeError);
   CHECK_THROWS_AS(index_select(x34(), 2, ints({0}, {1})), IndexError);
 
-  m = message_of<IndexError>([] { gather(x34(), 1, ints({0, 4}, {1, 2})); });
+  m = error_of<IndexError>([] { gather(x34(), 1, ints({0, 4}, {1, 2})); });
   CHECK(contains(m, "gather: index 4"));
   CHECK(contains(m, "size 4"));
-  m = message_of<ShapeError>([] { gather(x34(), 0, ints({0, 0, 0, 0, 0}, {1, 5})); });
+  m = error_of<ShapeError>([] { gather(x34(), 0, ints({0, 0, 0, 0, 0}, {1, 5})); });
   CHECK(contains(m, "gather"));
   CHECK(contains(m, "[1, 5]"));
   CHECK(contains(m, "[3, 4]"));
   CHECK_THROWS_AS(gather(x34(), 0, ints({0, 1}, {2})), ShapeError);
   CHECK_THROWS_AS(gather(x34(), 0, zeros({1, 1})), DTypeError);
 
-  m = message_of<IndexError>([] { scatter_add(x34(), 0, ints({3}, {1, 1}), x34()); });
+  m = error_of<IndexError>([] { scatter_add(x34(), 0, ints({3}, {1, 1}), x34()); });
   CHECK(contains(m, "scatter_add: index 3"));
   CHECK_THROWS_AS(scatter_add(x34(), 0, ints({0}, {1, 1}), x34().to(kFloat32)), DTypeError);
   CHECK_THROWS_AS(index_add(x34(), 0, ints({0}, {1}), x34()), ShapeError);
 
-  m = message_of<IndexError>([] { embedding(zeros({5, 3}), ints({1, 5}, {2})); });
+  m = error_of<IndexError>([] { embedding(zeros({5, 3}), ints({1, 5}, {2})); });
   CHECK(contains(m, "embedding: index 5"));
   CHECK(contains(m, "5 embeddings"));
-  m = message_of<DTypeError>([] { embedding(zeros({5, 3}), tensor({1.0})); });
+  m = error_of<DTypeError>([] { embedding(zeros({5, 3}), tensor({1.0})); });
   CHECK(contains(m, "embedding"));
   CHECK_THROWS_AS(embedding(zeros({5}), ints({1}, {1})), ShapeError);
   CHECK_THROWS_AS(embedding(zeros({5, 3}), ints({1}, {1}), 5), IndexError);
 
-  m = message_of<IndexError>([] { one_hot(ints({1, -1}, {2})); });
+  m = error_of<IndexError>([] { one_hot(ints({1, -1}, {2})); });
   CHECK(contains(m, "one_hot"));
   CHECK(contains(m, "-1"));
-  m = message_of<IndexError>([] { one_hot(ints({1, 3}, {2}), 3); });
+  m = error_of<IndexError>([] { one_hot(ints({1, 3}, {2}), 3); });
   CHECK(contains(m, "one_hot: class value 3"));
   CHECK_THROWS_AS(one_hot(ints({}, {0})), ValueError);
   CHECK_THROWS_AS(one_hot(tensor({1.0})), DTypeError);

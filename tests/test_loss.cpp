@@ -10,7 +10,11 @@
 
 #include <ember/ember.h>
 
+#include "test_util.h"
+
 using namespace ember;
+using test::contains;
+using test::error_of;
 
 namespace {
 
@@ -40,17 +44,6 @@ Tensor logits_4x5() {
 
 Tensor ints(const std::vector<int64_t>& v, const Shape& shape) { return from_vector(v, shape); }
 
-template <class E>
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no exception of the expected type)";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 
@@ -309,35 +302,35 @@ TEST_CASE("binary_cross_entropy_with_logits: pos_weight broadcast over the last 
 TEST_CASE("losses: error messages name the op and the shapes") {
   const Tensor logits = zeros({4, 5});
   // Batch mismatch.
-  std::string m = message_of<ShapeError>([&] { cross_entropy(logits, ints({0, 1, 2}, {3})); });
+  std::string m = error_of<ShapeError>([&] { cross_entropy(logits, ints({0, 1, 2}, {3})); });
   CHECK(contains(m, "cross_entropy"));
   CHECK(contains(m, "[4, 5]"));
   CHECK(contains(m, "[3]"));
   // Spatial mismatch for (N, C, L).
-  m = message_of<ShapeError>([&] { cross_entropy(zeros({2, 3, 4}), ints({0, 0, 0, 0, 0, 0}, {2, 3})); });
+  m = error_of<ShapeError>([&] { cross_entropy(zeros({2, 3, 4}), ints({0, 0, 0, 0, 0, 0}, {2, 3})); });
   CHECK(contains(m, "[2, 3, 4]"));
   CHECK(contains(m, "expected target shape [2, 4]"));
   // Class index out of range, and negative but not ignore_index.
-  m = message_of<IndexError>([&] { cross_entropy(logits, ints({0, 5, 1, 2}, {4})); });
+  m = error_of<IndexError>([&] { cross_entropy(logits, ints({0, 5, 1, 2}, {4})); });
   CHECK(contains(m, "cross_entropy: target 5 is out of range for 5 classes"));
   CHECK(contains(m, "[4, 5]"));
   CHECK(contains(m, "[4]"));
-  m = message_of<IndexError>([&] { cross_entropy(logits, ints({0, -1, 1, 2}, {4})); });
+  m = error_of<IndexError>([&] { cross_entropy(logits, ints({0, -1, 1, 2}, {4})); });
   CHECK(contains(m, "target -1"));
-  m = message_of<IndexError>([&] { nll_loss(logits, ints({0, 1, 7, 2}, {4})); });
+  m = error_of<IndexError>([&] { nll_loss(logits, ints({0, 1, 7, 2}, {4})); });
   CHECK(contains(m, "nll_loss: target 7"));
   // Float targets.
-  m = message_of<DTypeError>([&] { cross_entropy(logits, zeros({4})); });
+  m = error_of<DTypeError>([&] { cross_entropy(logits, zeros({4})); });
   CHECK(contains(m, "cross_entropy"));
   CHECK(contains(m, "float32"));
   CHECK(contains(m, "[4, 5]"));
   CHECK_THROWS_AS(cross_entropy(zeros({4, 5}, TensorOptions(kInt64)), ints({0, 1, 2, 3}, {4})), DTypeError);
   CHECK_THROWS_AS(cross_entropy(logits, ints({0, 1, 2, 3}, {4}), Reduction::Mean, -100, 1.5), ValueError);
-  m = message_of<ShapeError>([&] { mse_loss(zeros({4, 1}), zeros({4})); });
+  m = error_of<ShapeError>([&] { mse_loss(zeros({4, 1}), zeros({4})); });
   CHECK(contains(m, "mse_loss"));
   CHECK(contains(m, "[4, 1]"));
   CHECK(contains(m, "[4]"));
-  m = message_of<ShapeError>([&] { binary_cross_entropy_with_logits(zeros({2, 3}), zeros({3, 2})); });
+  m = error_of<ShapeError>([&] { binary_cross_entropy_with_logits(zeros({2, 3}), zeros({3, 2})); });
   CHECK(contains(m, "binary_cross_entropy_with_logits"));
   CHECK(contains(m, "[2, 3]"));
   CHECK(contains(m, "[3, 2]"));

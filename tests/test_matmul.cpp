@@ -10,7 +10,10 @@
 
 #include <ember/ember.h>
 
+#include "test_util.h"
+
 using namespace ember;
+using test::error_of;
 
 namespace {
 
@@ -56,16 +59,6 @@ Tensor rnd(const Shape& s, DType dt, uint64_t seed) {
   return randn(s, TensorOptions(dt), &gen);
 }
 
-// The error message of f(), or "" when it does not throw E.
-template <class E, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Restores the thread count when a test changed it.
 struct ThreadGuard {
