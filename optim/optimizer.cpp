@@ -1,0 +1,185 @@
+// Optimizer updates. SGD is written with Ember's in-place ops; Adam/AdamW
+// use one fused kernel per parameter (moments and parameter updated in one
+// pass over memory), registered in a KernelTable so a CUDA kernel can join.
+//
+// Adam, step t, gradient g (PyTorch 1.13, amsgrad off):
+//   Adam:  g += wd * p                 AdamW: p *= 1 - lr * wd
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+//   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+#include <ember/optim/optimizer.h>
+
+#include <cmath>
+
+#include <ember/core/autograd.h>
+#include <ember/core/dispatch.h>
+#include <ember/core/dtype_dispatch.h>
+#include <ember/core/parallel.h>
+#include <ember/ops/elementwise.h>
+#include <ember/ops/factory.h>
+#include <ember/ops/reduce.h>
+
+namespace ember::optim {
+
+struct AdamStep {
+  double lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2;
+  bool decoupled;
+};
+
+KernelTable<void(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s)> adam_kernel("adam_step");
+
+namespace {
+
+void cpu_adam(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) {
+  dispatch_floating(p.dtype(), "adam_step", [&](auto tag) {
+    using T = decltype(tag);
+    T* pp = static_cast<T*>(p.data_ptr());
+    const T* gp = static_cast<const T*>(g.data_ptr());
+    T* mp = static_cast<T*>(m.data_ptr());
+    T* vp = static_cast<T*>(v.data_ptr());
+    const T b1 = static_cast<T>(s.beta1), b2 = static_cast<T>(s.beta2), eps = static_cast<T>(s.eps);
+    const T step_size = static_cast<T>(s.lr / s.bias_correction1);
+    const T bc2_sqrt = static_cast<T>(std::sqrt(s.bias_correction2));
+    const T wd = static_cast<T>(s.weight_decay), decay = static_cast<T>(1.0 - s.lr * s.weight_decay);
+    parallel_for(0, p.numel(), 16384, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        T grad = gp[i];
+        T param = pp[i];
+        if (s.decoupled) param *= decay;
+        else grad += wd * param;
+        mp[i] = b1 * mp[i] + (T(1) - b1) * grad;
+        vp[i] = b2 * vp[i] + (T(1) - b2) * grad * grad;
+        pp[i] = param - step_size * mp[i] / (std::sqrt(vp[i]) / bc2_sqrt + eps);
+      }
+    });
+  });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(adam_kernel, CPU, cpu_adam);
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name)
+    : groups_(std::move(groups)) {
+  EMBER_CHECK(lr >= 0, ValueError, name, ": invalid learning rate ", lr);
+  EMBER_CHECK(weight_decay >= 0, ValueError, name, ": invalid weight_decay ", weight_decay);
+  for (ParamGroup& g : groups_) {
+    if (g.lr < 0) g.lr = lr;
+    if (g.weight_decay < 0) g.weight_decay = weight_decay;
+    if (g.initial_lr < 0) g.initial_lr = g.lr;
+    for (const Tensor& p : g.params)
+      EMBER_CHECK(p.defined() && p.is_floating_point(), ValueError, name,
+                  ": can only optimize defined floating-point tensors");
+  }
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (ParamGroup& g : groups_)
+    for (Tensor& p : g.params) p.zero_grad(set_to_none);
+}
+
+// ---- SGD --------------------------------------------------------------------
+SGD::SGD(std::vector<Tensor> params, SGDOptions opts) : SGD(std::vector<ParamGroup>{{std::move(params)}}, opts) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions opts)
+    : Optimizer(std::move(groups), opts.lr, opts.weight_decay, "SGD"), opts_(opts) {
+  EMBER_CHECK(opts.momentum >= 0, ValueError, "SGD: invalid momentum ", opts.momentum);
+  EMBER_CHECK(!opts.nesterov || (opts.momentum > 0 && opts.dampening == 0), ValueError,
+              "SGD: nesterov momentum requires a momentum and zero dampening");
+  for (const ParamGroup& g : groups_) momentum_.emplace_back(g.params.size());
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    ParamGroup& g = groups_[gi];
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      Tensor& p = g.params[i];
+      if (!p.grad().defined()) continue;
+      Tensor d = p.grad();
+      if (g.weight_decay != 0) d = add(d, mul(p, g.weight_decay));
+      if (opts_.momentum != 0) {
+        Tensor& buf = momentum_[gi][i];
+        if (!buf.defined()) {
+          buf = d.clone();
+        } else {
+          mul_(buf, opts_.momentum);
+          add_(buf, d, 1.0 - opts_.dampening);
+        }
+        d = opts_.nesterov ? add(d, mul(buf, opts_.momentum)) : buf;
+      }
+      add_(p, d, -g.lr);
+    }
+  }
+}
+
+// ---- Adam / AdamW -----------------------------------------------------------
+Adam::Adam(std::vector<Tensor> params, AdamOptions opts) : Adam(std::vector<ParamGroup>{{std::move(params)}}, opts) {}
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions opts) : Adam(std::move(groups), opts, false, "Adam") {}
+
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions opts, bool decoupled, const char* name)
+    : Optimizer(std::move(groups), opts.lr, opts.weight_decay, name), opts_(opts), decoupled_(decoupled) {
+  EMBER_CHECK(opts.beta1 >= 0 && opts.beta1 < 1 && opts.beta2 >= 0 && opts.beta2 < 1, ValueError, name,
+              ": betas must be in [0, 1), got (", opts.beta1, ", ", opts.beta2, ")");
+  EMBER_CHECK(opts.eps >= 0, ValueError, name, ": invalid eps ", opts.eps);
+  for (const ParamGroup& g : groups_) {
+    m_.emplace_back(g.params.size());
+    v_.emplace_back(g.params.size());
+  }
+}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  ++step_;
+  const double bc1 = 1.0 - std::pow(opts_.beta1, static_cast<double>(step_));
+  const double bc2 = 1.0 - std::pow(opts_.beta2, static_cast<double>(step_));
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    ParamGroup& g = groups_[gi];
+    const AdamStep s{g.lr, opts_.beta1, opts_.beta2, opts_.eps, g.weight_decay, bc1, bc2, decoupled_};
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      Tensor& p = g.params[i];
+      if (!p.grad().defined()) continue;
+      EMBER_CHECK(p.is_contiguous(), ValueError, "Adam: parameters must be contiguous");
+      Tensor& m = m_[gi][i];
+      Tensor& v = v_[gi][i];
+      if (!m.defined()) {
+        m = zeros_like(p);
+        v = zeros_like(p);
+      }
+      const Tensor grad = p.grad().contiguous();
+      adam_kernel(p.device(), p, grad, m, v, s);
+      p.bump_version();
+    }
+  }
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamOptions opts)
+    : AdamW(std::vector<ParamGroup>{{std::move(params)}}, opts) {}
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions opts) : Adam(std::move(groups), opts, true, "AdamW") {}
+
+// ---- gradient clipping ------------------------------------------------------
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  NoGradGuard no_grad;
+  double total = 0;
+  for (const Tensor& p : params)
+    if (p.grad().defined()) total += sum(square(p.grad().to(DType::Float64))).item<double>();
+  total = std::sqrt(total);
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1.0)
+    for (const Tensor& p : params)
+      if (p.grad().defined()) {
+        Tensor g = p.grad();
+        mul_(g, coef);
+      }
+  return total;
+}
+
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
+  NoGradGuard no_grad;
+  for (const Tensor& p : params)
+    if (p.grad().defined()) {
+      Tensor g = p.grad();
+      clamp_(g, -clip_value, clip_value);
+    }
+}
+
+}  // namespace ember::optim

@@ -1,0 +1,101 @@
+// Optimizers with PyTorch's names, defaults and update formulas: SGD
+// (momentum, dampening, nesterov, weight decay), Adam and AdamW (decoupled
+// weight decay). Parameters come in groups, each with its own lr and
+// weight_decay, so "no decay for biases and norms" is one extra group.
+// Hyperparameters live in the groups and are read at every step, so a
+// scheduler changes a group's lr without rebuilding anything.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ember/core/tensor.h>
+
+namespace ember::optim {
+
+struct ParamGroup {
+  std::vector<Tensor> params;
+  double lr = -1;            // < 0: the optimizer's default
+  double weight_decay = -1;  // < 0: the optimizer's default
+  double initial_lr = -1;    // set by the optimizer; used by LR schedulers
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // Applies one update to every parameter that has a gradient.
+  virtual void step() = 0;
+  // Clears every parameter's gradient (set_to_none as in PyTorch 2).
+  void zero_grad(bool set_to_none = true);
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+
+ protected:
+  Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name);
+  std::vector<ParamGroup> groups_;
+};
+
+struct SGDOptions {
+  double lr = 1e-3;
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;
+};
+
+class SGD final : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, SGDOptions opts);
+  SGD(std::vector<ParamGroup> groups, SGDOptions opts);
+  void step() override;
+
+ private:
+  SGDOptions opts_;
+  std::vector<std::vector<Tensor>> momentum_;  // per group, per param (undefined until first step)
+};
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;  // Adam: L2 added to the gradient; AdamW: decoupled (default 1e-2)
+};
+
+// Adam (decoupled = false) and AdamW (decoupled = true) share one fused
+// per-parameter kernel.
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, AdamOptions opts);
+  Adam(std::vector<ParamGroup> groups, AdamOptions opts);
+  void step() override;
+  int64_t steps() const { return step_; }
+
+ protected:
+  Adam(std::vector<ParamGroup> groups, AdamOptions opts, bool decoupled, const char* name);
+
+ private:
+  AdamOptions opts_;
+  bool decoupled_;
+  int64_t step_ = 0;
+  std::vector<std::vector<Tensor>> m_, v_;  // first and second moments
+};
+
+class AdamW final : public Adam {
+ public:
+  static AdamOptions defaults() {
+    AdamOptions o;
+    o.weight_decay = 1e-2;
+    return o;
+  }
+  AdamW(std::vector<Tensor> params, AdamOptions opts = defaults());
+  AdamW(std::vector<ParamGroup> groups, AdamOptions opts = defaults());
+};
+
+// Scales all gradients so their global L2 norm is at most max_norm; returns
+// the norm before clipping (torch.nn.utils.clip_grad_norm_).
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+// Clamps every gradient element to [-clip_value, clip_value].
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
+
+}  // namespace ember::optim
