@@ -1,0 +1,156 @@
+// Scaled dot-product, additive and multi-head attention, composed from ops
+// (matmul on transposed views, fused masked softmax, dropout), so their
+// backward is the ops' backward.
+#include <ember/nn/attention.h>
+
+#include <cmath>
+
+#include <ember/nn/init.h>
+#include <ember/ops/activation.h>
+#include <ember/ops/dropout.h>
+#include <ember/ops/elementwise.h>
+#include <ember/ops/factory.h>
+#include <ember/ops/matmul.h>
+#include <ember/ops/reduce.h>
+#include <ember/ops/softmax.h>
+
+namespace ember::nn {
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                    double dropout_p, bool is_causal, Tensor* weights) {
+  EMBER_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, ShapeError,
+              "scaled_dot_product_attention: q, k, v need at least 2 dims, got ", q.shape().str(), ", ",
+              k.shape().str(), ", ", v.shape().str());
+  EMBER_CHECK(q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2), ShapeError,
+              "scaled_dot_product_attention: q ", q.shape().str(), ", k ", k.shape().str(), " and v ",
+              v.shape().str(), " do not fit (q and k share the last dim, k and v the key count)");
+  // scores = q k^T / sqrt(d): the scaling keeps the softmax out of its flat
+  // regions when d is large.
+  Tensor scores = mul(matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  Tensor bool_mask;
+  if (mask.defined()) {
+    if (mask.is_floating_point()) scores = add(scores, mask);
+    else bool_mask = mask;
+  }
+  if (is_causal) {
+    const Tensor c = causal_mask(q.size(-2), k.size(-2), q.device());
+    if (bool_mask.defined() && bool_mask.dtype() == DType::Int64) {
+      // Valid lengths and causality together: combine into one bool mask.
+      Tensor tmp = masked_softmax(zeros_like(scores), bool_mask);
+      bool_mask = logical_or(eq(tmp, 0.0), c);
+    } else {
+      bool_mask = bool_mask.defined() ? logical_or(bool_mask, c) : c;
+    }
+  }
+  Tensor w = bool_mask.defined() ? masked_softmax(scores, bool_mask) : softmax(scores, -1);
+  if (dropout_p > 0) w = ember::dropout(w, dropout_p, true);
+  if (weights) *weights = w;
+  return matmul(w, v);
+}
+
+// ---- additive attention -------------------------------------------------------
+AdditiveAttention::AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens, double dropout) {
+  W_k = register_module("W_k", std::make_shared<Linear>(key_size, num_hiddens, false));
+  W_q = register_module("W_q", std::make_shared<Linear>(query_size, num_hiddens, false));
+  w_v = register_module("w_v", std::make_shared<Linear>(num_hiddens, 1, false));
+  drop = register_module("dropout", std::make_shared<Dropout>(dropout));
+}
+
+Tensor AdditiveAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                                  const Tensor& valid_lens) {
+  // features[b, i, j, :] = tanh(W_q q_i + W_k k_j), by broadcasting
+  // (B, Q, 1, H) + (B, 1, K, H).
+  const Tensor features = tanh(add((*W_q)(queries).unsqueeze(2), (*W_k)(keys).unsqueeze(1)));
+  const Tensor scores = (*w_v)(features).squeeze(-1);  // (B, Q, K)
+  attention_weights = valid_lens.defined() ? masked_softmax(scores, valid_lens) : softmax(scores, -1);
+  return matmul((*drop)(attention_weights), values);
+}
+
+// ---- multi-head attention -----------------------------------------------------
+MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, MultiheadAttentionOptions o)
+    : embed_dim(e), num_heads(h), head_dim(h > 0 ? e / h : 0), kdim(o.kdim ? o.kdim : e), vdim(o.vdim ? o.vdim : e),
+      dropout(o.dropout), batch_first(o.batch_first) {
+  EMBER_CHECK(e > 0 && h > 0 && e % h == 0, ValueError, "MultiheadAttention: embed_dim ", e,
+              " must be divisible by num_heads ", h);
+  if (kdim == e && vdim == e) {
+    Tensor w = empty({3 * e, e});
+    init::xavier_uniform_(w);
+    in_proj_weight = register_parameter("in_proj_weight", w);
+  } else {
+    Tensor wq = empty({e, e}), wk = empty({e, kdim}), wv = empty({e, vdim});
+    init::xavier_uniform_(wq);
+    init::xavier_uniform_(wk);
+    init::xavier_uniform_(wv);
+    q_proj_weight = register_parameter("q_proj_weight", wq);
+    k_proj_weight = register_parameter("k_proj_weight", wk);
+    v_proj_weight = register_parameter("v_proj_weight", wv);
+  }
+  if (o.bias) in_proj_bias = register_parameter("in_proj_bias", zeros({3 * e}));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(e, e, o.bias));
+  if (o.bias) init::zeros_(out_proj->bias);
+}
+
+std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                                      const Tensor& key_padding_mask, bool need_weights,
+                                                      const Tensor& attn_mask, bool average_attn_weights,
+                                                      bool is_causal) {
+  EMBER_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3, ShapeError,
+              "MultiheadAttention: expected 3-D query, key and value, got ", query.shape().str(), ", ",
+              key.shape().str(), ", ", value.shape().str());
+  // Work batch first: (N, L, E).
+  const Tensor q_in = batch_first ? query : query.transpose(0, 1);
+  const Tensor k_in = batch_first ? key : key.transpose(0, 1);
+  const Tensor v_in = batch_first ? value : value.transpose(0, 1);
+  const int64_t N = q_in.size(0), L = q_in.size(1), S = k_in.size(1), E = embed_dim, H = num_heads, D = head_dim;
+  EMBER_CHECK(q_in.size(2) == E && k_in.size(2) == kdim && v_in.size(2) == vdim && v_in.size(1) == S &&
+                  k_in.size(0) == N && v_in.size(0) == N,
+              ShapeError, "MultiheadAttention: query ", query.shape().str(), ", key ", key.shape().str(), " and value ",
+              value.shape().str(), " do not fit embed_dim ", E, ", kdim ", kdim, ", vdim ", vdim,
+              batch_first ? " (batch_first)" : " (sequence first)");
+  const Tensor wq = in_proj_weight.defined() ? in_proj_weight.narrow(0, 0, E) : q_proj_weight;
+  const Tensor wk = in_proj_weight.defined() ? in_proj_weight.narrow(0, E, E) : k_proj_weight;
+  const Tensor wv = in_proj_weight.defined() ? in_proj_weight.narrow(0, 2 * E, E) : v_proj_weight;
+  const Tensor bq = in_proj_bias.defined() ? in_proj_bias.narrow(0, 0, E) : Tensor();
+  const Tensor bk = in_proj_bias.defined() ? in_proj_bias.narrow(0, E, E) : Tensor();
+  const Tensor bv = in_proj_bias.defined() ? in_proj_bias.narrow(0, 2 * E, E) : Tensor();
+  // Project, then split heads: (N, L, E) -> (N, L, H, D) -> (N, H, L, D).
+  const Tensor q = linear(q_in, wq, bq).reshape({N, L, H, D}).permute({0, 2, 1, 3});
+  const Tensor k = linear(k_in, wk, bk).reshape({N, S, H, D}).permute({0, 2, 1, 3});
+  const Tensor v = linear(v_in, wv, bv).reshape({N, S, H, D}).permute({0, 2, 1, 3});
+
+  // Combine the masks into one broadcastable to (N, H, L, S).
+  Tensor mask;
+  if (attn_mask.defined()) {
+    EMBER_CHECK((attn_mask.dim() == 2 && attn_mask.size(0) == L && attn_mask.size(1) == S) ||
+                    (attn_mask.dim() == 3 && attn_mask.size(0) == N * H && attn_mask.size(1) == L &&
+                     attn_mask.size(2) == S),
+                ShapeError, "MultiheadAttention: attn_mask of shape ", attn_mask.shape().str(), " should be [", L, ", ",
+                S, "] or [", N * H, ", ", L, ", ", S, "]");
+    mask = attn_mask.dim() == 3 ? attn_mask.reshape({N, H, L, S}) : attn_mask;
+  }
+  if (key_padding_mask.defined()) {
+    EMBER_CHECK((key_padding_mask.shape() == Shape({N, S})), ShapeError, "MultiheadAttention: key_padding_mask of shape ",
+                key_padding_mask.shape().str(), " should be [", N, ", ", S, "]");
+    Tensor kpm = key_padding_mask.reshape({N, 1, 1, S});
+    if (!mask.defined()) {
+      mask = kpm.is_floating_point() ? kpm : kpm.to(DType::Bool);
+    } else if (mask.is_floating_point()) {
+      mask = kpm.is_floating_point() ? add(mask, kpm) : masked_fill(mask.expand({N, H, L, S}), kpm, -INFINITY);
+    } else {
+      // bool attn_mask with a float padding mask: turn the bool one additive.
+      mask = kpm.is_floating_point()
+                 ? add(masked_fill(zeros(mask.shape(), TensorOptions(kpm.dtype(), kpm.device())), mask, -INFINITY), kpm)
+                 : logical_or(mask, kpm);
+    }
+  }
+  Tensor weights;
+  const double p = is_training() ? dropout : 0.0;
+  Tensor out = scaled_dot_product_attention(q, k, v, mask, p, is_causal, need_weights ? &weights : nullptr);
+  // Merge heads: (N, H, L, D) -> (N, L, H, D) -> (N, L, E).
+  out = (*out_proj)(out.permute({0, 2, 1, 3}).reshape({N, L, E}));
+  if (!batch_first) out = out.transpose(0, 1);
+  if (need_weights && average_attn_weights) weights = mean(weights, {1});
+  return {out, need_weights ? weights : Tensor()};
+}
+
+}  // namespace ember::nn

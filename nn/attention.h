@@ -1,0 +1,73 @@
+// Attention, as in the reference notes and torch.nn:
+//  - scaled_dot_product_attention with valid-length, boolean, additive or
+//    causal masks and dropout on the weights;
+//  - AdditiveAttention (Bahdanau): score = w_v^T tanh(W_q q + W_k k);
+//  - MultiheadAttention with PyTorch's parameters (in_proj_weight,
+//    in_proj_bias, out_proj.weight/bias; q/k/v_proj_weight when kdim or
+//    vdim differ) and forward semantics.
+// Boolean masks mean "masked out" where true, as in nn.MultiheadAttention's
+// attn_mask and key_padding_mask (note: the reverse of
+// F.scaled_dot_product_attention's bool mask). A query whose keys are all
+// masked gets all-zero weights (PyTorch gives NaN).
+#pragma once
+
+#include <utility>
+
+#include <ember/nn/layers.h>
+
+namespace ember::nn {
+
+// q (..., Lq, D), k (..., Lk, D), v (..., Lk, Dv) -> (..., Lq, Dv).
+// mask: undefined; int64 valid lengths (see masked_softmax); bool (true =
+// masked) broadcastable to (..., Lq, Lk); or floating, added to the scores.
+// If weights is non-null it receives the attention weights (after dropout).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask = Tensor(),
+                                    double dropout_p = 0.0, bool is_causal = false, Tensor* weights = nullptr);
+
+// Bahdanau's additive scoring: scores[b, i, j] = w_v^T tanh(W_q q_i + W_k k_j),
+// then masked softmax over keys (valid lengths) and a weighted sum of values.
+class AdditiveAttention : public Module {
+ public:
+  AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens, double dropout = 0.0);
+  // queries (B, Q, query_size), keys (B, K, key_size), values (B, K, Dv).
+  Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                 const Tensor& valid_lens = Tensor());
+  using Module::forward;
+  std::string type_name() const override { return "AdditiveAttention"; }
+  std::shared_ptr<Linear> W_k, W_q, w_v;
+  std::shared_ptr<Dropout> drop;
+  Tensor attention_weights;  // from the last forward
+};
+
+struct MultiheadAttentionOptions {
+  double dropout = 0.0;
+  bool bias = true;
+  int64_t kdim = 0;  // 0: embed_dim
+  int64_t vdim = 0;
+  bool batch_first = false;
+};
+
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, MultiheadAttentionOptions opts = {});
+  // Returns (output, weights). Shapes (batch_first): query (N, L, E), key and
+  // value (N, S, kdim/vdim), output (N, L, E); otherwise sequence first.
+  // key_padding_mask (N, S) bool, true = ignore that key. attn_mask (L, S)
+  // or (N * num_heads, L, S), bool (true = masked) or floating (added).
+  // weights: (N, L, S) averaged over heads, (N, H, L, S) per head, or
+  // undefined when need_weights is false.
+  std::pair<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
+                                    const Tensor& attn_mask = Tensor(), bool average_attn_weights = true,
+                                    bool is_causal = false);
+  Tensor forward(const Tensor& x) override { return forward(x, x, x, Tensor(), false).first; }
+  std::string type_name() const override { return "MultiheadAttention"; }
+
+  int64_t embed_dim, num_heads, head_dim, kdim, vdim;
+  double dropout;
+  bool batch_first;
+  Tensor in_proj_weight, in_proj_bias, q_proj_weight, k_proj_weight, v_proj_weight;
+  std::shared_ptr<Linear> out_proj;
+};
+
+}  // namespace ember::nn

@@ -1,0 +1,119 @@
+// Attention layers against PyTorch (tools/reference_attention.py), and the
+// shapes and masks of the reference notes.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include <ember/ember.h>
+
+#include "test_util.h"
+
+using namespace ember;
+using test::check_close;
+
+namespace {
+// Parameter k (in name order), element i: 0.3 sin(0.5 i + 1.7 k).
+void fill(nn::Module& m) {
+  NoGradGuard no_grad;
+  int k = 0;
+  for (auto& [name, p] : m.named_parameters()) {
+    const Tensor i = arange(0, static_cast<double>(p.numel()), 1, kFloat64);
+    Tensor dst = p;
+    dst.copy_(mul(sin(add(mul(i, 0.5), 1.7 * k)), 0.3).reshape(p.shape()));
+    ++k;
+  }
+}
+Tensor inp(const Shape& s, double off) {
+  const Tensor i = arange(0, static_cast<double>(s.numel()), 1, kFloat64);
+  return mul(cos(add(mul(i, 0.3), off)), 0.5).reshape(s).to(kFloat32);
+}
+}  // namespace
+
+TEST_CASE("MultiheadAttention: outputs, weights and gradients match PyTorch") {
+  nn::MultiheadAttention mha(8, 2, {0.0, true, 0, 0, /*batch_first=*/true});
+  std::vector<std::string> names;
+  for (auto& [n, p] : mha.named_parameters()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"});
+  fill(mha);
+  Tensor x = inp({2, 3, 8}, 0.0).requires_grad_();
+  const Tensor kpm = from_vector(std::vector<bool>{false, false, true, false, false, false}, {2, 3});
+  auto [out, w] = mha.forward(x, x, x, kpm);
+  check_close(out, {0.0142304647, -0.3879873194, -0.0869867947, 0.3343448486, -0.0638737846, 0.4188864234,
+                    0.4055312743, -0.0579598807, 0.0371325101, -0.4425723711, -0.0385304984, 0.3255836024,
+                    -0.1008766155, 0.4760209984, 0.3678428043, -0.0658247997, 0.0095362012, -0.3785685676,
+                    -0.0946055453, 0.3348859923, -0.0569624642, 0.4093101988, 0.4111388301, -0.0557143424,
+                    0.0231421695, -0.407613195, -0.0702418426, 0.332080262, -0.0776582715, 0.4391712939,
+                    0.3927976088, -0.0615981928, 0.0372209347, -0.4403108713, -0.0415753527, 0.3273026018,
+                    -0.1000789872, 0.4732592697, 0.3706555487, -0.0667401359, 0.0140602615, -0.3865063886,
+                    -0.0887525934, 0.335172324, -0.0631897338, 0.4171646972, 0.4070980142, -0.0582863337},
+              2e-6);
+  check_close(w, {0.600770951, 0.399229049, 0.0, 0.3789732548, 0.6210267452, 0.0, 0.6373281791, 0.3626718209, 0.0,
+                  0.4091624298, 0.2967564324, 0.2940811378, 0.2592943874, 0.4181900583, 0.3225155543, 0.3697786935,
+                  0.2189478187, 0.4112734878},
+              2e-6);
+  sum(mul(out, inp({2, 3, 8}, 1.0))).backward();
+  check_close(x.grad().narrow(0, 0, 1).narrow(1, 0, 1),
+              {-0.006556937, -0.0091192562, -0.0094488634, -0.0074650593, -0.0036535483, 0.0010524787, 0.0055008222,
+               0.0086023726},
+              1e-7);
+  const std::vector<double> want = {-0.0526363307, -0.2048893192, 0.3585527668, -0.1972311981};
+  int k = 0;
+  for (auto& [n, p] : mha.named_parameters()) {
+    const Tensor c = cos(arange(0, static_cast<double>(p.numel()), 1, kFloat32)).reshape(p.shape());
+    CHECK_MESSAGE(std::fabs(sum(mul(p.grad(), c)).item<double>() - want[k]) < 1e-5, n);
+    ++k;
+  }
+}
+
+TEST_CASE("MultiheadAttention: kdim/vdim, sequence-first, bool attn_mask, per-head weights match PyTorch") {
+  nn::MultiheadAttention mha(8, 2, {0.0, true, 4, 6, false});
+  std::vector<std::string> names;
+  for (auto& [n, p] : mha.named_parameters()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
+                                          "out_proj.weight", "out_proj.bias"});
+  fill(mha);
+  const Tensor mask = gt(arange(5).unsqueeze(0), arange(3).unsqueeze(1));  // triu(ones(3,5), 1)
+  auto [out, w] = mha.forward(inp({3, 2, 8}, 0.2), inp({5, 2, 4}, 0.4), inp({5, 2, 6}, 0.6), Tensor(), true, mask,
+                              /*average_attn_weights=*/false);
+  CHECK(out.shape() == Shape{3, 2, 8});
+  check_close(out.narrow(0, 0, 1), {0.6108336897, -0.1737211642, -0.0051022591, 0.1113472645, -0.6402722205,
+                                    -0.0825354677, -0.1705569276, -0.4988068118, 0.6445452227, -0.2725904001,
+                                    0.0904366986, 0.0853196399, -0.7017855966, 0.0239078087, -0.2481954887,
+                                    -0.5037541878},
+              2e-6);
+  CHECK(w.shape() == Shape{2, 2, 3, 5});
+  check_close(w[1][0], {1.0, 0.0, 0.0, 0.0, 0.0, 0.4746887795, 0.5253112205, 0.0, 0.0, 0.0, 0.2882633593,
+                        0.3038106064, 0.4079260343, 0.0, 0.0},
+              2e-6);
+}
+
+TEST_CASE("MultiheadAttention: the notes' (10, 20, 128) input with 8 heads") {
+  nn::MultiheadAttention mha(128, 8, {0.0, true, 0, 0, true});
+  const Tensor x = randn({10, 20, 128});
+  auto [out, w] = mha.forward(x, x, x, Tensor(), true, Tensor(), false);
+  CHECK(out.shape() == Shape{10, 20, 128});
+  CHECK(w.shape() == Shape{10, 8, 20, 20});
+  CHECK(allclose(sum(w, {-1}), ones({10, 8, 20}), 1e-5, 1e-5));
+  CHECK_THROWS_AS(nn::MultiheadAttention(100, 8), ValueError);
+}
+
+TEST_CASE("attention: scaled dot product with lengths and causality; additive attention") {
+  const Tensor q = randn({2, 4, 6}), k = randn({2, 5, 6}), v = randn({2, 5, 3});
+  Tensor w;
+  const Tensor o = nn::scaled_dot_product_attention(q, k, v, from_vector(std::vector<int64_t>{2, 4}), 0.0, false, &w);
+  CHECK(o.shape() == Shape{2, 4, 3});
+  CHECK(w.at<float>({0, 3, 2}) == 0.0f);
+  CHECK(w.at<float>({1, 0, 4}) == 0.0f);
+  const Tensor oc = nn::scaled_dot_product_attention(q, k.narrow(1, 0, 4), v.narrow(1, 0, 4), Tensor(), 0.0, true, &w);
+  CHECK(w.at<float>({0, 0, 1}) == 0.0f);
+  CHECK(w.at<float>({0, 0, 0}) == 1.0f);
+  // Additive attention: the d2l example shapes (queries (2,1,20), keys (2,10,2), values (2,10,4)).
+  nn::AdditiveAttention att(2, 20, 8, 0.1);
+  att.eval();
+  const Tensor vals = arange(0, 40, 1, kFloat32).reshape({1, 10, 4}).expand({2, 10, 4});
+  const Tensor y = att.forward(ones({2, 1, 20}), ones({2, 10, 2}), vals, from_vector(std::vector<int64_t>{2, 6}));
+  CHECK(y.shape() == Shape{2, 1, 4});
+  // Equal keys: uniform weights over the valid ones, so the mean of the valid values.
+  check_close(y, {2, 3, 4, 5, 10, 11, 12, 13}, 1e-5);
+  CHECK(att.attention_weights.at<float>({0, 0, 2}) == 0.0f);
+}
