@@ -1,0 +1,154 @@
+// Transformer encoder layers, positional encodings, Conv2d, patch embedding
+// and the Vision Transformer, composed from nn layers and ops.
+#include <ember/nn/transformer.h>
+
+#include <cmath>
+
+#include <ember/nn/init.h>
+#include <ember/ops/activation.h>
+#include <ember/ops/conv.h>
+#include <ember/ops/elementwise.h>
+#include <ember/ops/factory.h>
+#include <ember/ops/join.h>
+
+namespace ember::nn {
+
+TransformerEncoderLayer::TransformerEncoderLayer(TransformerEncoderLayerOptions o) : opts(o) {
+  EMBER_CHECK(o.activation == "relu" || o.activation == "gelu", ValueError,
+              "TransformerEncoderLayer: activation must be \"relu\" or \"gelu\", got \"", o.activation, "\"");
+  self_attn = register_module(
+      "self_attn", std::make_shared<MultiheadAttention>(o.d_model, o.nhead,
+                                                        MultiheadAttentionOptions{o.dropout, true, 0, 0, o.batch_first}));
+  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
+  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(Shape{o.d_model}, o.layer_norm_eps));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(Shape{o.d_model}, o.layer_norm_eps));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(o.dropout));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout));
+}
+
+Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const Tensor& mask, const Tensor& kpm, bool is_causal) {
+  return (*dropout1)(self_attn->forward(x, x, x, kpm, false, mask, true, is_causal).first);
+}
+
+Tensor TransformerEncoderLayer::ff_block(const Tensor& x) {
+  const Tensor h = (*linear1)(x);
+  const Tensor a = opts.activation == "gelu" ? gelu(h) : relu(h);
+  return (*dropout2)((*linear2)((*dropout)(a)));
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& kpm, bool is_causal) {
+  Tensor x = src;
+  if (opts.norm_first) {
+    x = add(x, sa_block((*norm1)(x), src_mask, kpm, is_causal));
+    x = add(x, ff_block((*norm2)(x)));
+  } else {
+    x = (*norm1)(add(x, sa_block(x, src_mask, kpm, is_causal)));
+    x = (*norm2)(add(x, ff_block(x)));
+  }
+  return x;
+}
+
+TransformerEncoder::TransformerEncoder(TransformerEncoderLayerOptions layer, int64_t num_layers, bool final_norm) {
+  layers = register_module("layers", std::make_shared<ModuleList>());
+  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerEncoderLayer>(layer));
+  if (final_norm)
+    norm = register_module("norm", std::make_shared<LayerNorm>(Shape{layer.d_model}, layer.layer_norm_eps));
+}
+
+Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& kpm, bool is_causal) {
+  Tensor x = src;
+  for (size_t i = 0; i < layers->size(); ++i) x = layers->at<TransformerEncoderLayer>(i).forward(x, mask, kpm, is_causal);
+  return norm ? (*norm)(x) : x;
+}
+
+SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t d, int64_t max_len, double p) {
+  // angle[i, j] = i / 10000^(2j/d) = i * exp(-(2j/d) log 10000): through
+  // exp/log rather than pow, for stability.
+  const Tensor pos = arange(0, static_cast<double>(max_len), 1, kFloat32).unsqueeze(1);
+  const Tensor two_j = arange(0, static_cast<double>(d), 2, kFloat32);
+  const Tensor angle = mul(pos, exp(mul(two_j, -std::log(10000.0) / static_cast<double>(d))));
+  P = zeros({1, max_len, d});
+  P.slice(2, 0, d, 2).copy_(sin(angle).unsqueeze(0));
+  P.slice(2, 1, d, 2).copy_(cos(angle).narrow(1, 0, d / 2).unsqueeze(0));
+  drop = register_module("dropout", std::make_shared<Dropout>(p));
+}
+
+Tensor SinusoidalPositionalEncoding::forward(const Tensor& x) {
+  EMBER_CHECK(x.dim() == 3 && x.size(1) <= P.size(1) && x.size(2) == P.size(2), ShapeError,
+              "SinusoidalPositionalEncoding: expected (N, L <= ", P.size(1), ", ", P.size(2), "), got ", x.shape().str());
+  return (*drop)(add(x, P.narrow(1, 0, x.size(1)).to(x.device())));
+}
+
+LearnedPositionalEncoding::LearnedPositionalEncoding(int64_t d, int64_t max_len) {
+  Tensor w = empty({1, max_len, d});
+  init::normal_(w, 0.0, 0.02);
+  weight = register_parameter("weight", w);
+}
+
+Tensor LearnedPositionalEncoding::forward(const Tensor& x) {
+  EMBER_CHECK(x.dim() == 3 && x.size(1) <= weight.size(1) && x.size(2) == weight.size(2), ShapeError,
+              "LearnedPositionalEncoding: expected (N, L <= ", weight.size(1), ", ", weight.size(2), "), got ",
+              x.shape().str());
+  return add(x, weight.narrow(1, 0, x.size(1)));
+}
+
+Conv2d::Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p,
+               bool has_bias)
+    : stride(s), padding(p) {
+  Tensor w = empty({out, in, k[0], k[1]});
+  init::kaiming_uniform_(w, std::sqrt(5.0));
+  weight = register_parameter("weight", w);
+  if (has_bias) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in * k[0] * k[1]));
+    Tensor b = empty({out});
+    init::uniform_(b, -bound, bound);
+    bias = register_parameter("bias", b);
+  }
+}
+
+Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding); }
+
+PatchEmbedding::PatchEmbedding(std::array<int64_t, 2> img, std::array<int64_t, 2> patch, int64_t in_ch, int64_t e)
+    : img_size(img) {
+  EMBER_CHECK(patch[0] > 0 && patch[1] > 0 && img[0] % patch[0] == 0 && img[1] % patch[1] == 0, ValueError,
+              "PatchEmbedding: image ", img[0], "x", img[1], " is not divisible into ", patch[0], "x", patch[1],
+              " patches");
+  num_patches = (img[0] / patch[0]) * (img[1] / patch[1]);
+  proj = register_module("proj", std::make_shared<Conv2d>(in_ch, e, patch, patch));
+}
+
+Tensor PatchEmbedding::forward(const Tensor& x) {
+  EMBER_CHECK(x.dim() == 4 && x.size(2) == img_size[0] && x.size(3) == img_size[1], ShapeError,
+              "PatchEmbedding: expected images (N, C, ", img_size[0], ", ", img_size[1], "), got ", x.shape().str());
+  return (*proj)(x).flatten(2).transpose(1, 2);  // (N, E, h, w) -> (N, h*w, E)
+}
+
+VisionTransformer::VisionTransformer(VisionTransformerOptions o) : opts(o) {
+  patch_embed = register_module("patch_embed",
+                                std::make_shared<PatchEmbedding>(o.img_size, o.patch_size, o.in_channels, o.embed_dim));
+  Tensor cls = empty({1, 1, o.embed_dim}), pos = empty({1, patch_embed->num_patches + 1, o.embed_dim});
+  init::trunc_normal_(cls, 0.0, 0.02);
+  init::trunc_normal_(pos, 0.0, 0.02);
+  cls_token = register_parameter("cls_token", cls);
+  pos_embed = register_parameter("pos_embed", pos);
+  pos_drop = register_module("pos_drop", std::make_shared<Dropout>(o.dropout));
+  blocks = register_module("blocks", std::make_shared<ModuleList>());
+  TransformerEncoderLayerOptions lo{o.embed_dim, o.num_heads, o.mlp_dim, o.dropout, "gelu", 1e-6, true, true};
+  for (int64_t i = 0; i < o.depth; ++i) blocks->push_back(std::make_shared<TransformerEncoderLayer>(lo));
+  norm = register_module("norm", std::make_shared<LayerNorm>(Shape{o.embed_dim}, 1e-6));
+  head = register_module("head", std::make_shared<Linear>(o.embed_dim, o.num_classes));
+}
+
+Tensor VisionTransformer::forward(const Tensor& images) {
+  Tensor x = patch_embed->forward(images);  // (N, P, E)
+  const int64_t N = x.size(0);
+  x = cat({cls_token.expand({N, 1, opts.embed_dim}), x}, 1);
+  x = (*pos_drop)(add(x, pos_embed));
+  for (size_t i = 0; i < blocks->size(); ++i) x = blocks->at<TransformerEncoderLayer>(i).forward(x);
+  x = (*norm)(x);
+  return (*head)(x.select(1, 0));
+}
+
+}  // namespace ember::nn

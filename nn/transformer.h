@@ -1,0 +1,135 @@
+// Transformer building blocks with PyTorch's names and options:
+// TransformerEncoderLayer / TransformerEncoder, sinusoidal and learned
+// positional encodings, Conv2d, PatchEmbedding and a VisionTransformer.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include <ember/nn/attention.h>
+#include <ember/nn/layers.h>
+
+namespace ember::nn {
+
+struct TransformerEncoderLayerOptions {
+  int64_t d_model = 512;
+  int64_t nhead = 8;
+  int64_t dim_feedforward = 2048;
+  double dropout = 0.1;
+  std::string activation = "relu";  // "relu" or "gelu"
+  double layer_norm_eps = 1e-5;
+  bool batch_first = false;
+  bool norm_first = false;  // pre-norm when true
+};
+
+// Submodules (and so state-dict names) as in PyTorch: self_attn, linear1,
+// dropout, linear2, norm1, norm2, dropout1, dropout2.
+class TransformerEncoderLayer : public Module {
+ public:
+  explicit TransformerEncoderLayer(TransformerEncoderLayerOptions opts);
+  // src_mask (L, S) and src_key_padding_mask (N, S): see MultiheadAttention.
+  Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = Tensor(),
+                 bool is_causal = false);
+  Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
+  std::string type_name() const override { return "TransformerEncoderLayer"; }
+
+  TransformerEncoderLayerOptions opts;
+  std::shared_ptr<MultiheadAttention> self_attn;
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<Dropout> dropout, dropout1, dropout2;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+
+ private:
+  Tensor sa_block(const Tensor& x, const Tensor& mask, const Tensor& kpm, bool is_causal);
+  Tensor ff_block(const Tensor& x);
+};
+
+// num_layers copies of a layer (layers.0, layers.1, ...) and an optional
+// final LayerNorm ("norm").
+class TransformerEncoder : public Module {
+ public:
+  TransformerEncoder(TransformerEncoderLayerOptions layer, int64_t num_layers, bool final_norm = false);
+  Tensor forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = Tensor(),
+                 bool is_causal = false);
+  Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
+  std::string type_name() const override { return "TransformerEncoder"; }
+  std::shared_ptr<ModuleList> layers;
+  std::shared_ptr<LayerNorm> norm;  // null without final_norm
+};
+
+// x + P[:L] then dropout, with P[i, 2j] = sin(i / 10000^(2j/d)) and
+// P[i, 2j+1] = cos(i / 10000^(2j/d)); x is (N, L, d). P is a constant, not
+// part of the state dict (as in the notes).
+class SinusoidalPositionalEncoding : public Module {
+ public:
+  SinusoidalPositionalEncoding(int64_t d_model, int64_t max_len = 1000, double dropout = 0.0);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "SinusoidalPositionalEncoding"; }
+  Tensor P;  // (1, max_len, d_model)
+  std::shared_ptr<Dropout> drop;
+};
+
+// x + a learned (1, max_len, d) table (parameter "weight", N(0, 0.02)).
+class LearnedPositionalEncoding : public Module {
+ public:
+  LearnedPositionalEncoding(int64_t d_model, int64_t max_len);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "LearnedPositionalEncoding"; }
+  Tensor weight;
+};
+
+// torch.nn.Conv2d without dilation or groups; PyTorch's default init.
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {1, 1},
+         std::array<int64_t, 2> padding = {0, 0}, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Conv2d"; }
+  Tensor weight, bias;
+  std::array<int64_t, 2> stride, padding;
+};
+
+// (N, C, H, W) -> (N, num_patches, embed_dim) through a strided Conv2d
+// ("proj"); image and patch need not be square.
+class PatchEmbedding : public Module {
+ public:
+  PatchEmbedding(std::array<int64_t, 2> img_size, std::array<int64_t, 2> patch_size, int64_t in_channels,
+                 int64_t embed_dim);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "PatchEmbedding"; }
+  std::shared_ptr<Conv2d> proj;
+  int64_t num_patches;
+  std::array<int64_t, 2> img_size;
+};
+
+struct VisionTransformerOptions {
+  std::array<int64_t, 2> img_size = {28, 28};
+  std::array<int64_t, 2> patch_size = {7, 7};
+  int64_t in_channels = 1;
+  int64_t num_classes = 10;
+  int64_t embed_dim = 64;
+  int64_t depth = 4;
+  int64_t num_heads = 4;
+  int64_t mlp_dim = 128;
+  double dropout = 0.1;
+};
+
+// Patch embedding, a learned [CLS] token and position embedding, pre-norm
+// encoder blocks (GELU MLP), a final LayerNorm and a linear head on [CLS].
+// Names: patch_embed.proj.*, cls_token, pos_embed, blocks.i.*, norm.*, head.*.
+class VisionTransformer : public Module {
+ public:
+  explicit VisionTransformer(VisionTransformerOptions opts);
+  Tensor forward(const Tensor& images) override;  // (N, C, H, W) -> (N, num_classes)
+  std::string type_name() const override { return "VisionTransformer"; }
+  VisionTransformerOptions opts;
+  std::shared_ptr<PatchEmbedding> patch_embed;
+  Tensor cls_token, pos_embed;
+  std::shared_ptr<Dropout> pos_drop;
+  std::shared_ptr<ModuleList> blocks;
+  std::shared_ptr<LayerNorm> norm;
+  std::shared_ptr<Linear> head;
+};
+
+}  // namespace ember::nn

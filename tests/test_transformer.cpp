@@ -1,0 +1,125 @@
+// Transformer layers against PyTorch (tools/reference_transformer.py), the
+// sinusoidal encoding formula, and the ViT's shapes, names and training.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include <ember/ember.h>
+
+#include "test_util.h"
+
+using namespace ember;
+using test::check_close;
+
+namespace {
+void fill(nn::Module& m) {
+  NoGradGuard no_grad;
+  int k = 0;
+  for (auto& [name, p] : m.named_parameters()) {
+    const Tensor i = arange(0, static_cast<double>(p.numel()), 1, kFloat64);
+    Tensor dst = p;
+    dst.copy_(mul(sin(add(mul(i, 0.5), 1.7 * k)), 0.3).reshape(p.shape()));
+    ++k;
+  }
+}
+Tensor inp(const Shape& s, double off) {
+  const Tensor i = arange(0, static_cast<double>(s.numel()), 1, kFloat64);
+  return mul(cos(add(mul(i, 0.3), off)), 0.5).reshape(s).to(kFloat32);
+}
+
+void check_layer(bool norm_first, const std::vector<double>& y00, const std::vector<double>& y12,
+                 const std::vector<double>& grads) {
+  nn::TransformerEncoderLayer layer({8, 2, 16, 0.1, norm_first ? "gelu" : "relu", 1e-5, true, norm_first});
+  layer.eval();
+  fill(layer);
+  const Tensor x = inp({2, 3, 8}, 0.0).requires_grad_();
+  const Tensor kpm = from_vector(std::vector<bool>{false, false, true, false, false, false}, {2, 3});
+  const Tensor y = layer.forward(x, Tensor(), kpm);
+  check_close(y[0][0], y00, 5e-6);
+  check_close(y[1][2], y12, 5e-6);
+  sum(mul(y, inp({2, 3, 8}, 1.0))).backward();
+  size_t k = 0;
+  for (auto& [n, p] : layer.named_parameters()) {
+    const Tensor c = cos(arange(0, static_cast<double>(p.numel()), 1, kFloat32)).reshape(p.shape());
+    CHECK_MESSAGE(std::fabs(sum(mul(p.grad(), c)).item<double>() - grads[k]) < 2e-5, n);
+    ++k;
+  }
+}
+}  // namespace
+
+TEST_CASE("TransformerEncoderLayer post-norm (relu) matches PyTorch") {
+  check_layer(false,
+              {0.0145942933, 0.5725987524, 0.1447173829, 0.2128036371, 0.2413500339, 0.0992978249, 0.2835618215,
+               0.4239442803},
+              {0.1120405855, 0.6139704447, 0.1287621573, 0.1907197043, 0.2531248496, 0.1258946357, 0.260476417,
+               0.3849059383},
+              {-0.0021511782, -0.1408802349, -0.2900665506, -0.0952360725, -0.1503308509, 0.1744447554, 0.0261077589,
+               -0.0776856222, 0.8732147309, -0.1874045489, -2.6111033373, -0.1972311981});
+}
+
+TEST_CASE("TransformerEncoderLayer pre-norm (gelu) matches PyTorch") {
+  check_layer(true,
+              {0.2283641142, -0.3470001407, 0.6774139322, 1.1433977822, 0.0831118563, 0.5891982755, 0.836832484,
+               -0.1307867369},
+              {0.1495299182, -0.3642960329, 0.7875868193, 1.3067899259, 0.2829210236, 0.8672083554, 1.1167107246,
+               0.1342546089},
+              {-0.028147397, -0.2160963647, 0.101540218, -0.2053959746, 0.1726188432, -0.1432407842, 0.0571116921,
+               -0.1972311981, -0.0131979676, 0.0151558473, 0.0055201736, 0.0422057331});
+}
+
+TEST_CASE("positional encodings") {
+  nn::SinusoidalPositionalEncoding pe(6, 50);
+  // P[i, 2j] = sin(i / 10000^(2j/d)), P[i, 2j+1] = cos(same)
+  CHECK(pe.P.at<float>({0, 7, 2}) == doctest::Approx(std::sin(7 / std::pow(10000.0, 2.0 / 6))).epsilon(1e-5));
+  CHECK(pe.P.at<float>({0, 7, 5}) == doctest::Approx(std::cos(7 / std::pow(10000.0, 4.0 / 6))).epsilon(1e-5));
+  CHECK(pe(zeros({2, 10, 6})).shape() == Shape{2, 10, 6});
+  CHECK(pe.state_dict().empty());
+  nn::LearnedPositionalEncoding lpe(4, 9);
+  CHECK(lpe.state_dict().size() == 1);
+  CHECK_THROWS_AS(pe(zeros({2, 60, 6})), ShapeError);
+}
+
+TEST_CASE("VisionTransformer: names, shapes, parameter count, and it learns") {
+  nn::VisionTransformerOptions o;  // 28x28, patch 7, width 64, depth 4, 4 heads, MLP 128
+  nn::VisionTransformer vit(o);
+  CHECK(vit.patch_embed->num_patches == 16);
+  CHECK(vit.pos_embed.shape() == Shape{1, 17, 64});
+  const auto sd = vit.state_dict();
+  // A module's own parameters come before its children's, as in PyTorch.
+  CHECK(sd[0].first == "cls_token");
+  CHECK(sd[1].first == "pos_embed");
+  CHECK(sd[2].first == "patch_embed.proj.weight");
+  bool has_block = false;
+  for (auto& [n, t] : sd) has_block = has_block || n == "blocks.3.self_attn.in_proj_weight";
+  CHECK(has_block);
+  // The configuration: about 139k parameters.
+  CHECK(vit.num_parameters() > 130000);
+  CHECK(vit.num_parameters() < 145000);
+  CHECK(vit(randn({3, 1, 28, 28})).shape() == Shape{3, 10});
+  // Non-square images and patches.
+  nn::VisionTransformerOptions o2;
+  o2.img_size = {8, 12};
+  o2.patch_size = {4, 3};
+  o2.in_channels = 3;
+  o2.depth = 1;
+  o2.embed_dim = 16;
+  o2.num_heads = 2;
+  o2.mlp_dim = 32;
+  nn::VisionTransformer small(o2);
+  CHECK(small(randn({2, 3, 8, 12})).shape() == Shape{2, 10});
+  // Overfits a tiny batch: loss falls.
+  manual_seed(3);
+  const Tensor imgs = randn({8, 3, 8, 12});
+  const Tensor labels = randint(0, 10, {8});
+  optim::AdamW opt(small.parameters(), optim::AdamOptions{3e-3, 0.9, 0.999, 1e-8, 0.0});
+  double first = 0, last = 0;
+  for (int s = 0; s < 60; ++s) {
+    opt.zero_grad();
+    Tensor loss = cross_entropy(small(imgs), labels);
+    loss.backward();
+    opt.step();
+    if (s == 0) first = loss.item();
+    last = loss.item();
+  }
+  CHECK(last < first / 3);
+}
