@@ -16,6 +16,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ember/core/device.h>
@@ -147,6 +148,10 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Named tensors in a fixed order: module weights, optimizer and scheduler
+// state, checkpoint contents.
+using StateDict = std::vector<std::pair<std::string, Tensor>>;
 
 // ---- construction -----------------------------------------------------------
 // Options for factories, in PyTorch's spirit: empty({2, 3}, kFloat64).

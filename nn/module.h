@@ -16,7 +16,7 @@ namespace ember::nn {
 
 // Name -> tensor, in PyTorch's order: a module's parameters, then its
 // buffers, then each submodule's entries in registration order.
-using StateDict = std::vector<std::pair<std::string, Tensor>>;
+using StateDict = ember::StateDict;
 
 struct LoadResult {
   std::vector<std::string> missing_keys;     // in the module, not in the dict

@@ -77,6 +77,64 @@ void Optimizer::zero_grad(bool set_to_none) {
     for (Tensor& p : g.params) p.zero_grad(set_to_none);
 }
 
+namespace {
+Tensor scalar(double v) { return scalar_tensor(v, kFloat64); }
+std::string key(size_t g, size_t i, const char* what) {
+  return "state." + std::to_string(g) + "." + std::to_string(i) + "." + what;
+}
+const Tensor* find(const StateDict& s, const std::string& k) {
+  for (const auto& [name, t] : s)
+    if (name == k) return &t;
+  return nullptr;
+}
+const Tensor& need(const StateDict& s, const std::string& k) {
+  const Tensor* t = find(s, k);
+  EMBER_CHECK(t != nullptr, ValueError, "optimizer load_state_dict: missing entry '", k, "'");
+  return *t;
+}
+// A state buffer copied from the dict, checked against its parameter.
+Tensor load_buffer(const StateDict& s, const std::string& k, const Tensor& param) {
+  const Tensor* t = find(s, k);
+  if (!t) return Tensor();
+  EMBER_CHECK(t->shape() == param.shape(), ShapeError, "optimizer load_state_dict: '", k, "' has shape ",
+              t->shape().str(), " but its parameter has ", param.shape().str());
+  return t->to(param.dtype()).to(param.device()).clone();
+}
+}  // namespace
+
+StateDict Optimizer::state_dict() const {
+  StateDict d;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::string pre = "param_groups." + std::to_string(g) + ".";
+    d.emplace_back(pre + "lr", scalar(groups_[g].lr));
+    d.emplace_back(pre + "weight_decay", scalar(groups_[g].weight_decay));
+    d.emplace_back(pre + "initial_lr", scalar(groups_[g].initial_lr));
+  }
+  return d;
+}
+
+void Optimizer::load_state_dict(const StateDict& s) {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::string pre = "param_groups." + std::to_string(g) + ".";
+    groups_[g].lr = need(s, pre + "lr").item<double>();
+    groups_[g].weight_decay = need(s, pre + "weight_decay").item<double>();
+    groups_[g].initial_lr = need(s, pre + "initial_lr").item<double>();
+  }
+}
+
+std::vector<ParamGroup> weight_decay_groups(const StateDict& named, double weight_decay,
+                                            const std::vector<std::string>& no_decay) {
+  ParamGroup decay, plain;
+  decay.weight_decay = weight_decay;
+  plain.weight_decay = 0.0;
+  for (const auto& [name, p] : named) {
+    bool skip = p.dim() < 2;
+    for (const std::string& n : no_decay) skip = skip || name == n || name.find("." + n) != std::string::npos;
+    (skip ? plain : decay).params.push_back(p);
+  }
+  return {decay, plain};
+}
+
 // ---- SGD --------------------------------------------------------------------
 SGD::SGD(std::vector<Tensor> params, SGDOptions opts) : SGD(std::vector<ParamGroup>{{std::move(params)}}, opts) {}
 
@@ -110,6 +168,21 @@ void SGD::step() {
       add_(p, d, -g.lr);
     }
   }
+}
+
+StateDict SGD::state_dict() const {
+  StateDict d = Optimizer::state_dict();
+  for (size_t g = 0; g < momentum_.size(); ++g)
+    for (size_t i = 0; i < momentum_[g].size(); ++i)
+      if (momentum_[g][i].defined()) d.emplace_back(key(g, i, "momentum_buffer"), momentum_[g][i]);
+  return d;
+}
+
+void SGD::load_state_dict(const StateDict& s) {
+  Optimizer::load_state_dict(s);
+  for (size_t g = 0; g < momentum_.size(); ++g)
+    for (size_t i = 0; i < momentum_[g].size(); ++i)
+      momentum_[g][i] = load_buffer(s, key(g, i, "momentum_buffer"), groups_[g].params[i]);
 }
 
 // ---- Adam / AdamW -----------------------------------------------------------
@@ -150,6 +223,28 @@ void Adam::step() {
       p.bump_version();
     }
   }
+}
+
+StateDict Adam::state_dict() const {
+  StateDict d = Optimizer::state_dict();
+  d.emplace_back("step", scalar(static_cast<double>(step_)));
+  for (size_t g = 0; g < m_.size(); ++g)
+    for (size_t i = 0; i < m_[g].size(); ++i)
+      if (m_[g][i].defined()) {
+        d.emplace_back(key(g, i, "exp_avg"), m_[g][i]);
+        d.emplace_back(key(g, i, "exp_avg_sq"), v_[g][i]);
+      }
+  return d;
+}
+
+void Adam::load_state_dict(const StateDict& s) {
+  Optimizer::load_state_dict(s);
+  step_ = static_cast<int64_t>(need(s, "step").item<double>());
+  for (size_t g = 0; g < m_.size(); ++g)
+    for (size_t i = 0; i < m_[g].size(); ++i) {
+      m_[g][i] = load_buffer(s, key(g, i, "exp_avg"), groups_[g].params[i]);
+      v_[g][i] = load_buffer(s, key(g, i, "exp_avg_sq"), groups_[g].params[i]);
+    }
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamOptions opts)

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <ember/core/tensor.h>
@@ -29,6 +30,11 @@ class Optimizer {
   void zero_grad(bool set_to_none = true);
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  // Hyperparameters and per-parameter state (momentum buffers, moments,
+  // step count) as named tensors, so training resumes exactly from a
+  // checkpoint. load_state_dict checks names and shapes.
+  virtual StateDict state_dict() const;
+  virtual void load_state_dict(const StateDict& state);
 
  protected:
   Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name);
@@ -48,6 +54,8 @@ class SGD final : public Optimizer {
   SGD(std::vector<Tensor> params, SGDOptions opts);
   SGD(std::vector<ParamGroup> groups, SGDOptions opts);
   void step() override;
+  StateDict state_dict() const override;
+  void load_state_dict(const StateDict& state) override;
 
  private:
   SGDOptions opts_;
@@ -70,6 +78,8 @@ class Adam : public Optimizer {
   Adam(std::vector<ParamGroup> groups, AdamOptions opts);
   void step() override;
   int64_t steps() const { return step_; }
+  StateDict state_dict() const override;
+  void load_state_dict(const StateDict& state) override;
 
  protected:
   Adam(std::vector<ParamGroup> groups, AdamOptions opts, bool decoupled, const char* name);
@@ -91,6 +101,12 @@ class AdamW final : public Adam {
   AdamW(std::vector<Tensor> params, AdamOptions opts = defaults());
   AdamW(std::vector<ParamGroup> groups, AdamOptions opts = defaults());
 };
+
+// The usual AdamW split in one line: parameters with 2 or more dims decay
+// with weight_decay; biases, norm weights and anything named in no_decay
+// (e.g. "cls_token", "pos_embed") do not.
+std::vector<ParamGroup> weight_decay_groups(const StateDict& named_parameters, double weight_decay,
+                                            const std::vector<std::string>& no_decay = {"cls_token", "pos_embed"});
 
 // Scales all gradients so their global L2 norm is at most max_norm; returns
 // the norm before clipping (torch.nn.utils.clip_grad_norm_).

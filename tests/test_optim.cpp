@@ -84,3 +84,55 @@ TEST_CASE("optim: clip_grad_norm_ returns the norm and rescales like PyTorch") {
   check_close(p.grad(), {0.169345613897, -0.2, 0.2, 0.152411052507, -0.152411052507, 0.2}, 1e-10);
   CHECK_THROWS_AS(optim::SGD({p}, optim::SGDOptions{-1.0}), ValueError);
 }
+
+TEST_CASE("optim: state round trip resumes exactly; weight_decay_groups splits in one line") {
+  auto loss_of = [](const Tensor& p) { return sum(add(mul(kC, square(p)), mul(kD, pow(p, 3.0)))); };
+  Tensor a = tensor({{0.5, -1.0, 2.0}, {1.5, -0.3, 0.7}}, kFloat64).requires_grad_();
+  Tensor b = a.detach().clone().requires_grad_();
+  optim::AdamW oa({a}), ob({b});
+  for (int i = 0; i < 3; ++i) {
+    oa.zero_grad();
+    loss_of(a).backward();
+    oa.step();
+  }
+  {
+    NoGradGuard g;
+    b.copy_(a);
+  }
+  ob.load_state_dict(oa.state_dict());
+  CHECK(ob.steps() == 3);
+  for (int i = 0; i < 2; ++i) {
+    oa.zero_grad();
+    ob.zero_grad();
+    loss_of(a).backward();
+    loss_of(b).backward();
+    oa.step();
+    ob.step();
+  }
+  CHECK(allclose(a, b, 0, 0));
+  // SGD momentum buffers too.
+  Tensor c = tensor({1.0, 2.0}, kFloat64).requires_grad_();
+  optim::SGD sc({c}, optim::SGDOptions{0.1, 0.9});
+  sum(square(c)).backward();
+  sc.step();
+  Tensor d = c.detach().clone().requires_grad_();
+  optim::SGD sd({d}, optim::SGDOptions{0.1, 0.9});
+  sd.load_state_dict(sc.state_dict());
+  c.zero_grad();
+  sum(square(c)).backward();
+  sum(square(d)).backward();
+  sc.step();
+  sd.step();
+  CHECK(allclose(c, d, 0, 0));
+
+  nn::Linear lin(4, 3);
+  nn::LayerNorm ln({3});
+  StateDict named = lin.named_parameters();
+  for (auto& kv : ln.named_parameters()) named.push_back(kv);
+  named.emplace_back("cls_token", zeros({1, 1, 3}));
+  const auto groups = optim::weight_decay_groups(named, 0.05);
+  CHECK(groups[0].params.size() == 1);  // the Linear weight
+  CHECK(groups[0].weight_decay == 0.05);
+  CHECK(groups[1].params.size() == 4);  // bias, norm weight/bias, cls_token
+  CHECK(groups[1].weight_decay == 0.0);
+}
