@@ -111,6 +111,7 @@ LoadResult Module::load_state_dict(const StateDict& dict, bool strict) {
   std::unordered_map<std::string, const Tensor*> given;
   for (const auto& [n, t] : dict) given[n] = &t;
   LoadResult r;
+  std::string mismatches;
   std::unordered_map<std::string, bool> known;
   for (const auto& [n, t] : own) {
     known[n] = true;
@@ -119,23 +120,28 @@ LoadResult Module::load_state_dict(const StateDict& dict, bool strict) {
       r.missing_keys.push_back(n);
       continue;
     }
-    EMBER_CHECK(it->second->shape() == t.shape(), ShapeError, "load_state_dict: size mismatch for ", n,
-                ": the checkpoint has shape ", it->second->shape().str(), ", the model has ", t.shape().str());
+    if (it->second->shape() != t.shape())
+      mismatches += " size mismatch for " + n + ": the checkpoint has shape " + it->second->shape().str() +
+                    ", the model has " + t.shape().str() + ".";
   }
   for (const auto& [n, t] : dict)
     if (!known.count(n)) r.unexpected_keys.push_back(n);
-  if (strict && (!r.missing_keys.empty() || !r.unexpected_keys.empty())) {
-    std::string msg = "load_state_dict: error(s) in loading the state dict for " + type_name() + ":";
-    if (!r.missing_keys.empty()) {
+  // Report every problem at once, as PyTorch does; shapes fail even when
+  // not strict, since such a tensor cannot be loaded at all.
+  const bool key_problems = strict && (!r.missing_keys.empty() || !r.unexpected_keys.empty());
+  if (!mismatches.empty() || key_problems) {
+    std::string msg = "load_state_dict: error(s) in loading the state dict for " + type_name() + ":" + mismatches;
+    if (strict && !r.missing_keys.empty()) {
       msg += " missing keys:";
       for (const auto& k : r.missing_keys) msg += " \"" + k + "\"";
       msg += ".";
     }
-    if (!r.unexpected_keys.empty()) {
+    if (strict && !r.unexpected_keys.empty()) {
       msg += " unexpected keys:";
       for (const auto& k : r.unexpected_keys) msg += " \"" + k + "\"";
       msg += ".";
     }
+    if (!mismatches.empty()) throw ShapeError(msg);
     throw ValueError(msg);
   }
   // Validated: now copy, in place.

@@ -1,0 +1,244 @@
+// safetensors I/O with nlohmann::json for the header.
+#include <ember/core/safetensors.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ember {
+
+namespace {
+
+const char* st_dtype(DType t) {
+  switch (t) {
+    case DType::Float32: return "F32";
+    case DType::Float64: return "F64";
+    case DType::Int64: return "I64";
+    case DType::Bool: return "BOOL";
+  }
+  return "?";
+}
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw IOError("safetensors file '" + path + "': " + what);
+}
+
+// IEEE half and bfloat16 to float.
+float half_to_float(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400u)) {
+        mant <<= 1;
+        --exp;
+      }
+      bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+float bf16_to_float(uint16_t b) {
+  const uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const StateDict& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<Tensor> data;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    EMBER_CHECK(t.defined(), ValueError, "save_safetensors: tensor '", name, "' is undefined");
+    EMBER_CHECK(name != "__metadata__", ValueError, "save_safetensors: '__metadata__' is reserved");
+    EMBER_CHECK(!header.contains(name), ValueError, "save_safetensors: duplicate tensor name '", name, "'");
+    Tensor c = t.detach().cpu().contiguous();
+    const uint64_t n = static_cast<uint64_t>(c.numel()) * c.element_size();
+    header[name] = {{"dtype", st_dtype(c.dtype())}, {"shape", c.shape().vec()}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+    data.push_back(c);
+  }
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');
+  const uint64_t hlen = h.size();
+
+  // Atomic replace: write a temporary file beside the target, flush it to
+  // disk, then rename it over the target.
+  std::string tmp = path + ".tmp.XXXXXX";
+  std::vector<char> name(tmp.begin(), tmp.end());
+  name.push_back('\0');
+  const int fd = mkstemp(name.data());
+  if (fd < 0) fail(path, std::string("cannot create a temporary file: ") + std::strerror(errno));
+  tmp = name.data();
+  auto write_all = [&](const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0) {
+      const ssize_t w = ::write(fd, c, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        const std::string err = std::strerror(errno);
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        fail(path, "write failed: " + err);
+      }
+      c += w;
+      n -= static_cast<size_t>(w);
+    }
+  };
+  unsigned char len_le[8];
+  for (int i = 0; i < 8; ++i) len_le[i] = static_cast<unsigned char>(hlen >> (8 * i));
+  write_all(len_le, 8);
+  write_all(h.data(), h.size());
+  for (const Tensor& c : data) write_all(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size());
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    fail(path, std::string("flush failed: ") + std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string err = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    fail(path, "cannot rename the temporary file into place: " + err);
+  }
+}
+
+StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) fail(path, "cannot open for reading");
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  if (size < 8) fail(path, "truncated: " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
+  unsigned char len_le[8];
+  in.read(reinterpret_cast<char*>(len_le), 8);
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; ++i) hlen |= static_cast<uint64_t>(len_le[i]) << (8 * i);
+  if (hlen > size - 8) fail(path, "header length " + std::to_string(hlen) + " exceeds the file's remaining " +
+                                      std::to_string(size - 8) + " bytes");
+  if (hlen > 100u * 1024 * 1024) fail(path, "header length " + std::to_string(hlen) + " is over the 100 MB limit");
+  std::string h(static_cast<size_t>(hlen), '\0');
+  in.read(h.data(), static_cast<std::streamsize>(hlen));
+  const uint64_t data_size = size - 8 - hlen;
+
+  nlohmann::ordered_json header;  // keeps the file's order of tensors
+  try {
+    header = nlohmann::ordered_json::parse(h);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, std::string("invalid JSON header: ") + e.what());
+  }
+  if (!header.is_object()) fail(path, "the header is not a JSON object");
+
+  struct Entry {
+    std::string name;
+    std::string dtype;
+    Shape shape;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) fail(path, "__metadata__ is not an object");
+      if (metadata)
+        for (auto m = it->begin(); m != it->end(); ++m) {
+          if (!m->is_string()) fail(path, "__metadata__ value '" + m.key() + "' is not a string");
+          (*metadata)[m.key()] = m->get<std::string>();
+        }
+      continue;
+    }
+    const std::string& name = it.key();
+    const nlohmann::ordered_json& e = *it;
+    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets") ||
+        !e["dtype"].is_string() || !e["shape"].is_array() || !e["data_offsets"].is_array() || e["data_offsets"].size() != 2)
+      fail(path, "tensor '" + name + "': expected {\"dtype\": str, \"shape\": [ints], \"data_offsets\": [begin, end]}");
+    Entry en{name, e["dtype"].get<std::string>(), Shape(), 0, 0};
+    if (e["shape"].size() > static_cast<size_t>(kMaxDims)) fail(path, "tensor '" + name + "': too many dims");
+    uint64_t numel = 1;
+    for (const auto& d : e["shape"]) {
+      if (!d.is_number_unsigned()) fail(path, "tensor '" + name + "': shape entries must be non-negative integers");
+      const uint64_t v = d.get<uint64_t>();
+      if (v > 0 && numel > std::numeric_limits<uint64_t>::max() / v) fail(path, "tensor '" + name + "': shape overflows");
+      numel *= v;
+      en.shape.push_back(static_cast<int64_t>(v));
+    }
+    for (int k = 0; k < 2; ++k)
+      if (!e["data_offsets"][k].is_number_unsigned()) fail(path, "tensor '" + name + "': data_offsets must be non-negative integers");
+    en.begin = e["data_offsets"][0].get<uint64_t>();
+    en.end = e["data_offsets"][1].get<uint64_t>();
+    size_t es;
+    if (en.dtype == "F32") es = 4;
+    else if (en.dtype == "F64" || en.dtype == "I64") es = 8;
+    else if (en.dtype == "F16" || en.dtype == "BF16") es = 2;
+    else if (en.dtype == "BOOL") es = 1;
+    else fail(path, "tensor '" + name + "': unsupported dtype '" + en.dtype + "' (F32, F64, F16, BF16, I64, BOOL)");
+    if (en.begin > en.end || en.end > data_size)
+      fail(path, "tensor '" + name + "': data_offsets [" + std::to_string(en.begin) + ", " + std::to_string(en.end) +
+                     "] are out of range for " + std::to_string(data_size) + " bytes of data");
+    if (numel > std::numeric_limits<uint64_t>::max() / es || en.end - en.begin != numel * es)
+      fail(path, "tensor '" + name + "': data_offsets span " + std::to_string(en.end - en.begin) +
+                     " bytes but dtype " + en.dtype + " and shape " + en.shape.str() + " need " +
+                     std::to_string(numel * es));
+    entries.push_back(std::move(en));
+  }
+  // Offsets must not overlap.
+  std::vector<const Entry*> by_offset;
+  for (const Entry& e : entries) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < by_offset.size(); ++i)
+    if (by_offset[i]->begin < by_offset[i - 1]->end && by_offset[i]->begin != by_offset[i]->end)
+      fail(path, "tensors '" + by_offset[i - 1]->name + "' and '" + by_offset[i]->name + "' overlap");
+
+  StateDict out;
+  std::vector<char> raw;
+  for (const Entry& e : entries) {
+    raw.resize(static_cast<size_t>(e.end - e.begin));
+    in.seekg(static_cast<std::streamoff>(8 + hlen + e.begin));
+    in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
+    if (!in) fail(path, "tensor '" + e.name + "': read failed (truncated file?)");
+    Tensor t;
+    if (e.dtype == "F16" || e.dtype == "BF16") {
+      t = empty(e.shape, TensorOptions(DType::Float32));
+      float* dst = static_cast<float*>(t.data_ptr());
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        uint16_t v;
+        std::memcpy(&v, raw.data() + 2 * i, 2);
+        dst[i] = e.dtype == "F16" ? half_to_float(v) : bf16_to_float(v);
+      }
+    } else {
+      const DType dt = e.dtype == "F32" ? DType::Float32 : e.dtype == "F64" ? DType::Float64
+                                                        : e.dtype == "I64" ? DType::Int64 : DType::Bool;
+      t = empty(e.shape, TensorOptions(dt));
+      if (!raw.empty()) std::memcpy(t.data_ptr(), raw.data(), raw.size());
+      if (dt == DType::Bool) {
+        const unsigned char* b = reinterpret_cast<const unsigned char*>(raw.data());
+        for (size_t i = 0; i < raw.size(); ++i)
+          if (b[i] > 1) fail(path, "tensor '" + e.name + "': BOOL byte " + std::to_string(b[i]) + " is not 0 or 1");
+      }
+    }
+    out.emplace_back(e.name, t);
+  }
+  return out;
+}
+
+}  // namespace ember

@@ -1,0 +1,27 @@
+// Reading and writing safetensors files: an 8-byte little-endian header
+// length, a JSON header {name: {"dtype", "shape", "data_offsets"}} plus an
+// optional "__metadata__" map of strings, padded with spaces to a multiple
+// of 8, then the raw little-endian data.
+//
+// Reading validates everything before allocating by it: a header length
+// beyond the file, offsets out of range, overlapping or not matching the
+// dtype and shape, unknown dtypes, and malformed JSON all throw IOError
+// naming the file and the tensor. F32, F64, I64 and BOOL load as is; F16 and
+// BF16 are converted to float32. Writing is atomic: the data goes to a
+// temporary file in the same directory, is flushed to disk, then renamed
+// over the target, so a crash never leaves a half-written file in its place.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <ember/core/tensor.h>
+
+namespace ember {
+
+void save_safetensors(const std::string& path, const StateDict& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+
+}  // namespace ember

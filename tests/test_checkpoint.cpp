@@ -1,0 +1,141 @@
+// safetensors checkpoints: round trips, a file written from PyTorch tensors
+// (tests/fixtures, made by tools/make_safetensors_fixture.py), atomic
+// writes, and every corrupt-file case rejected with the file named.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <ember/ember.h>
+
+#include "test_util.h"
+
+using namespace ember;
+using test::check_close;
+using test::contains;
+using test::error_of;
+namespace fs = std::filesystem;
+
+namespace {
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / "ember_checkpoint_tests";
+  fs::create_directories(dir);
+  return dir / name;
+}
+// A file made of an 8-byte length, the given header and data bytes.
+std::string write_raw(const std::string& name, const std::string& header, const std::string& data,
+                      int64_t claimed_len = -1) {
+  const fs::path p = scratch(name);
+  std::ofstream f(p, std::ios::binary);
+  const uint64_t n = claimed_len >= 0 ? static_cast<uint64_t>(claimed_len) : header.size();
+  for (int i = 0; i < 8; ++i) f.put(static_cast<char>(n >> (8 * i)));
+  f << header << data;
+  return p.string();
+}
+Tensor find(const StateDict& sd, const std::string& name) {
+  for (const auto& [n, t] : sd)
+    if (n == name) return t;
+  FAIL("missing " << name);
+  return Tensor();
+}
+}  // namespace
+
+TEST_CASE("safetensors: round trip of every dtype, strided and 0-dim tensors, metadata") {
+  const StateDict in = {{"a", randn({3, 4}).t()},  // non-contiguous: saved contiguous
+                        {"b", tensor({1.5, -2.0}, kFloat64)},
+                        {"c", arange(5)},
+                        {"d", gt(randn({4}), 0.0)},
+                        {"s", scalar_tensor(7.0)},
+                        {"e", zeros({0, 3})}};
+  const std::string path = scratch("round.safetensors").string();
+  save_safetensors(path, in, {{"epoch", "3"}});
+  std::map<std::string, std::string> meta;
+  const StateDict out = load_safetensors(path, &meta);
+  CHECK(meta["epoch"] == "3");
+  REQUIRE(out.size() == in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    CHECK(out[i].first == in[i].first);
+    CHECK(out[i].second.dtype() == in[i].second.dtype());
+    CHECK(out[i].second.shape() == in[i].second.shape());
+    CHECK(allclose(out[i].second.to(kFloat64), in[i].second.to(kFloat64), 0, 0));
+  }
+  // The header is padded to a multiple of 8.
+  std::ifstream f(path, std::ios::binary);
+  uint64_t n = 0;
+  f.read(reinterpret_cast<char*>(&n), 8);
+  CHECK(n % 8 == 0);
+}
+
+TEST_CASE("safetensors: a file written from PyTorch tensors loads with conversions") {
+  const StateDict sd = load_safetensors(std::string(EMBER_FIXTURE_DIR) + "/pytorch_mixed.safetensors");
+  check_close(find(sd, "w32"), {-0.5, -0.25, 0.0, 0.25, 0.5, 0.75}, 0);
+  CHECK(find(sd, "w64").dtype() == kFloat64);
+  check_close(find(sd, "w64"), {1.0 / 3, -2.5}, 1e-16);
+  CHECK(find(sd, "h16").dtype() == kFloat32);
+  check_close(find(sd, "h16"), {0.5, -1.25, 65504.0, 5.960464477539063e-08}, 1e-20);
+  check_close(find(sd, "b16"), {1.5, -3.0, 0.0078125, 1.0002555517425873e+30}, 1e16);
+  CHECK(find(sd, "idx").to_vector<int64_t>() == std::vector<int64_t>{3, -1, int64_t(1) << 40});
+}
+
+TEST_CASE("checkpoints: a module saves and loads by name; shape errors name file and tensor") {
+  nn::Sequential a({std::make_shared<nn::Linear>(3, 4), std::make_shared<nn::BatchNorm1d>(4)});
+  nn::Sequential b({std::make_shared<nn::Linear>(3, 4), std::make_shared<nn::BatchNorm1d>(4)});
+  const std::string path = scratch("model.safetensors").string();
+  nn::save(a, path);
+  nn::load(b, path);
+  for (size_t i = 0; i < a.state_dict().size(); ++i)
+    CHECK(allclose(a.state_dict()[i].second.to(kFloat64), b.state_dict()[i].second.to(kFloat64), 0, 0));
+  nn::Sequential c({std::make_shared<nn::Linear>(3, 5)});
+  const std::string msg = error_of<ShapeError>([&] { nn::load(c, path, false); });
+  CHECK(contains(msg, path));
+  CHECK(contains(msg, "0.weight"));
+  const std::string strict_msg = error_of<ShapeError>([&] { nn::load(c, path); });
+  CHECK(contains(strict_msg, "size mismatch for 0.bias"));
+  CHECK(contains(strict_msg, "unexpected keys: \"1.weight\""));
+}
+
+TEST_CASE("checkpoints: writes are atomic and leave no temporary files") {
+  const fs::path dir = scratch("atomic");
+  fs::create_directories(dir);
+  const std::string path = (dir / "ckpt.safetensors").string();
+  save_safetensors(path, {{"x", ones({2})}});
+  save_safetensors(path, {{"x", full({2}, 2.0)}});
+  check_close(find(load_safetensors(path), "x"), {2, 2}, 0);
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file() ? 1 : 0;
+  CHECK(files == 1);
+  // A target in a missing directory fails cleanly, naming the file.
+  CHECK(contains(error_of<IOError>([] { save_safetensors("/nonexistent/dir/x.safetensors", {{"x", ones({1})}}); }),
+                 "/nonexistent/dir/x.safetensors"));
+}
+
+TEST_CASE("safetensors: corrupt files are rejected with the file and the problem named") {
+  const std::string ok_header = R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  const std::string eight(8, '\0');
+  auto err = [](const std::string& p) { return error_of<IOError>([&] { load_safetensors(p); }); };
+  CHECK(contains(err(scratch("missing.safetensors").string()), "cannot open"));
+  {
+    const fs::path p = scratch("short.safetensors");
+    std::ofstream(p, std::ios::binary) << "abc";
+    CHECK(contains(err(p.string()), "truncated"));
+  }
+  CHECK(contains(err(write_raw("liar.safetensors", ok_header, eight, 1 << 20)), "exceeds"));
+  CHECK(contains(err(write_raw("json.safetensors", "{\"t\": [", "")), "invalid JSON"));
+  CHECK(contains(err(write_raw("dtype.safetensors", R"({"t":{"dtype":"Q8","shape":[2],"data_offsets":[0,8]}})", eight)),
+                 "unsupported dtype 'Q8'"));
+  CHECK(contains(err(write_raw("range.safetensors", R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}})", eight)),
+                 "out of range"));
+  CHECK(contains(err(write_raw("size.safetensors", R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", eight)),
+                 "need 12"));
+  CHECK(contains(err(write_raw("overlap.safetensors",
+                               R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                               eight)),
+                 "overlap"));
+  CHECK(contains(err(write_raw("huge.safetensors",
+                               R"({"t":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", eight)),
+                 "'t'"));
+  const std::string named = err(write_raw("named.safetensors", R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", eight));
+  CHECK(contains(named, "named.safetensors"));
+  CHECK(contains(named, "'t'"));
+}
