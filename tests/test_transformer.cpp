@@ -123,3 +123,34 @@ TEST_CASE("VisionTransformer: names, shapes, parameter count, and it learns") {
   }
   CHECK(last < first / 3);
 }
+
+TEST_CASE("VisionTransformer: weights from a PyTorch-made safetensors file give PyTorch's outputs and gradients") {
+  // tests/fixtures/vit_small.safetensors comes from tools/make_vit_fixture.py.
+  nn::VisionTransformerOptions o;
+  o.img_size = {8, 12};
+  o.patch_size = {4, 3};
+  o.in_channels = 3;
+  o.num_classes = 5;
+  o.embed_dim = 16;
+  o.depth = 2;
+  o.num_heads = 2;
+  o.mlp_dim = 32;
+  o.dropout = 0.0;
+  nn::VisionTransformer vit(o);
+  const std::string path = std::string(EMBER_FIXTURE_DIR) + "/vit_small.safetensors";
+  const nn::LoadResult r = nn::load(vit, path, /*strict=*/false);
+  CHECK(r.missing_keys.empty());  // every parameter came from the file
+  StateDict ref = load_safetensors(path);
+  auto get = [&](const std::string& n) {
+    for (auto& [k, t] : ref)
+      if (k == n) return t;
+    FAIL("fixture lacks " << n);
+    return Tensor();
+  };
+  const Tensor x = get("input").requires_grad_();
+  const Tensor y = vit(x);
+  CHECK(allclose(y, get("output"), 1e-5, 1e-6));
+  sum(mul(y, get("output_weight"))).backward();
+  CHECK(allclose(x.grad(), get("input.grad"), 1e-5, 1e-7));
+  for (auto& [n, p] : vit.named_parameters()) CHECK_MESSAGE(allclose(p.grad(), get("grad." + n), 1e-5, 1e-7), n);
+}
