@@ -1,0 +1,27 @@
+# CTest smoke run (cmake -P): a tiny attention_regression run must succeed
+# and leave well-formed outputs. Variables: APP (the executable), OUT (a
+# scratch directory), MODEL.
+file(REMOVE_RECURSE "${OUT}")
+execute_process(COMMAND "${APP}" --model ${MODEL} --epochs 2 --quiet --out "${OUT}" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "attention_regression --model ${MODEL} exited with ${rc}")
+endif()
+file(READ "${OUT}/metrics.json" metrics)
+string(JSON mse GET "${metrics}" test_mse)
+string(JSON model GET "${metrics}" model)
+if(NOT model STREQUAL "${MODEL}" OR mse STREQUAL "" OR mse MATCHES "nan|inf")
+  message(FATAL_ERROR "bad metrics.json: ${metrics}")
+endif()
+file(STRINGS "${OUT}/predictions.csv" rows)
+list(LENGTH rows n)
+if(n LESS 51)
+  message(FATAL_ERROR "predictions.csv has ${n} lines, expected a header and at least 50 rows")
+endif()
+if(MODEL STREQUAL "transformer" AND NOT EXISTS "${OUT}/model.safetensors")
+  message(FATAL_ERROR "no model.safetensors checkpoint")
+endif()
+# Bad flags: a clear message and exit code 2.
+execute_process(COMMAND "${APP}" --model nope RESULT_VARIABLE bad OUTPUT_QUIET ERROR_QUIET)
+if(NOT bad EQUAL 2)
+  message(FATAL_ERROR "--model nope exited with ${bad}, expected 2")
+endif()
