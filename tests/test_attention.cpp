@@ -13,20 +13,8 @@ using test::check_close;
 
 namespace {
 // Parameter k (in name order), element i: 0.3 sin(0.5 i + 1.7 k).
-void fill(nn::Module& m) {
-  NoGradGuard no_grad;
-  int k = 0;
-  for (auto& [name, p] : m.named_parameters()) {
-    const Tensor i = arange(0, static_cast<double>(p.numel()), 1, kFloat64);
-    Tensor dst = p;
-    dst.copy_(mul(sin(add(mul(i, 0.5), 1.7 * k)), 0.3).reshape(p.shape()));
-    ++k;
-  }
-}
-Tensor inp(const Shape& s, double off) {
-  const Tensor i = arange(0, static_cast<double>(s.numel()), 1, kFloat64);
-  return mul(cos(add(mul(i, 0.3), off)), 0.5).reshape(s).to(kFloat32);
-}
+void fill(nn::Module& m) { test::fill_parameters(m); }
+Tensor inp(const Shape& s, double off) { return test::pattern_input(s, off); }
 }  // namespace
 
 TEST_CASE("MultiheadAttention: outputs, weights and gradients match PyTorch") {

@@ -32,4 +32,26 @@ inline void check_close(const ember::Tensor& t, const std::vector<double>& want,
   for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(std::fabs(got[i] - want[i]) <= tol, "element ", i, ": ", got[i], " vs ", want[i]);
 }
 
+// Deterministic parameters shared with the PyTorch reference scripts
+// (tools/reference_attention.py, reference_transformer.py): parameter k in
+// name order, element i, gets 0.3 sin(0.5 i + 1.7 k).
+inline void fill_parameters(ember::nn::Module& m) {
+  using namespace ember;
+  NoGradGuard no_grad;
+  int k = 0;
+  for (auto& [name, p] : m.named_parameters()) {
+    const Tensor i = arange(0, static_cast<double>(p.numel()), 1, kFloat64);
+    Tensor dst = p;
+    dst.copy_(mul(sin(add(mul(i, 0.5), 1.7 * k)), 0.3).reshape(p.shape()));
+    ++k;
+  }
+}
+
+// The matching inputs: element i is 0.5 cos(0.3 i + offset), float32.
+inline ember::Tensor pattern_input(const ember::Shape& s, double offset) {
+  using namespace ember;
+  const Tensor i = arange(0, static_cast<double>(s.numel()), 1, kFloat64);
+  return mul(cos(add(mul(i, 0.3), offset)), 0.5).reshape(s).to(kFloat32);
+}
+
 }  // namespace test
