@@ -37,6 +37,43 @@ struct Philox4x32 {
   }
 };
 
+// Philox4x32-10 of counters c0 .. c0+N-1 at once, word w of counter c0+i in
+// out[w][i]: the same values as generate(), laid out so the compiler turns
+// the rounds into vector multiplies (CPU kernels; CUDA runs generate() per
+// thread).
+template <int N>
+inline void philox_lanes(uint64_t seed, uint64_t c0, uint32_t (&out)[4][N]) {
+  uint32_t a[N], b[N], c[N], d[N];
+  for (int i = 0; i < N; ++i) {
+    const uint64_t ctr = c0 + static_cast<uint64_t>(i);
+    a[i] = static_cast<uint32_t>(ctr);
+    b[i] = static_cast<uint32_t>(ctr >> 32);
+    c[i] = 0;
+    d[i] = 0;
+  }
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    for (int i = 0; i < N; ++i) {
+      const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * a[i];
+      const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c[i];
+      const uint32_t na = static_cast<uint32_t>(p1 >> 32) ^ b[i] ^ k0;
+      const uint32_t nc = static_cast<uint32_t>(p0 >> 32) ^ d[i] ^ k1;
+      b[i] = static_cast<uint32_t>(p1);
+      d[i] = static_cast<uint32_t>(p0);
+      a[i] = na;
+      c[i] = nc;
+    }
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  for (int i = 0; i < N; ++i) {
+    out[0][i] = a[i];
+    out[1][i] = b[i];
+    out[2][i] = c[i];
+    out[3][i] = d[i];
+  }
+}
+
 // Uniform float in [0, 1) from 24 random bits; double from 53.
 EMBER_HD inline float uniform_float(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
 EMBER_HD inline double uniform_double(uint32_t hi, uint32_t lo) {

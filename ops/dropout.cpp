@@ -1,12 +1,85 @@
-// Dropout, composed from the random and elementwise ops: keep = u >= p with
-// u uniform in [0, 1) per element, y = x * keep / (1 - p). Its backward is
-// the backward of that product: the incoming gradient times the same mask.
+// Dropout as one fused op. Forward draws u ~ U[0, 1) per element from the
+// counter-based generator (the same stream rand() would give: one Philox call
+// yields four float uniforms), keeps x where u >= p, scales by 1 / (1 - p)
+// and saves the keep-mask as bool. Backward is dx = g * keep / (1 - p).
+// One pass each way instead of the five a composition of rand, ge, to, mul
+// and mul would take.
 #include <ember/ops/dropout.h>
 
+#include <ember/core/autograd.h>
+#include <ember/core/dispatch.h>
+#include <ember/core/dtype_dispatch.h>
+#include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
-#include <ember/ops/factory.h>
+#include <ember/ops/random_kernels.h>
 
 namespace ember {
+
+// x, out, keep: contiguous, same numel; keep is bool.
+KernelTable<void(const Tensor& x, Tensor& out, Tensor& keep, const RandomSpec& spec, double p)> dropout_kernel(
+    "dropout");
+// g, keep, dx: contiguous, same numel. dx = g * keep * scale.
+KernelTable<void(const Tensor& g, const Tensor& keep, Tensor& dx, double scale)> masked_scale_kernel(
+    "dropout_backward");
+
+namespace {
+
+void cpu_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpec& spec, double p) {
+  dispatch_floating(xt.dtype(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(xt.data_ptr());
+    T* out = static_cast<T*>(outt.data_ptr());
+    bool* keep = static_cast<bool*>(keept.data_ptr());
+    const int64_t n = xt.numel(), quads = (n + 3) / 4;
+    const float pf = static_cast<float>(p);
+    const T scale = static_cast<T>(1.0 / (1.0 - p));
+    // Parallel over blocks of 16 Philox counters; counter c covers elements
+    // 4c .. 4c+3, word j giving element 4c+j.
+    constexpr int kLanes = 16;
+    const int64_t blocks = (quads + kLanes - 1) / kLanes;
+    parallel_for(0, blocks, 64, [&](int64_t lo, int64_t hi) {
+      uint32_t r[4][kLanes];
+      for (int64_t blk = lo; blk < hi; ++blk) {
+        philox_lanes(spec.seed, spec.offset + static_cast<uint64_t>(blk * kLanes), r);
+        const int64_t base = blk * kLanes * 4;
+        if (base + 4 * kLanes <= n) {
+          for (int l = 0; l < kLanes; ++l)
+            for (int j = 0; j < 4; ++j) {
+              const int64_t i = base + 4 * l + j;
+              const bool k = uniform_float(r[j][l]) >= pf;
+              keep[i] = k;
+              out[i] = x[i] * (k ? scale : T(0));
+            }
+        } else {
+          for (int64_t i = base; i < n; ++i) {
+            const int64_t l = (i - base) / 4, j = (i - base) % 4;
+            const bool k = uniform_float(r[j][l]) >= pf;
+            keep[i] = k;
+            out[i] = x[i] * (k ? scale : T(0));
+          }
+        }
+      }
+    });
+  });
+}
+
+void cpu_masked_scale(const Tensor& gt, const Tensor& keept, Tensor& dxt, double scale) {
+  dispatch_floating(gt.dtype(), "dropout_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = static_cast<const T*>(gt.data_ptr());
+    const bool* keep = static_cast<const bool*>(keept.data_ptr());
+    T* dx = static_cast<T*>(dxt.data_ptr());
+    const T s = static_cast<T>(scale);
+    parallel_for(0, gt.numel(), 16384, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) dx[i] = g[i] * (keep[i] ? s : T(0));
+    });
+  });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(dropout_kernel, CPU, cpu_dropout);
+EMBER_REGISTER_KERNEL(masked_scale_kernel, CPU, cpu_masked_scale);
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   EMBER_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: probability has to be between 0 and 1, got ", p);
@@ -14,9 +87,21 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
               dtype_name(x.dtype()));
   if (!training || p == 0.0) return x;
   if (p == 1.0) return mul(x, 0.0);
-  const Tensor u = rand(x.shape(), TensorOptions(x.dtype(), x.device()), gen);
-  const Tensor scale = mul(ge(u, p).to(x.dtype()), 1.0 / (1.0 - p));
-  return mul(x, scale);
+  Generator& g = gen ? *gen : default_generator();
+  const RandomSpec spec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(x.numel()) + 3) / 4), 0.0,
+                        1.0};
+  const Tensor xc = x.detach().contiguous();
+  Tensor out = empty(x.shape(), TensorOptions(x.dtype(), x.device()));
+  Tensor keep = empty(x.shape(), TensorOptions(DType::Bool, x.device()));
+  if (x.numel()) dropout_kernel(x.device(), xc, out, keep, spec, p);
+  if (autograd::needs_grad({x}))
+    autograd::record("dropout", {x}, out, [keep, scale = 1.0 / (1.0 - p)](autograd::BackwardContext& ctx) {
+      const Tensor g = ctx.grad_output().contiguous();
+      Tensor dx = empty(g.shape(), TensorOptions(g.dtype(), g.device()));
+      if (g.numel()) masked_scale_kernel(g.device(), g, keep, dx, scale);
+      ctx.set_grad(0, dx);
+    });
+  return out;
 }
 
 }  // namespace ember

@@ -434,6 +434,12 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   return sum(bad.to(DType::Int64)).item<int64_t>() == 0;
 }
 
+bool equal(const Tensor& a, const Tensor& b) {
+  NoGradGuard no_grad;
+  if (a.shape() != b.shape()) return false;
+  return sum(ne(a, b).to(DType::Int64)).item<int64_t>() == 0;
+}
+
 // ---- in place ---------------------------------------------------------------
 Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
   if (alpha == 1.0) return binary_inplace<fn::Add>(self, other);

@@ -64,6 +64,8 @@ Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_not(const Tensor& a);
 // True where all elements of a and b are within atol + rtol * |b|.
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+// Same shape and every element equal (torch.equal); NaN equals nothing.
+bool equal(const Tensor& a, const Tensor& b);
 
 // ---- in place (not recorded by autograd: use under NoGradGuard or on
 // tensors that do not require grad; bump the version counter) -------------

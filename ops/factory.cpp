@@ -24,8 +24,15 @@ void cpu_random(Tensor& out, const RandomSpec& spec) {
   dispatch_numeric(out.dtype(), "random", [&](auto tag) {
     using T = decltype(tag);
     T* p = static_cast<T*>(out.data_ptr());
-    parallel_for(0, out.numel(), 16384, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) p[i] = random_value<T>(spec, i);
+    const int64_t n = out.numel();
+    const int64_t k = (spec.kind == RandomKind::Uniform && out.dtype() == DType::Float32) ? 4 : 2;
+    parallel_for(0, (n + k - 1) / k, 4096, [&](int64_t lo, int64_t hi) {
+      T v[4] = {};
+      for (int64_t c = lo; c < hi; ++c) {
+        random_values<T>(spec, static_cast<uint64_t>(c), v);
+        const int64_t end = std::min<int64_t>(k, n - k * c);
+        for (int64_t j = 0; j < end; ++j) p[k * c + j] = v[j];
+      }
     });
   });
 }

@@ -30,32 +30,37 @@ inline uint64_t random_counters(RandomKind kind, DType dt, int64_t n) {
   return (static_cast<uint64_t>(n) + per - 1) / per;
 }
 
+// The elements Philox counter spec.offset + c produces: out[0..k) for elements
+// k*c .. k*c+k-1, k = 4 for float32 uniform, else 2; returns k. One Philox
+// call per counter, not per element; a CUDA kernel runs one thread per
+// counter. Normal uses Box-Muller on the pair (z0 = r cos th, z1 = r sin th).
 template <class T>
-EMBER_HD inline T random_value(const RandomSpec& s, int64_t i) {
-  const uint64_t idx = static_cast<uint64_t>(i);
+EMBER_HD inline int random_values(const RandomSpec& s, uint64_t c, T* out) {
+  const Philox4x32 r = Philox4x32::generate(s.seed, s.offset + c);
   if (s.kind == RandomKind::Uniform) {
     if (sizeof(T) == 4) {
-      const Philox4x32 r = Philox4x32::generate(s.seed, s.offset + idx / 4);
-      const float u = uniform_float(r.v[idx % 4]);
-      return static_cast<T>(s.a + (s.b - s.a) * static_cast<double>(u));
+      for (int j = 0; j < 4; ++j) out[j] = static_cast<T>(s.a + (s.b - s.a) * static_cast<double>(uniform_float(r.v[j])));
+      return 4;
     }
-    const Philox4x32 r = Philox4x32::generate(s.seed, s.offset + idx / 2);
-    const int k = static_cast<int>(idx % 2) * 2;
-    return static_cast<T>(s.a + (s.b - s.a) * uniform_double(r.v[k], r.v[k + 1]));
+    for (int j = 0; j < 2; ++j)
+      out[j] = static_cast<T>(s.a + (s.b - s.a) * uniform_double(r.v[2 * j], r.v[2 * j + 1]));
+    return 2;
   }
-  const Philox4x32 r = Philox4x32::generate(s.seed, s.offset + idx / 2);
   if (s.kind == RandomKind::Normal) {
-    // Box-Muller: two uniforms give the pair (z0, z1); element i takes one.
-    const double u1 = 1.0 - uniform_double(r.v[0], r.v[1]);  // (0, 1], log is finite
+    const double u1 = 1.0 - uniform_double(r.v[0], r.v[1]);
     const double u2 = uniform_double(r.v[2], r.v[3]);
     const double rad = std::sqrt(-2.0 * std::log(u1));
     const double th = 6.283185307179586476925 * u2;
-    const double z = (idx % 2 == 0) ? rad * std::cos(th) : rad * std::sin(th);
-    return static_cast<T>(s.a + s.b * z);
+    out[0] = static_cast<T>(s.a + s.b * rad * std::cos(th));
+    out[1] = static_cast<T>(s.a + s.b * rad * std::sin(th));
+    return 2;
   }
-  const uint64_t bits = (static_cast<uint64_t>(r.v[2 * (idx % 2)]) << 32) | r.v[2 * (idx % 2) + 1];
   const uint64_t range = static_cast<uint64_t>(s.b - s.a);
-  return static_cast<T>(static_cast<int64_t>(s.a) + static_cast<int64_t>(bits % range));
+  for (int j = 0; j < 2; ++j) {
+    const uint64_t bits = (static_cast<uint64_t>(r.v[2 * j]) << 32) | r.v[2 * j + 1];
+    out[j] = static_cast<T>(static_cast<int64_t>(s.a) + static_cast<int64_t>(bits % range));
+  }
+  return 2;
 }
 
 extern KernelTable<void(Tensor& out, const RandomSpec& spec)> random_kernel;

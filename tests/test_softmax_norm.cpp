@@ -131,3 +131,28 @@ TEST_CASE("dropout: reproducible mask, expected scale, identity in eval") {
   CHECK(allclose(xg.grad(), y.detach(), 0, 0));  // d/dx of x * mask / (1-p) is mask / (1-p)
   CHECK_THROWS_AS(dropout(x, 1.5), ValueError);
 }
+
+TEST_CASE("dropout: the mask is rand(shape) >= p from the same generator stream, for any length") {
+  for (int64_t n : {1, 7, 63, 64, 65, 1000, 40000 + 3}) {
+    Generator g1(11), g2(11);
+    const Tensor x = add(arange(static_cast<double>(n), TensorOptions(kFloat32)), 1.0);  // no zeros: 0 marks dropped
+    const Tensor y = dropout(x, 0.25, true, &g1);
+    const Tensor keep = ge(rand({n}, TensorOptions(kFloat32), &g2), 0.25);
+    CHECK(equal(gt(y, 0.0), keep));
+    CHECK(allclose(y, div(mul(x, keep.to(kFloat32)), 0.75), 1e-6, 0));
+    CHECK(g1.offset() == g2.offset());  // both consumed ceil(n / 4) counters
+  }
+  // Float64 inputs use the same float uniforms.
+  Generator g3(5), g4(5);
+  const Tensor y64 = dropout(ones({333}, TensorOptions(kFloat64)), 0.5, true, &g3);
+  CHECK(equal(gt(y64, 0.0), ge(rand({333}, TensorOptions(kFloat32), &g4), 0.5)));
+}
+
+TEST_CASE("philox: the vector lanes give the same words as one counter at a time") {
+  uint32_t r[4][16];
+  philox_lanes(0x123456789ABCDEFull, 0xFFFFFFF8ull, r);  // crosses the 32-bit counter boundary
+  for (int l = 0; l < 16; ++l) {
+    const Philox4x32 one = Philox4x32::generate(0x123456789ABCDEFull, 0xFFFFFFF8ull + l);
+    for (int w = 0; w < 4; ++w) CHECK(r[w][l] == one.v[w]);
+  }
+}
