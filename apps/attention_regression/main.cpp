@@ -31,12 +31,9 @@ constexpr int64_t kTokens = 50;
 
 Tensor f(const Tensor& x) { return add(mul(sin(x), 2.0), pow(x, 0.8)); }
 
-// n sequences of kTokens sorted uniform x-values in [lo, hi).
+// n sequences of kTokens uniform x-values in [lo, hi), unsorted as in the notes.
 Tensor sequences(int64_t n, double lo, double hi, Generator& g) {
-  Tensor x = uniform({n, kTokens}, lo, hi, TensorOptions(kFloat32), &g);
-  std::vector<float> v = x.to_vector<float>();
-  for (int64_t i = 0; i < n; ++i) std::sort(v.begin() + i * kTokens, v.begin() + (i + 1) * kTokens);
-  return from_vector(v, {n, kTokens});
+  return uniform({n, kTokens}, lo, hi, TensorOptions(kFloat32), &g);
 }
 
 struct Config {
@@ -51,24 +48,34 @@ struct Config {
 struct TokenTransformer : nn::Module {
   std::shared_ptr<nn::Linear> embed, out;
   std::shared_ptr<nn::LearnedPositionalEncoding> pos;
-  std::shared_ptr<nn::Dropout> drop;
   std::shared_ptr<nn::TransformerEncoderLayer> block;
   TokenTransformer() {
     embed = register_module("embed", std::make_shared<nn::Linear>(1, 64));
     pos = register_module("pos", std::make_shared<nn::LearnedPositionalEncoding>(64, kTokens));
-    drop = register_module("dropout", std::make_shared<nn::Dropout>(0.1));
     block = register_module("block", std::make_shared<nn::TransformerEncoderLayer>(
                                          nn::TransformerEncoderLayerOptions{64, 4, 256, 0.1, "gelu", 1e-5, true, true}));
     out = register_module("out", std::make_shared<nn::Linear>(64, 1));
-    // Xavier-uniform weights and zero biases, as in the recipe.
+    // Xavier-uniform weights and zero biases for every Linear, as in the
+    // recipe; LayerNorms keep their ones and zeros.
     for (auto& [name, p] : named_parameters()) {
-      if (name == "pos.weight") continue;
-      if (p.dim() >= 2) nn::init::xavier_uniform_(p);
-      else nn::init::zeros_(p);
+      if (name.find("norm") != std::string::npos) continue;
+      if (name == "pos.weight") {
+        nn::init::normal_(p, 0.0, 1.0);  // nn.Embedding's N(0, 1), as in the notes
+      } else if (name == "block.self_attn.in_proj_weight") {
+        // The notes project q, k and v with three Linear(64, 64): Xavier per block.
+        for (int i = 0; i < 3; ++i) {
+          Tensor block = p.narrow(0, i * 64, 64);
+          nn::init::xavier_uniform_(block);
+        }
+      } else if (p.dim() >= 2) {
+        nn::init::xavier_uniform_(p);
+      } else {
+        nn::init::zeros_(p);
+      }
     }
   }
   Tensor forward(const Tensor& x) override {
-    Tensor h = (*drop)((*pos)((*embed)(x.unsqueeze(-1))));
+    Tensor h = (*pos)((*embed)(x.unsqueeze(-1)));
     return (*out)(block->forward(h)).squeeze(-1);
   }
 };
@@ -161,7 +168,9 @@ Result run_transformer(const Config& c, Generator& g) {
 
 // Nadaraya-Watson: weights softmax(-((x - x_i) w)^2 / 2) over 50 training points.
 Result run_nw(const Config& c, Generator& g, bool learn_w) {
-  const Tensor x_train = sequences(1, 0, 5, g).squeeze(0);
+  std::vector<float> xs = sequences(1, 0, 5, g).to_vector<float>();
+  std::sort(xs.begin(), xs.end());  // sorted keys, so the heatmap shows the diagonal band
+  const Tensor x_train = from_vector(xs, {kTokens});
   const Tensor y_train = add(f(x_train), mul(randn({kTokens}, kFloat32, &g), 0.5));
   const Tensor x_test = arange(0, 5, 0.1, kFloat32);
   Tensor w = ones({1}).requires_grad_(learn_w);
