@@ -6,7 +6,7 @@
 set -euo pipefail
 
 # The one list of system packages Ember needs.
-PACKAGES=(build-essential cmake pkg-config libopenblas-dev doctest-dev nlohmann-json3-dev libcli11-dev)
+PACKAGES=(build-essential cmake pkg-config libopenblas-dev doctest-dev nlohmann-json3-dev libcli11-dev libstb-dev)
 
 say() { printf 'scripts/setup.sh: %s\n' "$*" >&2; }
 

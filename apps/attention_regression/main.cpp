@@ -3,253 +3,284 @@
 //
 //   nw           Nadaraya-Watson kernel regression (no training)
 //   nw-param     the same pooling with a learned kernel width w, SGD
-//   transformer  (default) tokens are 50 x-values; Linear(1,64) embedding +
-//                learned positions, one pre-norm block (4-head attention,
-//                GELU MLP 256), Linear(64,1) per token; Adam, clipping,
-//                ReduceLROnPlateau, early stopping keeping the best weights
+//   single-head  one scaled dot-product attention over 50 x-tokens
+//   transformer  (default) embedding + learned positions, one pre-norm block
+//   encoder      TransformerEncoder (3 layers) over sequences of 10 x-values
 //
-// Writes metrics.json, predictions.csv and (transformer) model.safetensors
-// into --out. Deterministic for a given seed and thread count.
+// Writes metrics.json, predictions.csv, prediction.png, attention.png,
+// loss.png (trained models) and model.safetensors into --out. Deterministic
+// for a given seed and thread count.
 #include <CLI/CLI.hpp>
-#include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <unistd.h>
 
 #include <ember/ember.h>
+
+#include "models.h"
+#include "plot.h"
+#include "train.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int64_t kTokens = 50;
-
 Tensor f(const Tensor& x) { return add(mul(sin(x), 2.0), pow(x, 0.8)); }
 
-// n sequences of kTokens uniform x-values in [lo, hi), unsorted as in the notes.
-Tensor sequences(int64_t n, double lo, double hi, Generator& g) {
-  return uniform({n, kTokens}, lo, hi, TensorOptions(kFloat32), &g);
+std::vector<double> values(const Tensor& t) {
+  const std::vector<float> v = t.to(kFloat32).contiguous().to_vector<float>();
+  return {v.begin(), v.end()};
 }
 
 struct Config {
   std::string model = "transformer", out = "out/attention_regression", device = "cpu";
-  int epochs = 200, batch = 32, threads = 0;
-  double lr = 1e-3;
+  int epochs = 0;
+  int64_t batch = 0;
+  double lr = 0;
+  int threads = 0;
   uint64_t seed = 0;
   bool quiet = false;
 };
 
-// The default model: (N, 50) x-values -> (N, 50) predictions.
-struct TokenTransformer : nn::Module {
-  std::shared_ptr<nn::Linear> embed, out;
-  std::shared_ptr<nn::LearnedPositionalEncoding> pos;
-  std::shared_ptr<nn::TransformerEncoderLayer> block;
-  TokenTransformer() {
-    embed = register_module("embed", std::make_shared<nn::Linear>(1, 64));
-    pos = register_module("pos", std::make_shared<nn::LearnedPositionalEncoding>(64, kTokens));
-    block = register_module("block", std::make_shared<nn::TransformerEncoderLayer>(
-                                         nn::TransformerEncoderLayerOptions{64, 4, 256, 0.1, "gelu", 1e-5, true, true}));
-    out = register_module("out", std::make_shared<nn::Linear>(64, 1));
-    // Xavier-uniform weights and zero biases for every Linear, as in the
-    // recipe; LayerNorms keep their ones and zeros.
-    for (auto& [name, p] : named_parameters()) {
-      if (name.find("norm") != std::string::npos) continue;
-      if (name == "pos.weight") {
-        nn::init::normal_(p, 0.0, 1.0);  // nn.Embedding's N(0, 1), as in the notes
-      } else if (name == "block.self_attn.in_proj_weight") {
-        // The notes project q, k and v with three Linear(64, 64): Xavier per block.
-        for (int i = 0; i < 3; ++i) {
-          Tensor block = p.narrow(0, i * 64, 64);
-          nn::init::xavier_uniform_(block);
-        }
-      } else if (p.dim() >= 2) {
-        nn::init::xavier_uniform_(p);
-      } else {
-        nn::init::zeros_(p);
-      }
-    }
-  }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = (*pos)((*embed)(x.unsqueeze(-1)));
-    return (*out)(block->forward(h)).squeeze(-1);
-  }
-};
-
-StateDict clone_state(const nn::Module& m) {
-  StateDict s;
-  for (auto& [n, t] : m.state_dict()) s.emplace_back(n, t.detach().clone());
-  return s;
-}
-
+// What every model hands to the outputs.
 struct Result {
-  double train_loss = 0, val_loss = 0, test_mse = 0, seconds = 0;
-  int epochs_run = 0, best_epoch = 0;
-  Tensor test_x, test_pred;
+  ar::History history;
+  Tensor test_x, test_pred;           // 1-D, sorted by x
+  Tensor train_x, train_y;            // points shown on the prediction chart
+  Tensor weights;                     // (queries, keys) attention weights
+  std::string weights_xlabel, weights_ylabel;
+  double key_first = 0, key_last = 5, query_first = 0, query_last = 5;
+  std::vector<std::string> key_labels;  // instead of key_first/last when set
+  std::string test_grid = "linspace(0, 5, 50)";
+  double test_mse = 0;
 };
-
-Result run_transformer(const Config& c, Generator& g) {
-  // 250 sequences over [0,5], 125 over [1.5,3.5], 125 over [3,5].
-  const Tensor x_train = cat({sequences(250, 0, 5, g), sequences(125, 1.5, 3.5, g), sequences(125, 3, 5, g)});
-  const Tensor y_train = add(f(x_train), mul(randn(x_train.shape(), kFloat32, &g), 0.01));
-  const Tensor x_val = linspace(0, 5, kTokens).unsqueeze(0).expand({100, kTokens}).contiguous();
-  const Tensor y_val = add(f(x_val), mul(randn(x_val.shape(), kFloat32, &g), 0.01));
-  const Tensor x_test = linspace(0, 5, kTokens).unsqueeze(0);
-
-  TokenTransformer model;
-  optim::Adam opt(model.parameters(), optim::AdamOptions{c.lr, 0.9, 0.999, 1e-8, 1e-6});
-  optim::ReduceLROnPlateau::Options po;
-  po.factor = 0.5;
-  po.patience = 10;
-  po.min_lr = 1e-6;
-  optim::ReduceLROnPlateau plateau(opt, po);
-
-  Result r;
-  double best = INFINITY;
-  StateDict best_state;
-  int since_best = 0;
-  const int64_t n = x_train.size(0);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int epoch = 1; epoch <= c.epochs; ++epoch) {
-    model.train();
-    const Tensor perm = randperm(n, &g);
-    double total = 0;
-    int batches = 0;
-    for (int64_t s = 0; s < n; s += c.batch) {
-      const Tensor idx = perm.narrow(0, s, std::min<int64_t>(c.batch, n - s));
-      const Tensor xb = index_select(x_train, 0, idx), yb = index_select(y_train, 0, idx);
-      opt.zero_grad();
-      Tensor loss = mse_loss(model(xb), yb);
-      loss.backward();
-      optim::clip_grad_norm_(model.parameters(), 1.0);
-      opt.step();
-      total += loss.item();
-      ++batches;
-    }
-    model.eval();
-    double val;
-    {
-      NoGradGuard ng;
-      val = mse_loss(model(x_val), y_val).item();
-    }
-    plateau.step(val);
-    r.train_loss = total / batches;
-    r.val_loss = val;
-    r.epochs_run = epoch;
-    if (val < best) {
-      best = val;
-      r.best_epoch = epoch;
-      best_state = clone_state(model);
-      since_best = 0;
-    } else if (++since_best >= 20) {
-      if (!c.quiet) std::printf("early stop at epoch %d (best %d)\n", epoch, r.best_epoch);
-      break;
-    }
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!c.quiet && (epoch % 10 == 0 || epoch == 1))
-      std::printf("epoch %3d  train %.6f  val %.6f  lr %.2e  %.1fs\n", epoch, r.train_loss, val,
-                  opt.param_groups()[0].lr, el);
-  }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  model.load_state_dict(best_state);
-  model.eval();
-  NoGradGuard ng;
-  r.test_x = x_test.squeeze(0);
-  r.test_pred = model(x_test).squeeze(0);
-  r.test_mse = mse_loss(r.test_pred, f(r.test_x)).item();
-  fs::create_directories(c.out);
-  nn::save(model, (fs::path(c.out) / "model.safetensors").string(), {{"model", "transformer"}});
-  return r;
-}
 
 // Nadaraya-Watson: weights softmax(-((x - x_i) w)^2 / 2) over 50 training points.
 Result run_nw(const Config& c, Generator& g, bool learn_w) {
-  std::vector<float> xs = sequences(1, 0, 5, g).to_vector<float>();
-  std::sort(xs.begin(), xs.end());  // sorted keys, so the heatmap shows the diagonal band
-  const Tensor x_train = from_vector(xs, {kTokens});
-  const Tensor y_train = add(f(x_train), mul(randn({kTokens}, kFloat32, &g), 0.5));
+  std::vector<float> xs = uniform({50}, 0, 5, TensorOptions(kFloat32), &g).to_vector<float>();
+  std::sort(xs.begin(), xs.end());  // sorted keys: the heatmap shows the diagonal band
+  const Tensor x_train = from_vector(xs, {50});
+  const Tensor y_train = add(f(x_train), mul(randn({50}, kFloat32, &g), 0.5));
   const Tensor x_test = arange(0, 5, 0.1, kFloat32);
   Tensor w = ones({1}).requires_grad_(learn_w);
-  auto predict = [&](const Tensor& q, const Tensor& keys, const Tensor& vals, const Tensor& mask) {
-    const Tensor d = mul(sub(q.unsqueeze(1), keys.unsqueeze(0)), w);
-    const Tensor s = mul(square(d), -0.5);
-    const Tensor a = mask.defined() ? masked_softmax(s, mask) : softmax(s, -1);
-    return matmul(a, vals);
+  auto weights = [&](const Tensor& q, const Tensor& keys, const Tensor& mask) {
+    const Tensor s = mul(square(mul(sub(q.unsqueeze(1), keys.unsqueeze(0)), w)), -0.5);
+    return mask.defined() ? masked_softmax(s, mask) : softmax(s, -1);
   };
   Result r;
   const auto t0 = std::chrono::steady_clock::now();
   if (learn_w) {
-    // Each training point attends to the others (itself masked out).
+    // Each training point attends to the others (itself masked out); SGD on
+    // 1/2 sum (y - yhat)^2.
     optim::SGD opt({w}, optim::SGDOptions{0.5});
-    const Tensor self = eye(kTokens, TensorOptions(kBool));
+    const Tensor self = eye(50, TensorOptions(kBool));
     for (int epoch = 1; epoch <= c.epochs; ++epoch) {
       opt.zero_grad();
-      Tensor loss = mul(sum(square(sub(predict(x_train, x_train, y_train, self), y_train))), 0.5);
+      Tensor loss = mul(sum(square(sub(matmul(weights(x_train, x_train, self), y_train), y_train))), 0.5);
       loss.backward();
       opt.step();
-      r.train_loss = loss.item();
-      r.epochs_run = epoch;
+      r.history.train.push_back(loss.item() / 50);  // per point, comparable with MSE
+      r.history.val.push_back(r.history.train.back());
+      r.history.lr.push_back(0.5);
+      r.history.epochs_run = r.history.best_epoch = epoch;
       if (!c.quiet && (epoch % 10 == 0 || epoch == 1))
-        std::printf("epoch %3d  loss %.6f  w %.4f\n", epoch, r.train_loss, w.item());
+        std::printf("epoch %3d  loss %.6f  w %.4f\n", epoch, loss.item(), w.item());
     }
   }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.history.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   NoGradGuard ng;
+  r.weights = weights(x_test, x_train, Tensor());
   r.test_x = x_test;
-  r.test_pred = predict(x_test, x_train, y_train, Tensor());
+  r.test_pred = matmul(r.weights, y_train);
   r.test_mse = mse_loss(r.test_pred, f(x_test)).item();
+  r.train_x = x_train;
+  r.train_y = y_train;
+  r.test_grid = "arange(0, 5, 0.1)";
+  r.weights_xlabel = "training x (keys, sorted)";
+  r.weights_ylabel = "query x";
+  for (float k : xs) {  // the keys are not evenly spaced: label the cells by value
+    char b[16];
+    std::snprintf(b, sizeof b, "%.1f", k);
+    r.key_labels.push_back(b);
+  }
+  r.query_last = 4.9;
   return r;
+}
+
+Result run_trained(const Config& c, Generator& g) {
+  Result r;
+  std::unique_ptr<ar::AttentionModel> model;
+  ar::Recipe rc;
+  rc.quiet = c.quiet;
+  Tensor x, y, x_val, y_val, x_test;
+  const Tensor grid = linspace(0, 5, 50);
+  if (c.model == "single-head") {
+    // The notes' SimpleTransformer: 10,000 sequences of 50 x ~ U[0,5), noise
+    // 0.02; Adam (weight decay 1e-3), plateau on the training loss.
+    model = std::make_unique<ar::SingleHead>();
+    x = uniform({10000, 50}, 0, 5, TensorOptions(kFloat32), &g);
+    y = add(f(x), mul(randn(x.shape(), kFloat32, &g), 0.02));
+    rc.epochs = 50, rc.batch = 200, rc.weight_decay = 1e-3, rc.plateau_patience = 5, rc.plateau_on_train = true;
+    rc.print_every = 5;
+    x_test = grid.unsqueeze(0);
+  } else if (c.model == "transformer") {
+    // 250 sequences of 50 x over [0,5), 125 over [1.5,3.5), 125 over [3,5);
+    // noise 0.01. Validation: the grid 100 times with noise 0.01.
+    model = std::make_unique<ar::TokenTransformer>();
+    x = cat({uniform({250, 50}, 0, 5, TensorOptions(kFloat32), &g), uniform({125, 50}, 1.5, 3.5, TensorOptions(kFloat32), &g),
+             uniform({125, 50}, 3, 5, TensorOptions(kFloat32), &g)});
+    y = add(f(x), mul(randn(x.shape(), kFloat32, &g), 0.01));
+    x_val = grid.unsqueeze(0).expand({100, 50}).contiguous();
+    y_val = add(f(x_val), mul(randn(x_val.shape(), kFloat32, &g), 0.01));
+    rc.epochs = 200, rc.batch = 32, rc.weight_decay = 1e-6, rc.clip = 1.0, rc.min_lr = 1e-6, rc.early_stop = 20;
+    x_test = grid.unsqueeze(0);
+  } else {
+    // encoder: the notes' BuiltInTransformer on sequences of 10 consecutive x
+    // from arange(0, 10, 0.05), noise 0.1; validated on the training set as
+    // in the notes; tested on arange(0, 10, 0.1).
+    model = std::make_unique<ar::EncoderRegressor>();
+    x = arange(0, 10, 0.05, kFloat32).reshape({-1, 10});
+    y = add(f(x), mul(randn(x.shape(), kFloat32, &g), 0.1));
+    x_val = x, y_val = y;
+    rc.epochs = 1500, rc.batch = 32, rc.clip = 1.0, rc.min_lr = 1e-6, rc.early_stop = 50, rc.print_every = 100;
+    x_test = arange(0, 10, 0.1, kFloat32).reshape({-1, 10});
+    r.test_grid = "arange(0, 10, 0.1) in sequences of 10";
+  }
+  if (c.epochs > 0) rc.epochs = c.epochs;
+  if (c.batch > 0) rc.batch = c.batch;
+  if (c.lr > 0) rc.lr = c.lr;
+  r.history = ar::fit(*model, x, y, x_val, y_val, rc, g);
+
+  NoGradGuard ng;
+  r.test_x = x_test.reshape({-1});
+  r.test_pred = (*model)(x_test).reshape({-1});
+  r.test_mse = mse_loss(r.test_pred, f(r.test_x)).item();
+  // At most 2000 training points on the chart.
+  const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(x.size(0), 2000 / x.size(1)));
+  r.train_x = x.narrow(0, 0, rows).reshape({-1});
+  r.train_y = y.narrow(0, 0, rows).reshape({-1});
+  // The attention of one test sequence: the grid for the 50-token models, the
+  // third sequence (x in [2, 3)) for the encoder.
+  const Tensor probe = c.model == "encoder" ? x_test.narrow(0, 2, 1) : x_test;
+  r.weights = model->attention(probe);
+  r.weights_xlabel = "key x";
+  r.weights_ylabel = "query x";
+  r.key_first = r.query_first = probe.to_vector<float>().front();
+  r.key_last = r.query_last = probe.to_vector<float>().back();
+  fs::create_directories(c.out);
+  nn::save(*model, (fs::path(c.out) / "model.safetensors").string(), {{"model", c.model}});
+  return r;
+}
+
+void write_outputs(const Config& c, const Result& r) {
+  const fs::path out(c.out);
+  fs::create_directories(out);
+  const ar::History& h = r.history;
+  nlohmann::ordered_json m = {{"model", c.model},
+                              {"epochs_run", h.epochs_run},
+                              {"best_epoch", h.best_epoch},
+                              {"final_train_loss", h.train.empty() ? 0.0 : h.train.back()},
+                              {"final_val_loss", h.val.empty() ? 0.0 : h.val.back()},
+                              {"test_mse", r.test_mse},
+                              {"test_grid", r.test_grid},
+                              {"train_seconds", h.seconds},
+                              {"seconds_per_epoch", h.epochs_run ? h.seconds / h.epochs_run : 0.0},
+                              {"threads", num_threads()},
+                              {"seed", c.seed},
+                              {"train_loss", h.train},
+                              {"val_loss", h.val},
+                              {"lr", h.lr}};
+  std::ofstream(out / "metrics.json") << m.dump(2) << "\n";
+
+  const std::vector<double> xs = values(r.test_x), ps = values(r.test_pred);
+  std::ofstream csv(out / "predictions.csv");
+  csv << "x,y_true,y_pred\n";
+  for (size_t i = 0; i < xs.size(); ++i) csv << xs[i] << ',' << 2 * std::sin(xs[i]) + std::pow(xs[i], 0.8) << ',' << ps[i] << '\n';
+
+  // Truth (dense), prediction, training points.
+  plot::LineChart pc;
+  pc.title = c.model + ": y = 2 sin(x) + x^0.8";
+  pc.xlabel = "x";
+  pc.ylabel = "y";
+  plot::Series train{values(r.train_x), values(r.train_y), "training points", 7, false, 1};
+  plot::Series truth, pred{xs, ps, "prediction", 1, true, 3};
+  const double hi = xs.back();
+  for (int i = 0; i <= 400; ++i) {
+    const double x = hi * i / 400.0;
+    truth.x.push_back(x);
+    truth.y.push_back(2 * std::sin(x) + std::pow(x, 0.8));
+  }
+  truth.label = "truth";
+  truth.color = 0;
+  pc.series = {train, truth, pred};
+  plot::render(pc).save_png((out / "prediction.png").string());
+
+  plot::Heatmap hm;
+  hm.title = c.model + ": attention weights";
+  hm.xlabel = r.weights_xlabel;
+  hm.ylabel = r.weights_ylabel;
+  hm.rows = static_cast<int>(r.weights.size(0));
+  hm.cols = static_cast<int>(r.weights.size(1));
+  hm.values = values(r.weights);
+  hm.x_first = r.key_first, hm.x_last = r.key_last, hm.y_first = r.query_first, hm.y_last = r.query_last;
+  hm.col_labels = r.key_labels;
+  plot::render(hm).save_png((out / "attention.png").string());
+
+  if (!h.train.empty()) {
+    plot::LineChart lc;
+    lc.title = c.model + ": loss";
+    lc.xlabel = "epoch";
+    lc.ylabel = "MSE (log scale)";
+    lc.log_y = true;
+    std::vector<double> ep;
+    for (size_t i = 0; i < h.train.size(); ++i) ep.push_back(static_cast<double>(i + 1));
+    lc.series = {{ep, h.train, "train", 0, true, 0}, {ep, h.val, "validation", 1, true, 0}};
+    plot::render(lc).save_png((out / "loss.png").string());
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Config c;
-  CLI::App app{"Attention for regression: learn y = 2 sin(x) + x^0.8 on [0, 5]"};
-  app.add_option("--model", c.model, "nw, nw-param or transformer")
-      ->check(CLI::IsMember({"nw", "nw-param", "transformer"}));
-  app.add_option("--epochs", c.epochs, "training epochs (transformer: early stopping may end sooner)")
+  CLI::App app{"Attention for regression: learn y = 2 sin(x) + x^0.8 on [0, 5] from noisy samples"};
+  app.add_option("--model", c.model, "nw, nw-param, single-head, transformer (default) or encoder")
+      ->check(CLI::IsMember({"nw", "nw-param", "single-head", "transformer", "encoder"}));
+  app.add_option("--epochs", c.epochs,
+                 "training epochs (defaults: nw-param 50, single-head 50, transformer 200, encoder 1500; "
+                 "early stopping may end sooner)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", c.batch, "sequences per batch")->check(CLI::PositiveNumber);
-  app.add_option("--lr", c.lr, "learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", c.batch, "sequences per batch (defaults: single-head 200, others 32)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lr", c.lr, "learning rate (default 1e-3; nw-param's SGD 0.5)")->check(CLI::PositiveNumber);
   app.add_option("--seed", c.seed, "random seed; runs are deterministic for a seed and thread count");
-  app.add_option("--threads", c.threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", c.threads, "threads (default: all cores, or EMBER_NUM_THREADS)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--device", c.device, "cpu (cuda arrives with the CUDA backend)")->check(CLI::IsMember({"cpu"}));
-  app.add_option("--out", c.out, "output directory");
-  app.add_flag("--quiet", c.quiet, "print only the summary");
+  app.add_option("--out", c.out, "output directory (default out/attention_regression)");
+  app.add_flag("--quiet", c.quiet, "print only the summary line");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
-  if (c.model != "transformer" && app.count("--epochs") == 0) c.epochs = c.model == "nw-param" ? 50 : 0;
+  if (c.model == "nw-param" && c.epochs == 0) c.epochs = 50;
   try {
     if (c.threads > 0) set_num_threads(c.threads);
     Generator g(c.seed);
     manual_seed(c.seed + 1);  // dropout and initialisation
-    const Result r = c.model == "transformer" ? run_transformer(c, g) : run_nw(c, g, c.model == "nw-param");
-    fs::create_directories(c.out);
-    nlohmann::ordered_json m = {{"model", c.model},           {"epochs_run", r.epochs_run},
-                                {"best_epoch", r.best_epoch}, {"final_train_loss", r.train_loss},
-                                {"final_val_loss", r.val_loss}, {"test_mse", r.test_mse},
-                                {"train_seconds", r.seconds},
-                                {"seconds_per_epoch", r.epochs_run ? r.seconds / r.epochs_run : 0.0},
-                                {"threads", num_threads()},   {"seed", c.seed}};
-    std::ofstream(fs::path(c.out) / "metrics.json") << m.dump(2) << "\n";
-    std::ofstream csv(fs::path(c.out) / "predictions.csv");
-    csv << "x,y_true,y_pred\n";
-    const std::vector<float> xs = r.test_x.to_vector<float>(), ps = r.test_pred.to_vector<float>();
-    for (size_t i = 0; i < xs.size(); ++i) {
-      const double x = xs[i];
-      csv << x << ',' << 2 * std::sin(x) + std::pow(x, 0.8) << ',' << ps[i] << '\n';
-    }
-    std::printf("%s: test_mse %.6f  (%d epochs, %.2fs, %d threads) -> %s\n", c.model.c_str(), r.test_mse, r.epochs_run,
-                r.seconds, num_threads(), c.out.c_str());
+    const Result r = c.model == "nw" || c.model == "nw-param" ? run_nw(c, g, c.model == "nw-param") : run_trained(c, g);
+    write_outputs(c, r);
+    std::printf("%s: test_mse %.6f on %s  (%d epochs, best %d, %.2fs, %.3fs/epoch, %d threads) -> %s\n",
+                c.model.c_str(), r.test_mse, r.test_grid.c_str(), r.history.epochs_run, r.history.best_epoch,
+                r.history.seconds, r.history.epochs_run ? r.history.seconds / r.history.epochs_run : 0.0,
+                num_threads(), c.out.c_str());
   } catch (const Error& e) {
     std::fprintf(stderr, "attention_regression: %s\n", e.what());
     return 1;

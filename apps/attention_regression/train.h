@@ -1,0 +1,119 @@
+// The training loop the attention_regression models share: shuffled
+// mini-batches, MSE, Adam, optional gradient clipping, ReduceLROnPlateau on the
+// validation (or training) loss, and early stopping that keeps the best
+// weights. Records the per-epoch history the loss chart draws.
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <ember/ember.h>
+
+#include "progress.h"
+
+namespace ar {
+
+using namespace ember;
+
+struct Recipe {
+  int epochs = 200;
+  int64_t batch = 32;
+  double lr = 1e-3, weight_decay = 0.0;
+  double clip = 0.0;                 // max gradient norm; 0 = no clipping
+  double plateau_factor = 0.5;
+  int plateau_patience = 10;
+  double min_lr = 0.0;
+  bool plateau_on_train = false;     // the notes' single-head model steps on the training loss
+  int early_stop = 0;                // patience in epochs; 0 = train all epochs
+  int print_every = 10;
+  bool quiet = false;
+};
+
+struct History {
+  std::vector<double> train, val, lr;
+  int epochs_run = 0, best_epoch = 0;
+  double seconds = 0;
+};
+
+inline StateDict clone_state(const nn::Module& m) {
+  StateDict s;
+  for (auto& [n, t] : m.state_dict()) s.emplace_back(n, t.detach().clone());
+  return s;
+}
+
+// x_val may be undefined: then there is no validation (val = train loss).
+inline History fit(nn::Module& model, const Tensor& x, const Tensor& y, const Tensor& x_val, const Tensor& y_val,
+                   const Recipe& r, Generator& g) {
+  optim::Adam opt(model.parameters(), optim::AdamOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay});
+  optim::ReduceLROnPlateau::Options po;
+  po.factor = r.plateau_factor;
+  po.patience = r.plateau_patience;
+  po.min_lr = r.min_lr;
+  optim::ReduceLROnPlateau plateau(opt, po);
+  ember::app::ProgressBar bar(!r.quiet);
+
+  History h;
+  double best = INFINITY;
+  StateDict best_state;
+  int since_best = 0;
+  const int64_t n = x.size(0), nbatches = (n + r.batch - 1) / r.batch;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  for (int epoch = 1; epoch <= r.epochs; ++epoch) {
+    model.train();
+    const Tensor perm = randperm(n, &g);
+    double total = 0;
+    for (int64_t b = 0; b < nbatches; ++b) {
+      const Tensor idx = perm.narrow(0, b * r.batch, std::min<int64_t>(r.batch, n - b * r.batch));
+      opt.zero_grad();
+      Tensor loss = mse_loss(model(index_select(x, 0, idx)), index_select(y, 0, idx));
+      loss.backward();
+      if (r.clip > 0) optim::clip_grad_norm_(model.parameters(), r.clip);
+      opt.step();
+      total += loss.item();
+      char s[64];
+      std::snprintf(s, sizeof s, "loss %.5f", total / static_cast<double>(b + 1));
+      char p[32];
+      std::snprintf(p, sizeof p, "epoch %4d/%d", epoch, r.epochs);
+      bar.update(p, b + 1, nbatches, s);
+    }
+    const double train = total / static_cast<double>(nbatches);
+    double val = train;
+    if (x_val.defined()) {
+      model.eval();
+      NoGradGuard ng;
+      val = mse_loss(model(x_val), y_val).item();
+    }
+    plateau.step(r.plateau_on_train ? train : val);
+    h.train.push_back(train);
+    h.val.push_back(val);
+    h.lr.push_back(opt.param_groups()[0].lr);
+    h.epochs_run = epoch;
+    bool stop = false;
+    if (val < best) {
+      best = val;
+      h.best_epoch = epoch;
+      if (r.early_stop > 0) best_state = clone_state(model);
+      since_best = 0;
+    } else if (r.early_stop > 0 && ++since_best >= r.early_stop) {
+      stop = true;
+    }
+    bar.clear();
+    if (!r.quiet && (epoch % r.print_every == 0 || epoch == 1 || stop || epoch == r.epochs))
+      std::printf("epoch %4d  train %.6f  val %.6f  lr %.2e  %6.1fs\n", epoch, train, val, h.lr.back(), elapsed());
+    if (stop) {
+      if (!r.quiet) std::printf("early stop at epoch %d: no better validation loss since epoch %d\n", epoch, h.best_epoch);
+      break;
+    }
+  }
+  h.seconds = elapsed();
+  if (r.early_stop > 0 && !best_state.empty()) model.load_state_dict(best_state);
+  model.eval();
+  return h;
+}
+
+}  // namespace ar
