@@ -53,6 +53,8 @@ inline void philox_lanes(uint64_t seed, uint64_t c0, uint32_t (&out)[4][N]) {
   }
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
   for (int round = 0; round < 10; ++round) {
+    // Not unrolled across lanes: the lane loop is the one to vectorise.
+#pragma GCC unroll 1
     for (int i = 0; i < N; ++i) {
       const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * a[i];
       const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c[i];

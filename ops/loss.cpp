@@ -8,6 +8,7 @@
 // take part, which is the mean's denominator. Each op records one autograd
 // node whose output is already reduced, so the backward kernel applies the
 // reduction's scale itself: no chain of sum / div nodes.
+#include <ember/ops/functors.h>
 #include <ember/ops/loss.h>
 
 #include <algorithm>
@@ -53,7 +54,7 @@ inline void row_logsumexp(const T* row, int64_t C, int64_t stride, bool want_sum
     s += v;
   }
   double e = 0;
-  for (int64_t c = 0; c < C; ++c) e += std::exp(row[c * stride] - m);
+  for (int64_t c = 0; c < C; ++c) e += fn::exp_(row[c * stride] - m);
   lse = static_cast<double>(m) + std::log(e);
   sumx = want_sum ? s : 0.0;
 }
@@ -115,9 +116,9 @@ void cpu_cross_entropy_backward(const Tensor& logits3, const Tensor& target, con
         // d loss / d x_c = softmax_c - q_c with q the smoothed target.
         const T gr = static_cast<T>(static_cast<double>(g[per_row ? r : 0]) * scale), l = ls[r];
         if (L == 1) {
-          for (int64_t c = 0; c < C; ++c) drow[c] = (std::exp(row[c] - l) - spread) * gr;
+          for (int64_t c = 0; c < C; ++c) drow[c] = (fn::exp_(row[c] - l) - spread) * gr;
         } else {
-          for (int64_t c = 0; c < C; ++c) drow[c * L] = (std::exp(row[c * L] - l) - spread) * gr;
+          for (int64_t c = 0; c < C; ++c) drow[c * L] = (fn::exp_(row[c * L] - l) - spread) * gr;
         }
         drow[tr * L] -= keep * gr;
       }

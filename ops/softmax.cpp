@@ -19,6 +19,7 @@
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
+#include <ember/ops/functors.h>
 #include <ember/ops/pointwise.h>
 
 namespace ember {
@@ -56,11 +57,19 @@ void cpu_softmax(const Tensor& x3, const Tensor& mask3, Tensor& y3, bool log) {
         }
         // 2. sum of exp(x - max)
         T s = 0;
-        for (int64_t r = 0; r < R; ++r) {
-          const bool keep = !mr || !mr[r * B];
-          const T e = keep ? std::exp(xr[r * B] - mx) : T(0);
-          if (!log) yr[r * B] = e;
-          s += e;
+        if (!mr && B == 1 && !log) {  // the common case, kept simple enough to vectorise
+          for (int64_t r = 0; r < R; ++r) {
+            const T e = fn::exp_(xr[r] - mx);
+            yr[r] = e;
+            s += e;
+          }
+        } else {
+          for (int64_t r = 0; r < R; ++r) {
+            const bool keep = !mr || !mr[r * B];
+            const T e = keep ? fn::exp_(xr[r * B] - mx) : T(0);
+            if (!log) yr[r * B] = e;
+            s += e;
+          }
         }
         // 3. normalise
         if (log) {
@@ -90,7 +99,7 @@ void cpu_softmax_backward(const Tensor& y3, const Tensor& g3, Tensor& dx3, bool 
         T dot = 0;  // softmax: sum g*y; log_softmax: sum g
         for (int64_t r = 0; r < R; ++r) dot += log ? gr[r * B] : gr[r * B] * yr[r * B];
         if (log)
-          for (int64_t r = 0; r < R; ++r) dr[r * B] = gr[r * B] - std::exp(yr[r * B]) * dot;
+          for (int64_t r = 0; r < R; ++r) dr[r * B] = gr[r * B] - fn::exp_(yr[r * B]) * dot;
         else
           for (int64_t r = 0; r < R; ++r) dr[r * B] = yr[r * B] * (gr[r * B] - dot);
       }

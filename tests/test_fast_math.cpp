@@ -1,0 +1,30 @@
+// The inline float32 exp and erf of ops/fast_math.h against libm in double.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include <ember/ops/fast_math.h>
+
+TEST_CASE("fast_math: expf is within 2 ulp over the normal range, exact at the edges") {
+  double worst = 0;
+  for (float x = -87.0f; x < 88.5f; x += 0.000937f) {
+    const double ref = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::fabs(ember::fast::expf(x) - ref) / ref);
+  }
+  CHECK(worst < 2 * 5.97e-8);
+  CHECK(ember::fast::expf(0.0f) == 1.0f);
+  CHECK(ember::fast::expf(-200.0f) == 0.0f);
+  CHECK(ember::fast::expf(-std::numeric_limits<float>::infinity()) == 0.0f);
+  CHECK(std::isinf(ember::fast::expf(100.0f)));
+  CHECK(std::isnan(ember::fast::expf(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST_CASE("fast_math: erff is within 6e-7 of erf and odd") {
+  double worst = 0;
+  for (float x = -7.0f; x < 7.0f; x += 0.000731f)
+    worst = std::max(worst, std::fabs(ember::fast::erff(x) - std::erf(static_cast<double>(x))));
+  CHECK(worst < 6e-7);
+  CHECK(ember::fast::erff(-1.5f) == -ember::fast::erff(1.5f));
+  CHECK(ember::fast::erff(30.0f) == 1.0f);
+}
