@@ -2,7 +2,7 @@
 # This file only orders the steps: packages come from scripts/setup.sh (which
 # installs only what is missing), the build from CMake. Every target can be
 # run again; extra CMake options go in CMAKE_ARGS, e.g.
-#   make build CMAKE_ARGS=-DEMBER_NATIVE=ON
+#   make build CMAKE_ARGS=-DEMBER_NATIVE=OFF
 BUILD_DIR  := build
 JOBS       := $(shell nproc 2>/dev/null || echo 2)
 DEMO_APP   := linear_regression

@@ -114,9 +114,19 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   const Tensor bk = in_proj_bias.defined() ? in_proj_bias.narrow(0, E, E) : Tensor();
   const Tensor bv = in_proj_bias.defined() ? in_proj_bias.narrow(0, 2 * E, E) : Tensor();
   // Project, then split heads: (N, L, E) -> (N, L, H, D) -> (N, H, L, D).
-  const Tensor q = linear(q_in, wq, bq).reshape({N, L, H, D}).permute({0, 2, 1, 3});
-  const Tensor k = linear(k_in, wk, bk).reshape({N, S, H, D}).permute({0, 2, 1, 3});
-  const Tensor v = linear(v_in, wv, bv).reshape({N, S, H, D}).permute({0, 2, 1, 3});
+  // Self-attention projects once with the packed (3E, E) weight: one GEMM of
+  // width 3E instead of three of width E; q, k and v are strided views of it.
+  Tensor q, k, v;
+  if (in_proj_weight.defined() && query.is_same(key) && key.is_same(value)) {
+    const Tensor qkv = linear(q_in, in_proj_weight, in_proj_bias).reshape({N, L, 3, H, D});
+    q = qkv.select(2, 0).permute({0, 2, 1, 3});
+    k = qkv.select(2, 1).permute({0, 2, 1, 3});
+    v = qkv.select(2, 2).permute({0, 2, 1, 3});
+  } else {
+    q = linear(q_in, wq, bq).reshape({N, L, H, D}).permute({0, 2, 1, 3});
+    k = linear(k_in, wk, bk).reshape({N, S, H, D}).permute({0, 2, 1, 3});
+    v = linear(v_in, wv, bv).reshape({N, S, H, D}).permute({0, 2, 1, 3});
+  }
 
   // Combine the masks into one broadcastable to (N, H, L, S).
   Tensor mask;

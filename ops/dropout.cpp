@@ -6,6 +6,8 @@
 // and mul would take.
 #include <ember/ops/dropout.h>
 
+#include <cmath>
+
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
@@ -30,33 +32,31 @@ void cpu_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpec
     const T* x = static_cast<const T*>(xt.data_ptr());
     T* out = static_cast<T*>(outt.data_ptr());
     bool* keep = static_cast<bool*>(keept.data_ptr());
-    const int64_t n = xt.numel(), quads = (n + 3) / 4;
-    const float pf = static_cast<float>(p);
+    const int64_t n = xt.numel();
+    // u = (bits >> 8) / 2^24 >= p  <=>  (bits >> 8) >= ceil(p 2^24): the
+    // comparison in integers, exactly as rand() >= p would decide it.
+    const uint32_t threshold =
+        static_cast<uint32_t>(std::ceil(static_cast<double>(static_cast<float>(p)) * 16777216.0));
     const T scale = static_cast<T>(1.0 / (1.0 - p));
-    // Parallel over blocks of 16 Philox counters; counter c covers elements
+    // Blocks of 16 Philox counters (64 elements); counter c covers elements
     // 4c .. 4c+3, word j giving element 4c+j.
-    constexpr int kLanes = 16;
-    const int64_t blocks = (quads + kLanes - 1) / kLanes;
+    constexpr int kLanes = 16, kBlock = 4 * kLanes;
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
     parallel_for(0, blocks, 64, [&](int64_t lo, int64_t hi) {
       uint32_t r[4][kLanes];
+      uint32_t bits[kBlock];
       for (int64_t blk = lo; blk < hi; ++blk) {
         philox_lanes(spec.seed, spec.offset + static_cast<uint64_t>(blk * kLanes), r);
-        const int64_t base = blk * kLanes * 4;
-        if (base + 4 * kLanes <= n) {
-          for (int l = 0; l < kLanes; ++l)
-            for (int j = 0; j < 4; ++j) {
-              const int64_t i = base + 4 * l + j;
-              const bool k = uniform_float(r[j][l]) >= pf;
-              keep[i] = k;
-              out[i] = x[i] * (k ? scale : T(0));
-            }
-        } else {
-          for (int64_t i = base; i < n; ++i) {
-            const int64_t l = (i - base) / 4, j = (i - base) % 4;
-            const bool k = uniform_float(r[j][l]) >= pf;
-            keep[i] = k;
-            out[i] = x[i] * (k ? scale : T(0));
-          }
+        for (int l = 0; l < kLanes; ++l)
+          for (int j = 0; j < 4; ++j) bits[4 * l + j] = r[j][l] >> 8;
+        const int64_t base = blk * kBlock, m = std::min<int64_t>(kBlock, n - base);
+        const T* xb = x + base;
+        T* ob = out + base;
+        bool* kb = keep + base;
+        for (int64_t e = 0; e < m; ++e) {
+          const bool k = bits[e] >= threshold;
+          kb[e] = k;
+          ob[e] = xb[e] * (k ? scale : T(0));
         }
       }
     });
