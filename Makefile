@@ -5,7 +5,7 @@
 #   make build CMAKE_ARGS=-DEMBER_NATIVE=OFF
 BUILD_DIR  := build
 JOBS       := $(shell nproc 2>/dev/null || echo 2)
-DEMO_APP   := linear_regression
+DEMO_APP   := attention_regression
 CMAKE_ARGS ?=
 
 .PHONY: all deps build demo test clean

@@ -43,7 +43,7 @@ struct Config {
   int64_t batch = 0;
   double lr = 0;
   int threads = 0;
-  uint64_t seed = 0;
+  uint64_t seed = 4;  // see README: the figures are quoted for this seed
   bool quiet = false;
 };
 
@@ -258,7 +258,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", c.batch, "sequences per batch (defaults: single-head 200, others 32)")
       ->check(CLI::PositiveNumber);
   app.add_option("--lr", c.lr, "learning rate (default 1e-3; nw-param's SGD 0.5)")->check(CLI::PositiveNumber);
-  app.add_option("--seed", c.seed, "random seed; runs are deterministic for a seed and thread count");
+  app.add_option("--seed", c.seed, "random seed (default 4); runs are deterministic for a seed and thread count");
   app.add_option("--threads", c.threads, "threads (default: all cores, or EMBER_NUM_THREADS)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--device", c.device, "cpu (cuda arrives with the CUDA backend)")->check(CLI::IsMember({"cpu"}));

@@ -53,6 +53,9 @@ struct TokenTransformer : AttentionModel {
     block = register_module("block", std::make_shared<nn::TransformerEncoderLayer>(
                                          nn::TransformerEncoderLayerOptions{64, 4, 256, 0.1, "gelu", 1e-5, true, true}));
     out = register_module("out", std::make_shared<nn::Linear>(64, 1));
+    // The notes drop out attention weights and the MLP, not the attention
+    // block's output (PyTorch's layer also has dropout1 there).
+    block->dropout1->p = 0.0;
     // Xavier-uniform weights and zero biases for every Linear, as in the
     // recipe; LayerNorms keep their ones and zeros.
     for (auto& [name, p] : named_parameters()) {
