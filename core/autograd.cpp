@@ -151,7 +151,8 @@ void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& input
 }
 
 namespace {
-void connect_outputs(const std::shared_ptr<Node>& node, OutputRefs outputs) {
+template <class Outputs>
+void connect_outputs_impl(const std::shared_ptr<Node>& node, Outputs& outputs) {
   uint32_t k = 0;
   for (Tensor& out : outputs) {
     node->add_output_meta(TensorMeta(out));
@@ -163,7 +164,15 @@ void connect_outputs(const std::shared_ptr<Node>& node, OutputRefs outputs) {
     m.requires_grad = false;
   }
 }
+void connect_outputs(const std::shared_ptr<Node>& node, OutputRefs outputs) { connect_outputs_impl(node, outputs); }
 }  // namespace
+
+void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, std::vector<Tensor>& outputs) {
+  std::vector<const Tensor*> p;
+  for (const Tensor& t : inputs) p.push_back(&t);
+  connect_inputs(*node, p.data(), p.size());
+  connect_outputs_impl(node, outputs);
+}
 
 void retain_output_grad(Node& node, uint32_t output_nr, const std::shared_ptr<TensorImpl>& t) {
   if (node.retained_.size() <= output_nr) node.retained_.resize(output_nr + 1);

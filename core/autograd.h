@@ -194,6 +194,9 @@ void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, OutputRefs ou
 // The same for a variable number of inputs (cat, user ops taking a list).
 void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, OutputRefs outputs);
 
+// The same for a variable number of outputs (split, chunk).
+void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, std::vector<Tensor>& outputs);
+
 // Makes backward store the gradient of output output_nr of node in t's grad().
 void retain_output_grad(Node& node, uint32_t output_nr, const std::shared_ptr<TensorImpl>& t);
 
@@ -205,6 +208,12 @@ void record(const char* name, TensorRefs inputs, Tensor& output, F&& fn) {
 }
 template <class F>
 void record(const char* name, TensorRefs inputs, OutputRefs outputs, F&& fn) {
+  auto node = std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn));
+  connect(node, inputs, outputs);
+}
+
+template <class F>
+void record(const char* name, TensorRefs inputs, std::vector<Tensor>& outputs, F&& fn) {
   auto node = std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn));
   connect(node, inputs, outputs);
 }

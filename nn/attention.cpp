@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include <ember/nn/init.h>
+#include <ember/ops/join.h>
 #include <ember/ops/activation.h>
 #include <ember/ops/dropout.h>
 #include <ember/ops/elementwise.h>
@@ -118,10 +119,10 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   // width 3E instead of three of width E; q, k and v are strided views of it.
   Tensor q, k, v;
   if (in_proj_weight.defined() && query.is_same(key) && key.is_same(value)) {
-    const Tensor qkv = linear(q_in, in_proj_weight, in_proj_bias).reshape({N, L, 3, H, D});
-    q = qkv.select(2, 0).permute({0, 2, 1, 3});
-    k = qkv.select(2, 1).permute({0, 2, 1, 3});
-    v = qkv.select(2, 2).permute({0, 2, 1, 3});
+    const std::vector<Tensor> qkv = chunk(linear(q_in, in_proj_weight, in_proj_bias), 3, -1);
+    q = qkv[0].reshape({N, L, H, D}).permute({0, 2, 1, 3});
+    k = qkv[1].reshape({N, L, H, D}).permute({0, 2, 1, 3});
+    v = qkv[2].reshape({N, L, H, D}).permute({0, 2, 1, 3});
   } else {
     q = linear(q_in, wq, bq).reshape({N, L, H, D}).permute({0, 2, 1, 3});
     k = linear(k_in, wk, bk).reshape({N, S, H, D}).permute({0, 2, 1, 3});

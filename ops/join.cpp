@@ -67,11 +67,11 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   const int d = wrap_dim(dim, x.dim(), "split");
   EMBER_CHECK(split_size > 0, ValueError, "split: split_size must be positive, got ", split_size);
-  std::vector<Tensor> out;
+  std::vector<int64_t> sizes;
   const int64_t n = x.shape()[d];
-  for (int64_t s = 0; s < n; s += split_size) out.push_back(x.narrow(d, s, std::min(split_size, n - s)));
-  if (n == 0) out.push_back(x);
-  return out;
+  for (int64_t s = 0; s < n; s += split_size) sizes.push_back(std::min(split_size, n - s));
+  if (n == 0) sizes.push_back(0);
+  return split(x, sizes, d);
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
@@ -83,12 +83,23 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   }
   EMBER_CHECK(total == x.shape()[d], ShapeError, "split: sizes add up to ", total, " but dim ", d, " of shape ",
               x.shape().str(), " has ", x.shape()[d]);
+  // Views of x, with one backward node for all of them: the gradient of x is
+  // the pieces' gradients concatenated (zeros for pieces that got none),
+  // one copy instead of a zero-filled x per piece.
+  const bool grad = autograd::needs_grad({x});
+  const Tensor base = grad ? x.detach() : x;
   std::vector<Tensor> out;
   int64_t off = 0;
   for (int64_t s : sizes) {
-    out.push_back(x.narrow(d, off, s));
+    out.push_back(base.narrow(d, off, s));
     off += s;
   }
+  if (grad && x.is_floating_point())
+    autograd::record("split", {x}, out, [d, n = out.size()](autograd::BackwardContext& ctx) {
+      std::vector<Tensor> g;
+      for (size_t i = 0; i < n; ++i) g.push_back(ctx.grad_output(static_cast<int>(i)));
+      ctx.set_grad(0, cat(g, d));
+    });
   return out;
 }
 

@@ -60,6 +60,27 @@ TEST_CASE("split, chunk and pad") {
   CHECK_THROWS_AS(pad(q, {-1, 0}), ValueError);
 }
 
+TEST_CASE("split: one backward node; pieces that get no gradient contribute zeros") {
+  const Tensor x = arange(0, 12, 1, kFloat64).reshape({2, 6}).requires_grad_();
+  const auto parts = chunk(x, 3, -1);  // three (2, 2) views, last dim stride 1, row stride 6
+  REQUIRE(parts.size() == 3);
+  CHECK(parts[0].grad_fn() == parts[2].grad_fn());
+  CHECK(parts[1].strides() == Shape{6, 1});
+  // Use the first piece twice and the last once; the middle one not at all.
+  sum(add(mul(parts[0], 3.0), parts[2])).backward();
+  check_close(x.grad(), {3, 3, 0, 0, 1, 1, 3, 3, 0, 0, 1, 1}, 0);
+  // The views share x's storage, as in PyTorch.
+  CHECK(parts[1].storage().get() == x.storage().get());
+  const Tensor xin = randn({3, 6}, kFloat64).requires_grad_();
+  const GradcheckResult r = gradcheck(
+      [](const std::vector<Tensor>& in) {
+        const auto p = split(in[0], std::vector<int64_t>{1, 3, 2}, 1);
+        return add(sum(mul(p[0], p[2].narrow(1, 0, 1))), sum(square(p[1])));
+      },
+      {xin});
+  CHECK_MESSAGE(r.ok, r.message);
+}
+
 TEST_CASE("unfold and conv2d match PyTorch") {
   const Tensor x = sub(div(arange(0, 40, 1, kFloat64).reshape({1, 2, 5, 4}), 10.0), 1.0);
   const Tensor w = sub(div(arange(0, 36, 1, kFloat64).reshape({3, 2, 3, 2}), 20.0), 0.8);
