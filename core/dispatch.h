@@ -15,10 +15,12 @@
 // defined outside the library use exactly the same two lines.
 #pragma once
 
+#include <chrono>
 #include <utility>
 
 #include <ember/core/device.h>
 #include <ember/core/error.h>
+#include <ember/core/profiler.h>
 
 namespace ember {
 
@@ -46,10 +48,23 @@ class KernelTable<R(Args...)> {
 
   template <class... A>
   R operator()(Device device, A&&... args) const {
+    if (__builtin_expect(profiler::enabled(), 0)) return timed(device, std::forward<A>(args)...);
     return get(device)(std::forward<A>(args)...);
   }
 
  private:
+  template <class... A>
+  R timed(Device device, A&&... args) const {
+    const Fn fn = get(device);
+    const auto t0 = std::chrono::steady_clock::now();
+    struct Stop {  // records on every exit, the exceptional one included
+      const char* name;
+      std::chrono::steady_clock::time_point t0;
+      ~Stop() { profiler::record_kernel(name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()); }
+    } stop{name_, t0};
+    return fn(std::forward<A>(args)...);
+  }
+
   const char* name_;
   Fn fns_[kNumDeviceTypes] = {};
 };

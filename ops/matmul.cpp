@@ -240,6 +240,7 @@ void run_gemm(Tensor a, Tensor b, Tensor& out, double beta) {
       d.c_batch_strides.push_back(cs[i]);
     }
   }
+  profiler::add_matmul_flops(static_cast<uint64_t>(2 * d.m * d.n * d.k * d.batch.numel()));
   gemm_kernel(out.device(), d);
 }
 

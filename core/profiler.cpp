@@ -1,0 +1,85 @@
+// The profiler's counters and its report.
+#include <ember/core/profiler.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace ember::profiler {
+
+namespace detail {
+std::atomic<bool> g_enabled{false};
+std::atomic<uint64_t> g_matmul_flops{0};
+}  // namespace detail
+
+namespace {
+
+std::mutex& mu() {
+  static std::mutex m;
+  return m;
+}
+// Keyed by the table's name pointer's string; few distinct kernels.
+std::map<std::string, Row>& table() {
+  static auto* t = new std::map<std::string, Row>;
+  return *t;
+}
+
+// EMBER_PROFILE=1: profile the whole run and print the table at exit.
+struct EnvSwitch {
+  EnvSwitch() {
+    const char* e = std::getenv("EMBER_PROFILE");
+    if (e && *e && std::string(e) != "0") {
+      detail::g_enabled.store(true);
+      std::atexit([] { std::fputs(report().c_str(), stderr); });
+    }
+  }
+} env_switch;
+
+}  // namespace
+
+void enable(bool on) { detail::g_enabled.store(on, std::memory_order_relaxed); }
+
+void record_kernel(const char* name, double seconds) {
+  std::lock_guard<std::mutex> lock(mu());
+  Row& r = table()[name];
+  if (r.name.empty()) r.name = name;
+  ++r.calls;
+  r.seconds += seconds;
+}
+
+std::vector<Row> rows() {
+  std::lock_guard<std::mutex> lock(mu());
+  std::vector<Row> out;
+  for (auto& [k, r] : table()) out.push_back(r);
+  std::sort(out.begin(), out.end(), [](const Row& a, const Row& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
+void reset() {
+  std::lock_guard<std::mutex> lock(mu());
+  table().clear();
+}
+
+std::string report() {
+  const std::vector<Row> rs = rows();
+  double total = 0;
+  for (const Row& r : rs) total += r.seconds;
+  std::string s;
+  char line[160];
+  std::snprintf(line, sizeof line, "%-28s %9s %11s %7s %11s\n", "kernel", "calls", "total ms", "%", "us/call");
+  s += line;
+  for (const Row& r : rs) {
+    std::snprintf(line, sizeof line, "%-28s %9lld %11.3f %6.1f%% %11.2f\n", r.name.c_str(),
+                  static_cast<long long>(r.calls), r.seconds * 1e3, total > 0 ? 100 * r.seconds / total : 0.0,
+                  r.calls ? r.seconds * 1e6 / static_cast<double>(r.calls) : 0.0);
+    s += line;
+  }
+  std::snprintf(line, sizeof line, "%-28s %9s %11.3f   (kernels only; matmul %.3f GFLOP so far)\n", "total", "",
+                total * 1e3, static_cast<double>(matmul_flops()) * 1e-9);
+  s += line;
+  return s;
+}
+
+}  // namespace ember::profiler

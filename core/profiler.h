@@ -1,0 +1,60 @@
+// An op-level profiler: time and call count per kernel (forward and backward
+// kernels are separate tables, e.g. "softmax" and "softmax_backward"), plus
+// the matmul FLOPs, printed as a table like torch.profiler's key_averages.
+//
+//   { ember::profiler::Guard g;  train_step(); }   // or EMBER_PROFILE=1
+//   std::puts(ember::profiler::report().c_str());
+//
+// Kernel tables check one relaxed atomic flag per call, so a disabled
+// profiler costs a predictable branch. Times are host wall times around the
+// kernel call; a CUDA backend's kernels are asynchronous and would need a
+// synchronisation to be timed (not done here).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ember::profiler {
+
+namespace detail {
+extern std::atomic<bool> g_enabled;
+extern std::atomic<uint64_t> g_matmul_flops;
+}  // namespace detail
+
+inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
+void enable(bool on);
+
+// Enables the profiler for a scope (restoring the previous state after).
+class Guard {
+ public:
+  Guard() : was_(enabled()) { enable(true); }
+  ~Guard() { enable(was_); }
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+
+ private:
+  bool was_;
+};
+
+// Called by KernelTable when enabled.
+void record_kernel(const char* name, double seconds);
+
+// Matmul FLOPs (2 m n k per product) counted always, profiler on or off:
+// the benchmarks divide them by step time.
+inline void add_matmul_flops(uint64_t flops) { detail::g_matmul_flops.fetch_add(flops, std::memory_order_relaxed); }
+inline uint64_t matmul_flops() { return detail::g_matmul_flops.load(std::memory_order_relaxed); }
+
+struct Row {
+  std::string name;
+  int64_t calls = 0;
+  double seconds = 0;
+};
+// Kernels seen since the last reset, slowest first.
+std::vector<Row> rows();
+void reset();
+// The table: kernel, calls, total ms, % of the total, mean us per call.
+std::string report();
+
+}  // namespace ember::profiler
