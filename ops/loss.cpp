@@ -48,12 +48,14 @@ template <class T>
 inline void row_logsumexp(const T* row, int64_t C, int64_t stride, bool want_sum, double& lse, double& sumx) {
   T m = row[0];
   double s = 0;
+#pragma omp simd reduction(max : m) reduction(+ : s)
   for (int64_t c = 0; c < C; ++c) {
     const T v = row[c * stride];
     m = v > m ? v : m;
     s += v;
   }
   double e = 0;
+#pragma omp simd reduction(+ : e)
   for (int64_t c = 0; c < C; ++c) e += fn::exp_(row[c * stride] - m);
   lse = static_cast<double>(m) + std::log(e);
   sumx = want_sum ? s : 0.0;

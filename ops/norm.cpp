@@ -50,9 +50,11 @@ void cpu_layer_norm(const Tensor& x2, const Tensor& w, const Tensor& b, double e
         const T* xr = x + r * N;
         T* yr = y + r * N;
         double s = 0;
+#pragma omp simd reduction(+ : s)
         for (int64_t i = 0; i < N; ++i) s += xr[i];
         const double mu = s / static_cast<double>(N);
         double v = 0;  // two passes: no cancellation as in E[x^2] - E[x]^2
+#pragma omp simd reduction(+ : v)
         for (int64_t i = 0; i < N; ++i) {
           const double d = xr[i] - mu;
           v += d * d;
@@ -61,11 +63,15 @@ void cpu_layer_norm(const Tensor& x2, const Tensor& w, const Tensor& b, double e
         const T m = static_cast<T>(mu);
         mp[r] = m;
         rp[r] = rs;
-        for (int64_t i = 0; i < N; ++i) {
-          T h = (xr[i] - m) * rs;
-          if (wp) h *= wp[i];
-          if (bp) h += bp[i];
-          yr[i] = h;
+        if (wp && bp) {  // the usual affine case, without branches in the loop
+          for (int64_t i = 0; i < N; ++i) yr[i] = (xr[i] - m) * rs * wp[i] + bp[i];
+        } else {
+          for (int64_t i = 0; i < N; ++i) {
+            T h = (xr[i] - m) * rs;
+            if (wp) h *= wp[i];
+            if (bp) h += bp[i];
+            yr[i] = h;
+          }
         }
       }
     });
@@ -97,13 +103,23 @@ void cpu_layer_norm_backward(const Tensor& g2, const Tensor& x2, const Tensor& w
           const T *gr = g + r * N, *xr = x + r * N;
           const T m = mp[r], rs = rp[r];
           double sg = 0, sgx = 0;
-          for (int64_t i = 0; i < N; ++i) {
-            const T xh = (xr[i] - m) * rs;
-            const T gi = wp ? gr[i] * wp[i] : gr[i];
-            sg += gi;
-            sgx += gi * xh;
-            if (pw) {
-              pw[i] += gr[i] * xh;
+          if (wp) {
+#pragma omp simd reduction(+ : sg, sgx)
+            for (int64_t i = 0; i < N; ++i) {
+              const T gi = gr[i] * wp[i];
+              sg += gi;
+              sgx += gi * ((xr[i] - m) * rs);
+            }
+          } else {
+#pragma omp simd reduction(+ : sg, sgx)
+            for (int64_t i = 0; i < N; ++i) {
+              sg += gr[i];
+              sgx += gr[i] * ((xr[i] - m) * rs);
+            }
+          }
+          if (pw) {
+            for (int64_t i = 0; i < N; ++i) {
+              pw[i] += gr[i] * ((xr[i] - m) * rs);
               pb[i] += gr[i];
             }
           }
@@ -111,10 +127,10 @@ void cpu_layer_norm_backward(const Tensor& g2, const Tensor& x2, const Tensor& w
           const T mg = static_cast<T>(sg / static_cast<double>(N));
           const T mgx = static_cast<T>(sgx / static_cast<double>(N));
           T* dr = dx + r * N;
-          for (int64_t i = 0; i < N; ++i) {
-            const T xh = (xr[i] - m) * rs;
-            const T gi = wp ? gr[i] * wp[i] : gr[i];
-            dr[i] = rs * (gi - mg - xh * mgx);
+          if (wp) {
+            for (int64_t i = 0; i < N; ++i) dr[i] = rs * (gr[i] * wp[i] - mg - (xr[i] - m) * rs * mgx);
+          } else {
+            for (int64_t i = 0; i < N; ++i) dr[i] = rs * (gr[i] - mg - (xr[i] - m) * rs * mgx);
           }
         }
       }

@@ -49,8 +49,13 @@ void cpu_softmax(const Tensor& x3, const Tensor& mask3, Tensor& y3, bool log) {
         const bool* mr = m ? m + base : nullptr;
         // 1. the max over kept positions (subtracted for stability)
         T mx = -std::numeric_limits<T>::infinity();
-        for (int64_t r = 0; r < R; ++r)
-          if (!mr || !mr[r * B]) mx = std::max(mx, xr[r * B]);
+        if (!mr && B == 1) {
+#pragma omp simd reduction(max : mx)
+          for (int64_t r = 0; r < R; ++r) mx = xr[r] > mx ? xr[r] : mx;
+        } else {
+          for (int64_t r = 0; r < R; ++r)
+            if (!mr || !mr[r * B]) mx = std::max(mx, xr[r * B]);
+        }
         if (mx == -std::numeric_limits<T>::infinity()) {  // all masked (or all -inf)
           for (int64_t r = 0; r < R; ++r) yr[r * B] = mr ? T(0) : std::numeric_limits<T>::quiet_NaN();
           continue;
@@ -58,6 +63,7 @@ void cpu_softmax(const Tensor& x3, const Tensor& mask3, Tensor& y3, bool log) {
         // 2. sum of exp(x - max)
         T s = 0;
         if (!mr && B == 1 && !log) {  // the common case, kept simple enough to vectorise
+#pragma omp simd reduction(+ : s)
           for (int64_t r = 0; r < R; ++r) {
             const T e = fn::exp_(xr[r] - mx);
             yr[r] = e;

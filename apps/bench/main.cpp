@@ -1,87 +1,314 @@
-// Ember's benchmark runner. For now one workload: the framework overhead of
-// one op on tiny tensors (what Ember spends around a kernel that does
-// almost no work): forward without autograd, forward that records the graph,
-// and forward + backward. The training-step workloads arrive with the demo
-// models (apps/bench issue).
+// Ember's benchmark runner: full training steps of the demo models through
+// the public API, and the pieces they are made of, each against what this
+// machine can do (measured here, in the same run).
 //
-//   build/bin/bench [--workload overhead] [--iters N] [--trials T] [--threads K]
+//   attention_regression  training step of the demo transformer, batch 32 and 256
+//   vit                   training step of the ViT (28x28, patch 7, width 64,
+//                         depth 4, 4 heads, MLP 128), batch 128
+//   matmul                linear / bmm at the models' shapes, Ember and raw OpenBLAS
+//   kernels               softmax, layer_norm, gelu, cross_entropy forward and
+//                         backward in GB/s against a measured triad bandwidth
+//   adamw                 one AdamW step over the ViT's parameters
+//   overhead              framework cost per op on 1-element tensors
+//
+//   build/bin/bench [--workload all|NAME] [--steps N] [--warmup N] [--threads K] [--json FILE]
+#include <CLI/CLI.hpp>
+#include <cblas.h>
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include <ember/ember.h>
 
+#include "models.h"  // apps/attention_regression: the demo transformer
+
+extern "C" void openblas_set_num_threads(int);
+
 using namespace ember;
 
 namespace {
 
-// Median over trials of the mean time per iteration, in microseconds.
-double time_us(int iters, int trials, const std::function<void()>& body) {
-  for (int i = 0; i < iters / 10; ++i) body();  // warm-up
-  std::vector<double> per;
-  for (int t = 0; t < trials; ++t) {
+struct Timing {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+};
+
+// warmup untimed calls, then each of steps calls timed on its own.
+Timing time_steps(int warmup, int steps, const std::function<void()>& body) {
+  for (int i = 0; i < warmup; ++i) body();
+  std::vector<double> ms;
+  for (int i = 0; i < steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) body();
-    const auto t1 = std::chrono::steady_clock::now();
-    per.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / iters);
+    body();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::sort(per.begin(), per.end());
-  return per[per.size() / 2];
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], ms.front(), ms.back()};
 }
 
-void overhead(int iters, int trials) {
-  const Tensor a = tensor({1.0}), b = tensor({2.0});
-  const Tensor ga = tensor({1.0}).requires_grad_(), gb = tensor({2.0}).requires_grad_();
-  struct Row {
-    const char* name;
-    std::function<void()> body;
-  };
-  const std::vector<Row> rows = {
-      {"add, forward, no grad", [&] { Tensor c = add(a, b); }},
-      {"mul, forward, no grad", [&] { Tensor c = mul(a, b); }},
-      {"exp, forward, no grad", [&] { Tensor c = exp(a); }},
-      {"add, forward, recording graph", [&] { Tensor c = add(ga, gb); }},
-      {"mul, forward, recording graph", [&] { Tensor c = mul(ga, gb); }},
-      {"add, forward + backward", [&] { add(ga, gb).backward(); }},
-      {"mul, forward + backward", [&] { mul(ga, gb).backward(); }},
-  };
-  std::printf("framework overhead per op, 1-element float32 tensors, %d thread(s)\n", num_threads());
-  std::printf("%-34s %10s\n", "op", "us/op");
-  for (const Row& r : rows) std::printf("%-34s %10.3f\n", r.name, time_us(iters, trials, r.body));
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
 }
+
+struct Bench {
+  int steps = 20, warmup = 5;
+  double sgemm_peak = 0;  // GFLOP/s, raw OpenBLAS on a large square, this thread count
+  double triad_gbs = 0;   // GB/s, a = b + s c over arrays far larger than the caches
+  nlohmann::ordered_json records = nlohmann::ordered_json::array();
+
+  void record(const std::string& workload, int64_t batch, const Timing& t, double gflop_per_step, double extra_mb) {
+    const double gflops = t.median_ms > 0 ? gflop_per_step / (t.median_ms * 1e-3) : 0;
+    nlohmann::ordered_json r = {{"workload", workload},
+                                {"batch", batch},
+                                {"median_ms", t.median_ms},
+                                {"min_ms", t.min_ms},
+                                {"max_ms", t.max_ms},
+                                {"gflops", gflops},
+                                {"fraction_of_sgemm_peak", sgemm_peak > 0 ? gflops / sgemm_peak : 0},
+                                {"peak_tensor_mb", extra_mb},
+                                {"peak_rss_mb", peak_rss_mb()},
+                                {"threads", num_threads()}};
+    records.push_back(r);
+    std::printf("%-34s %6lld %9.3f %9.3f %9.3f %9.1f %6.0f%% %9.1f %9.1f\n", workload.c_str(),
+                static_cast<long long>(batch), t.median_ms, t.min_ms, t.max_ms, gflops,
+                100 * (sgemm_peak > 0 ? gflops / sgemm_peak : 0), extra_mb, peak_rss_mb());
+  }
+
+  static void table_header(const char* what) {
+    std::printf("\n%s\n%-34s %6s %9s %9s %9s %9s %7s %9s %9s\n", what, "workload", "batch", "median", "min", "max",
+                "GFLOP/s", "of peak", "tensorMB", "rssMB");
+  }
+
+  // The machine: SGEMM peak (2048^3, OpenBLAS on num_threads threads) and triad bandwidth.
+  void measure_machine() {
+    const int64_t n = 2048;
+    std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n);
+    openblas_set_num_threads(num_threads());
+    const Timing t = time_steps(1, 5, [&] {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(),
+                  n);
+    });
+    openblas_set_num_threads(1);  // Ember's own pool is the only set of threads
+    sgemm_peak = 2.0 * n * n * n / (t.min_ms * 1e-3) * 1e-9;
+    const int64_t m = 1 << 24;  // 64 MB per array
+    std::vector<float> x(m, 1.0f), y(m, 2.0f), z(m);
+    const Timing tt = time_steps(1, 5, [&] {
+      parallel_for(0, m, 1 << 16, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) z[i] = x[i] + 3.0f * y[i];
+      });
+    });
+    triad_gbs = 3.0 * 4 * m / (tt.min_ms * 1e-3) * 1e-9;
+    std::printf("machine: SGEMM peak %.1f GFLOP/s (OpenBLAS, 2048^3, %d thread(s)); triad %.1f GB/s\n", sgemm_peak,
+                num_threads(), triad_gbs);
+  }
+
+  // A training step; FLOPs from Ember's matmul counter over one step.
+  void step(const std::string& name, int64_t batch, const std::function<void()>& body) {
+    body();
+    const uint64_t f0 = profiler::matmul_flops();
+    body();
+    const double gflop = static_cast<double>(profiler::matmul_flops() - f0) * 1e-9;
+    reset_peak_memory_stats();
+    const Timing t = time_steps(warmup, steps, body);
+    record(name, batch, t, gflop, static_cast<double>(memory_stats().peak_allocated) / 1048576.0);
+  }
+
+  void attention_regression() {
+    for (int64_t batch : {32, 256}) {
+      ar::TokenTransformer model;
+      model.train();
+      optim::Adam opt(model.parameters(), optim::AdamOptions{1e-3, 0.9, 0.999, 1e-8, 1e-6});
+      Generator g(1);
+      const Tensor x = uniform({batch, 50}, 0, 5, TensorOptions(kFloat32), &g);
+      const Tensor y = add(mul(sin(x), 2.0), pow(x, 0.8));
+      step("attention_regression train step", batch, [&] {
+        opt.zero_grad();
+        Tensor loss = mse_loss(model(x), y);
+        loss.backward();
+        optim::clip_grad_norm_(model.parameters(), 1.0);
+        opt.step();
+      });
+    }
+  }
+
+  void vit() {
+    const int64_t batch = 128;
+    nn::VisionTransformerOptions o;  // 28x28, patch 7, width 64, depth 4, 4 heads, MLP 128
+    nn::VisionTransformer model(o);
+    model.train();
+    optim::AdamW opt(optim::weight_decay_groups(model.named_parameters(), 0.05), optim::AdamW::defaults());
+    Generator g(2);
+    const Tensor x = randn({batch, 1, 28, 28}, kFloat32, &g);
+    const Tensor t = randint(0, 10, {batch}, TensorOptions(kInt64), &g);
+    step("vit train step", batch, [&] {
+      opt.zero_grad();
+      Tensor loss = cross_entropy(model(x), t, Reduction::Mean, -100, 0.1);
+      loss.backward();
+      optim::clip_grad_norm_(model.parameters(), 1.0);
+      opt.step();
+    });
+  }
+
+  void matmul_shapes() {
+    table_header("matmul at the models' shapes: Ember (its pool, OpenBLAS single-threaded underneath) vs raw "
+                 "OpenBLAS on the same threads");
+    struct S {
+      const char* name;
+      int64_t m, n, k;
+    };
+    const std::vector<S> shapes = {{"linear 1600x64 -> 192", 1600, 192, 64},  {"linear 1600x64 -> 256", 1600, 256, 64},
+                                   {"linear 1600x256 -> 64", 1600, 64, 256},  {"linear 12800x64 -> 192", 12800, 192, 64},
+                                   {"linear 12800x256 -> 64", 12800, 64, 256}, {"linear 2176x64 -> 128", 2176, 128, 64}};
+    for (const S& s : shapes) {
+      const Tensor x = randn({s.m, s.k}), w = randn({s.n, s.k});
+      const double gflop = 2.0 * s.m * s.n * s.k * 1e-9;
+      record(std::string("ember ") + s.name, s.m, time_steps(warmup, steps * 5, [&] { linear(x, w); }), gflop, 0);
+      std::vector<float> c(s.m * s.n);
+      openblas_set_num_threads(num_threads());
+      const Timing raw = time_steps(warmup, steps * 5, [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.m, s.n, s.k, 1.0f, static_cast<const float*>(x.data_ptr()),
+                    s.k, static_cast<const float*>(w.data_ptr()), s.k, 0.0f, c.data(), s.n);
+      });
+      openblas_set_num_threads(1);
+      record(std::string("openblas ") + s.name, s.m, raw, gflop, 0);
+    }
+    for (int64_t b : {128, 1024}) {  // attention scores: (B*H, 50, 16) @ (B*H, 16, 50)
+      const Tensor q = randn({b, 50, 16}), k = randn({b, 16, 50});
+      record("ember bmm scores 50x16 @ 16x50", b, time_steps(warmup, steps * 5, [&] { matmul(q, k); }),
+             2.0 * b * 50 * 50 * 16 * 1e-9, 0);
+    }
+  }
+
+  // GB/s: bytes each kernel must read and write, over its median time.
+  void kernels() {
+    std::printf("\nmemory-bound kernels on 64 MB tensors, GB/s against the triad's %.1f GB/s\n", triad_gbs);
+    std::printf("%-34s %9s %9s %9s\n", "kernel", "median ms", "GB/s", "of triad");
+    auto row = [&](const char* name, double bytes, const std::function<void()>& body) {
+      const Timing t = time_steps(2, std::max(3, steps / 2), body);
+      const double gbs = bytes / (t.median_ms * 1e-3) * 1e-9;
+      std::printf("%-34s %9.3f %9.1f %8.0f%%\n", name, t.median_ms, gbs, 100 * gbs / triad_gbs);
+      records.push_back({{"workload", std::string("kernel ") + name}, {"batch", 0}, {"median_ms", t.median_ms},
+                         {"min_ms", t.min_ms}, {"max_ms", t.max_ms}, {"gflops", 0}, {"gb_per_s", gbs},
+                         {"fraction_of_triad", gbs / triad_gbs}, {"peak_rss_mb", peak_rss_mb()}});
+    };
+    const double mb64 = 64.0 * 1048576;
+    {
+      const Tensor x = randn({16384, 1024});
+      const Tensor y = softmax(x, -1), g = randn({16384, 1024});
+      row("softmax forward", 2 * mb64, [&] { softmax(x, -1); });
+      Tensor xr = x.detach().requires_grad_();
+      const Tensor yr = softmax(xr, -1);
+      row("softmax backward", 3 * mb64, [&] { autograd::backward({yr}, {g}, true); xr.mutable_grad() = Tensor(); });
+    }
+    {
+      const Tensor x = randn({65536, 256}), w = ones({256}), b = zeros({256}), g = randn({65536, 256});
+      row("layer_norm forward", 2 * mb64, [&] { layer_norm(x, {256}, w, b); });
+      Tensor xr = x.detach().requires_grad_();
+      const Tensor yr = layer_norm(xr, {256}, w, b);
+      row("layer_norm backward (dx)", 3 * mb64, [&] { autograd::backward({yr}, {g}, true); xr.mutable_grad() = Tensor(); });
+    }
+    {
+      const Tensor x = randn({1 << 24}), g = randn({1 << 24});
+      row("gelu forward", 2 * mb64, [&] { gelu(x); });
+      Tensor xr = x.detach().requires_grad_();
+      const Tensor yr = gelu(xr);
+      row("gelu backward", 3 * mb64, [&] { autograd::backward({yr}, {g}, true); xr.mutable_grad() = Tensor(); });
+    }
+    {
+      const Tensor logits = randn({65536, 256});
+      const Tensor t = randint(0, 256, {65536});
+      row("cross_entropy forward", mb64, [&] { cross_entropy(logits, t); });
+      Tensor lr = logits.detach().requires_grad_();
+      const Tensor loss = cross_entropy(lr, t);
+      row("cross_entropy backward", 2 * mb64, [&] { autograd::backward({loss}, {Tensor()}, true); lr.mutable_grad() = Tensor(); });
+    }
+  }
+
+  void adamw() {
+    nn::VisionTransformer model(nn::VisionTransformerOptions{});
+    optim::AdamW opt(optim::weight_decay_groups(model.named_parameters(), 0.05), optim::AdamW::defaults());
+    for (Tensor& p : model.parameters()) p.mutable_grad() = ones_like(p);
+    table_header("optimizer");
+    record("adamw step over ViT parameters (" + std::to_string(model.num_parameters()) + ")", 0,
+           time_steps(warmup, steps * 10, [&] { opt.step(); }), 0, 0);
+  }
+
+  void overhead() {
+    const Tensor a = tensor({1.0}), b = tensor({2.0});
+    const Tensor ga = tensor({1.0}).requires_grad_(), gb = tensor({2.0}).requires_grad_();
+    std::printf("\nframework overhead per op, 1-element float32 tensors\n%-34s %10s\n", "op", "us/op");
+    auto row = [&](const char* name, const std::function<void()>& body) {
+      const int n = 20000;
+      const Timing t = time_steps(1, 5, [&] {
+        for (int i = 0; i < n; ++i) body();
+      });
+      const double us = t.median_ms * 1e3 / n;
+      std::printf("%-34s %10.3f\n", name, us);
+      records.push_back({{"workload", std::string("overhead ") + name}, {"batch", 1}, {"median_ms", t.median_ms / n},
+                         {"min_ms", t.min_ms / n}, {"max_ms", t.max_ms / n}, {"gflops", 0},
+                         {"peak_rss_mb", peak_rss_mb()}});
+    };
+    row("add, forward, no grad", [&] { Tensor c = add(a, b); });
+    row("exp, forward, no grad", [&] { Tensor c = exp(a); });
+    row("mul, forward, recording graph", [&] { Tensor c = mul(ga, gb); });
+    row("mul, forward + backward", [&] { mul(ga, gb).backward(); });
+  }
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string workload = "overhead";
-  int iters = 200000, trials = 5;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "bench: %s needs a value\n", arg.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (arg == "--workload") workload = value();
-    else if (arg == "--iters") iters = std::max(1, std::atoi(value()));
-    else if (arg == "--trials") trials = std::max(1, std::atoi(value()));
-    else if (arg == "--threads") set_num_threads(std::max(1, std::atoi(value())));
-    else {
-      std::fprintf(stderr, "usage: bench [--workload overhead] [--iters N] [--trials T] [--threads K]\n");
-      return 2;
+  std::string workload = "all", json, device = "cpu";
+  int threads = 0;
+  Bench b;
+  CLI::App app{"Ember benchmarks: training steps of the demo models and the kernels they are made of"};
+  app.add_option("--workload", workload, "all, attention_regression, vit, matmul, kernels, adamw or overhead")
+      ->check(CLI::IsMember({"all", "attention_regression", "vit", "matmul", "kernels", "adamw", "overhead"}));
+  app.add_option("--steps", b.steps, "timed steps per workload (median, min and max reported)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup", b.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--device", device, "cpu (cuda arrives with the CUDA backend)")->check(CLI::IsMember({"cpu"}));
+  app.add_option("--json", json, "write one record per workload and batch size to this file");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    if (threads > 0) set_num_threads(threads);
+    manual_seed(0);
+    auto want = [&](const char* w) { return workload == "all" || workload == w; };
+    if (workload != "overhead") b.measure_machine();
+    if (want("attention_regression") || want("vit")) Bench::table_header("training steps (forward, backward, clipping, optimizer)");
+    if (want("attention_regression")) b.attention_regression();
+    if (want("vit")) b.vit();
+    if (want("matmul")) b.matmul_shapes();
+    if (want("kernels")) b.kernels();
+    if (want("adamw")) b.adamw();
+    if (want("overhead")) b.overhead();
+    if (!json.empty()) {
+      std::ofstream f(json);
+      f << nlohmann::ordered_json{{"threads", num_threads()},
+                                  {"sgemm_peak_gflops", b.sgemm_peak},
+                                  {"triad_gb_per_s", b.triad_gbs},
+                                  {"records", b.records}}
+               .dump(2)
+        << "\n";
+      EMBER_CHECK(f.good(), IOError, "bench: could not write ", json);
     }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench: %s\n", e.what());
+    return 1;
   }
-  if (workload != "overhead") {
-    std::fprintf(stderr, "bench: unknown workload '%s' (available: overhead)\n", workload.c_str());
-    return 2;
-  }
-  overhead(iters, trials);
   return 0;
 }
