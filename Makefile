@@ -8,7 +8,7 @@ JOBS       := $(shell nproc 2>/dev/null || echo 2)
 DEMO_APP   := attention_regression
 CMAKE_ARGS ?=
 
-.PHONY: all deps build demo test clean
+.PHONY: all deps build demo test bench clean
 
 all: build
 
@@ -24,6 +24,11 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
+
+# Ember's benchmark table, then side-by-side ratios against PyTorch 1.13 when
+# python3-torch is installed (it is never needed to build or test Ember).
+bench: build
+	/usr/bin/python3 tools/bench_compare.py --build $(BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR)

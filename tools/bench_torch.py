@@ -1,0 +1,130 @@
+# The training-step workloads of build/bin/bench in PyTorch 1.13, with the same
+# models, batch sizes and optimizers, for side-by-side ratios (make bench).
+#   /usr/bin/python3 tools/bench_torch.py --threads N --steps S --warmup W --json FILE [--workload W]
+# Prints the same records as bench --json: workload, batch, median_ms, min_ms,
+# max_ms, gflops (model matmul FLOPs counted analytically), peak_rss_mb.
+import argparse, json, math, resource, time
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+p = argparse.ArgumentParser()
+p.add_argument("--threads", type=int, default=1)
+p.add_argument("--steps", type=int, default=20)
+p.add_argument("--warmup", type=int, default=20)
+p.add_argument("--workload", default="all")
+p.add_argument("--json", default="")
+a = p.parse_args()
+torch.set_num_threads(a.threads)
+torch.manual_seed(0)
+# PyTorch's best settings here: denormals flushed, and (set by the caller,
+# tools/bench_compare.py) glibc malloc keeping freed memory, without which
+# PyTorch pays mmap/munmap page faults every step (2-3x slower at batch 32).
+torch.set_flush_denormal(True)
+
+
+class TokenTransformer(nn.Module):  # apps/attention_regression/models.h
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(1, 64)
+        self.pos = nn.Parameter(torch.randn(1, 50, 64))
+        self.block = nn.TransformerEncoderLayer(64, 4, 256, 0.1, "gelu", batch_first=True, norm_first=True)
+        self.out = nn.Linear(64, 1)
+
+    def forward(self, x):
+        return self.out(self.block(self.embed(x[..., None]) + self.pos)).squeeze(-1)
+
+
+class ViT(nn.Module):  # nn::VisionTransformer with its default options
+    def __init__(self, dim=64, depth=4, heads=4, mlp=128, classes=10):
+        super().__init__()
+        self.proj = nn.Conv2d(1, dim, 7, 7)
+        self.cls = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos = nn.Parameter(torch.randn(1, 17, dim) * 0.02)
+        self.blocks = nn.ModuleList(
+            [nn.TransformerEncoderLayer(dim, heads, mlp, 0.1, "gelu", batch_first=True, norm_first=True) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        h = self.proj(x).flatten(2).transpose(1, 2)
+        h = torch.cat([self.cls.expand(h.shape[0], -1, -1), h], 1) + self.pos
+        for b in self.blocks:
+            h = b(h)
+        return self.head(self.norm(h)[:, 0])
+
+
+def linear_flops(tokens, i, o):
+    return 2 * tokens * i * o
+
+
+def encoder_flops(n, L, d, heads, ff):  # forward matmul FLOPs of one pre-norm layer
+    t = n * L
+    return linear_flops(t, d, 3 * d) + linear_flops(t, d, d) + linear_flops(t, d, ff) + linear_flops(t, ff, d) + 2 * 2 * n * L * L * d
+
+
+def time_steps(body):
+    for _ in range(a.warmup):
+        body()
+    ms = []
+    for _ in range(a.steps):
+        t0 = time.perf_counter()
+        body()
+        ms.append((time.perf_counter() - t0) * 1e3)
+    ms.sort()
+    return ms[len(ms) // 2], ms[0], ms[-1]
+
+
+records = []
+
+
+def record(name, batch, t, gflop):
+    med, lo, hi = t
+    r = dict(workload=name, batch=batch, median_ms=med, min_ms=lo, max_ms=hi, gflops=gflop / (med * 1e-3),
+             peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, threads=a.threads)
+    records.append(r)
+    print(f"{name:34s} {batch:6d} {med:9.3f} {lo:9.3f} {hi:9.3f} {r['gflops']:9.1f}")
+
+
+if a.workload in ("all", "attention_regression"):
+    for batch in (32, 256):
+        m = TokenTransformer()
+        opt = torch.optim.Adam(m.parameters(), lr=1e-3, weight_decay=1e-6)
+        xs = [torch.rand(batch, 50) * 5 for _ in range(8)]  # 8 batches in turn, as in bench
+        it = [0]
+
+        def step():
+            x = xs[it[0] % 8]
+            it[0] += 1
+            y = 2 * torch.sin(x) + x ** 0.8
+            opt.zero_grad()
+            F.mse_loss(m(x), y).backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            opt.step()
+
+        fl = 3 * (encoder_flops(batch, 50, 64, 4, 256) + linear_flops(batch * 50, 1, 64) + linear_flops(batch * 50, 64, 1))
+        record("attention_regression train step", batch, time_steps(step), fl * 1e-9)
+
+if a.workload in ("all", "vit"):
+    batch = 128
+    m = ViT()
+    decay = [p for n, p in m.named_parameters() if p.dim() >= 2 and n not in ("cls", "pos")]
+    no_decay = [p for n, p in m.named_parameters() if not (p.dim() >= 2 and n not in ("cls", "pos"))]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}])
+    xs = [(torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,))) for _ in range(8)]
+    it = [0]
+
+    def step():
+        x, t = xs[it[0] % 8]
+        it[0] += 1
+        opt.zero_grad()
+        F.cross_entropy(m(x), t, label_smoothing=0.1).backward()
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        opt.step()
+
+    fl = 3 * (4 * encoder_flops(batch, 17, 64, 4, 128) + linear_flops(batch * 16, 49, 64) + linear_flops(batch, 64, 10))
+    record("vit train step", batch, time_steps(step), fl * 1e-9)
+
+if a.json:
+    with open(a.json, "w") as f:
+        json.dump(dict(threads=a.threads, records=records), f, indent=2)
