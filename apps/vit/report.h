@@ -46,7 +46,7 @@ inline void plot_curves(const std::vector<EpochRecord>& h, const std::string& di
   a.title = title + ": test accuracy";
   a.xlabel = "epoch";
   a.ylabel = "accuracy (%)";
-  a.series = {{ep, acc, "test accuracy", 2, true, 4}};
+  a.series = {{ep, acc, "", 2, true, 4}};  // one series: no legend over the curve
   plot::render(a).save_png(dir + "/accuracy.png");
 }
 
@@ -59,9 +59,12 @@ inline void plot_confusion(const std::vector<int64_t>& counts, const std::vector
   hm.ylabel = "true";
   hm.rows = hm.cols = static_cast<int>(names.size());
   for (int64_t c : counts) hm.values.push_back(static_cast<double>(c));
-  hm.row_labels = hm.col_labels = names;
+  // Short names, so that ten labels fit along the axes.
+  for (const std::string& n : names)
+    hm.row_labels.push_back(n == "T-shirt/top" ? "top" : n == "ankle boot" ? "boot" : n == "automobile" ? "car" : n == "airplane" ? "plane" : n);
+  hm.col_labels = hm.row_labels;
   hm.annotate = true;
-  plot::render(hm, 900, 800).save_png(path);
+  plot::render(hm, 1100, 860).save_png(path);
 }
 
 // Rollout for image n of a batch from the layers' kept weights (each (N, T, T)):
