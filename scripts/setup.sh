@@ -5,8 +5,10 @@
 # `make deps` (and so `make demo` / `make test`) runs this first.
 set -euo pipefail
 
-# The one list of system packages Ember needs.
-PACKAGES=(build-essential cmake pkg-config libopenblas-dev doctest-dev nlohmann-json3-dev libcli11-dev libstb-dev)
+# The one list of system packages Ember needs (dataset-fashion-mnist: the
+# ViT demo's default data set, in /usr/share/datasets/fashion-mnist).
+PACKAGES=(build-essential cmake pkg-config libopenblas-dev doctest-dev nlohmann-json3-dev libcli11-dev libstb-dev zlib1g-dev
+          dataset-fashion-mnist)
 
 say() { printf 'scripts/setup.sh: %s\n' "$*" >&2; }
 
