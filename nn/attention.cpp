@@ -59,9 +59,14 @@ AdditiveAttention::AdditiveAttention(int64_t key_size, int64_t query_size, int64
 
 Tensor AdditiveAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
                                   const Tensor& valid_lens) {
+  return forward_projected(queries, project_keys(keys), values, valid_lens);
+}
+
+Tensor AdditiveAttention::forward_projected(const Tensor& queries, const Tensor& projected_keys, const Tensor& values,
+                                            const Tensor& valid_lens) {
   // features[b, i, j, :] = tanh(W_q q_i + W_k k_j), by broadcasting
   // (B, Q, 1, H) + (B, 1, K, H).
-  const Tensor features = tanh(add((*W_q)(queries).unsqueeze(2), (*W_k)(keys).unsqueeze(1)));
+  const Tensor features = tanh(add((*W_q)(queries).unsqueeze(2), projected_keys.unsqueeze(1)));
   const Tensor scores = (*w_v)(features).squeeze(-1);  // (B, Q, K)
   attention_weights = valid_lens.defined() ? masked_softmax(scores, valid_lens) : softmax(scores, -1);
   return matmul((*drop)(attention_weights), values);
