@@ -224,11 +224,19 @@ StateDict load_from(Source& src, const std::string& path, std::map<std::string, 
     Entry en{name, e["dtype"].get<std::string>(), Shape(), 0, 0};
     if (e["shape"].size() > static_cast<size_t>(kMaxDims)) fail(path, "tensor '" + name + "': too many dims");
     uint64_t numel = 1;
+    uint64_t extent = 1;  // the product with zeros as ones bounds every stride
     for (const auto& d : e["shape"]) {
       if (!d.is_number_unsigned()) fail(path, "tensor '" + name + "': shape entries must be non-negative integers");
       const uint64_t v = d.get<uint64_t>();
-      if (v > 0 && numel > std::numeric_limits<uint64_t>::max() / v) fail(path, "tensor '" + name + "': shape overflows");
-      numel *= v;
+      // Reject a dim beyond int64, or dims whose product is, even beside a
+      // zero dim (numel 0, so the byte count matched and these got through:
+      // found under the fuzz build, tests/test_checkpoint.cpp).
+      const uint64_t limit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+      const uint64_t m = std::max<uint64_t>(v, 1);
+      if (m > limit / extent)
+        fail(path, "tensor '" + name + "': shape " + e["shape"].dump() + " has more elements than a 64-bit index can address");
+      extent *= m;
+      numel *= v;  // numel <= extent: no overflow
       en.shape.push_back(static_cast<int64_t>(v));
     }
     for (int k = 0; k < 2; ++k)

@@ -6,7 +6,9 @@
 set -euo pipefail
 
 # The one list of system packages Ember needs.
-PACKAGES=(build-essential cmake pkg-config libopenblas-dev doctest-dev nlohmann-json3-dev libcli11-dev libstb-dev)
+# clang and libclang-rt-14-dev (libFuzzer) build the fuzz targets (make fuzz).
+PACKAGES=(build-essential cmake pkg-config libopenblas-dev doctest-dev nlohmann-json3-dev libcli11-dev libstb-dev
+          clang libclang-rt-14-dev)
 
 say() { printf 'scripts/setup.sh: %s\n' "$*" >&2; }
 
