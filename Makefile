@@ -7,8 +7,14 @@ BUILD_DIR  := build
 JOBS       := $(shell nproc 2>/dev/null || echo 2)
 DEMO_APP   := attention_regression
 CMAKE_ARGS ?=
+# Reliability builds (docs/RELIABILITY.md): sanitizers and fuzzing.
+ASAN_DIR     := build-asan
+FUZZ_DIR     := build-fuzz
+FUZZ_SECONDS ?= 30
+SANITIZER_ENV := ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 \
+                 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 EMBER_CACHING_ALLOCATOR=0
 
-.PHONY: all deps build demo test bench clean
+.PHONY: all deps build demo test test-sanitize fuzz bench clean
 
 all: build
 
@@ -25,10 +31,26 @@ demo: build
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
 
+# The library, tests and apps built with AddressSanitizer (and LeakSanitizer)
+# and UndefinedBehaviorSanitizer at -O1, then every test; the first report
+# fails. The caching allocator is off so that freed memory really is freed.
+test-sanitize: deps
+	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Sanitize -DEMBER_SANITIZE=address,undefined $(CMAKE_ARGS)
+	cmake --build $(ASAN_DIR) -j$(JOBS)
+	$(SANITIZER_ENV) ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS)
+
+# Every libFuzzer target (tests/fuzz) for FUZZ_SECONDS each, fixed seed; the
+# library is rebuilt with clang and coverage instrumentation in build-fuzz/.
+fuzz: deps
+	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_COMPILER=clang++ -DEMBER_FUZZ=ON \
+	      -DEMBER_BUILD_TESTS=OFF -DEMBER_BUILD_APPS=OFF $(CMAKE_ARGS)
+	cmake --build $(FUZZ_DIR) -j$(JOBS)
+	bash tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+
 # Ember's benchmark table, then side-by-side ratios against PyTorch 1.13 when
 # python3-torch is installed (it is never needed to build or test Ember).
 bench: build
 	/usr/bin/python3 tools/bench_compare.py --build $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)
