@@ -5,7 +5,6 @@
 #   make build CMAKE_ARGS=-DEMBER_NATIVE=OFF
 BUILD_DIR  := build
 JOBS       := $(shell nproc 2>/dev/null || echo 2)
-DEMO_APP   := attention_regression
 CMAKE_ARGS ?=
 # Reliability builds (docs/RELIABILITY.md): sanitizers and fuzzing.
 ASAN_DIR     := build-asan
@@ -25,8 +24,15 @@ build: deps
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
+# The two bundled demos with their defaults: attention regression (about half
+# a minute), then the Vision Transformer on Fashion-MNIST (about three
+# minutes of training); results under out/.
 demo: build
-	./$(BUILD_DIR)/bin/$(DEMO_APP)
+	./$(BUILD_DIR)/bin/attention_regression
+	./$(BUILD_DIR)/bin/vit
+	@echo
+	@echo "Results in out/attention_regression and out/vit (metrics.json, PNG charts, checkpoints)."
+	@echo "Also: ./$(BUILD_DIR)/bin/seq2seq (attention seq2seq on dates, about 5 minutes), ./$(BUILD_DIR)/bin/bench, make bench."
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
