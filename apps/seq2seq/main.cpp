@@ -368,9 +368,12 @@ int main(int argc, char** argv) {
   app.add_option("--device", c.device, "cpu (cuda arrives with the CUDA backend)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--out", c.out, "output directory (default out/seq2seq)");
-  app.add_option("--train-size", c.train_size, "training examples (default 12000)")->check(CLI::PositiveNumber);
-  app.add_option("--test-size", c.test_size, "validation and test examples each (default 2000)")
-      ->check(CLI::PositiveNumber);
+  // Bounded well below the ~700,000 distinct strings the formats can give,
+  // so drawing distinct examples always ends quickly.
+  app.add_option("--train-size", c.train_size, "training examples (default 12000, at most 400000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{400000}));
+  app.add_option("--test-size", c.test_size, "validation and test examples each (default 2000, at most 100000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
   app.add_option("--hidden", c.hidden, "decoder state size; the encoder runs half per direction (default 64)")
       ->check(CLI::PositiveNumber);
   app.add_option("--heatmaps", c.heatmaps, "attention heatmaps of the first test examples, plus the longest source (default 4)")
