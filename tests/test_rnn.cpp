@@ -239,3 +239,24 @@ TEST_CASE("masking: padded steps change neither the final state nor the loss") {
                        "length 7 is outside [0, 6]"));
   CHECK(test::contains(test::error_of<ShapeError>([&] { gru.forward(x, zeros({1, 2, 5})); }), "h0 has shape"));
 }
+
+TEST_CASE("GRU/LSTM: dropout between layers only in training mode") {
+  nn::GRU a(3, 4, {.num_layers = 2, .dropout = 0.5});
+  nn::GRU b(3, 4, {.num_layers = 2});
+  test::fill_parameters(a);
+  test::fill_parameters(b);
+  const Tensor x = randn({5, 2, 3});
+  // Eval: no dropout, the same as without it.
+  a.eval();
+  CHECK(allclose(a.forward(x, Tensor()).first, b.forward(x, Tensor()).first, 0, 0));
+  // Training: the second layer sees dropped inputs, so two runs differ and
+  // differ from the eval result.
+  a.train();
+  const Tensor t1 = a.forward(x, Tensor()).first, t2 = a.forward(x, Tensor()).first;
+  CHECK_FALSE(allclose(t1, t2, 1e-6, 1e-6));
+  CHECK_FALSE(allclose(t1, b.forward(x, Tensor()).first, 1e-6, 1e-6));
+  // A single layer has no dropout to apply.
+  nn::LSTM one(3, 4, {.dropout = 0.5});
+  CHECK(allclose(one.forward(x, {}).first, one.forward(x, {}).first, 0, 0));
+  CHECK_THROWS_AS(nn::GRU(3, 4, {.dropout = 1.5}), ValueError);
+}

@@ -7,8 +7,9 @@
 // equals the target.
 //
 // Writes into --out: metrics.json (test_exact_match, train_seconds, the
-// curves), predictions.csv (every test example), attention_<k>.png (attention
-// weights of test examples: output characters x source characters), loss.png,
+// curves), predictions.csv (every test example), attention_<k>.png and
+// attention_longest.png (attention weights of test examples: output
+// characters x source characters), loss.png,
 // exact_match.png and model.safetensors.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -17,7 +18,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include <ember/ember.h>
@@ -142,11 +145,11 @@ Tensor batch_loss(nn::Seq2Seq& model, const Batch& b) {
 struct Evaluation {
   double loss = 0, exact = 0;
   std::vector<std::string> predictions;
-  std::vector<Tensor> weights;  // (11, S) for the first `keep_weights` examples
+  std::map<int64_t, Tensor> weights;  // (11, S) for the examples asked for
 };
 
 // Teacher-forced loss and greedy exact match over a split, in batches.
-Evaluation evaluate(nn::Seq2Seq& model, const Data& d, const Vocab& v, int keep_weights = 0) {
+Evaluation evaluate(nn::Seq2Seq& model, const Data& d, const Vocab& v, const std::set<int64_t>& keep_weights = {}) {
   NoGradGuard ng;
   model.eval();
   Evaluation e;
@@ -158,7 +161,6 @@ Evaluation evaluate(nn::Seq2Seq& model, const Data& d, const Vocab& v, int keep_
   const std::vector<int64_t> lens = d.lens.to_vector<int64_t>();
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return lens[a] < lens[b]; });
   e.predictions.resize(static_cast<size_t>(n));
-  e.weights.resize(static_cast<size_t>(std::min<int64_t>(keep_weights, n)));
   int64_t correct = 0;
   for (int64_t start = 0; start < n; start += bs) {
     const int64_t m = std::min(bs, n - start);
@@ -172,7 +174,7 @@ Evaluation evaluate(nn::Seq2Seq& model, const Data& d, const Vocab& v, int keep_
       const size_t k = static_cast<size_t>(idx[static_cast<size_t>(i)]);
       e.predictions[k] = v.decode(row);
       correct += e.predictions[k] == d.examples[k].target;
-      if (k < e.weights.size()) e.weights[k] = w[i].contiguous();
+      if (keep_weights.count(static_cast<int64_t>(k))) e.weights[static_cast<int64_t>(k)] = w[i].contiguous();
     }
   }
   e.loss /= static_cast<double>(n);
@@ -274,7 +276,16 @@ int run(const Config& c) {
     std::fflush(stdout);  // progress shows in logs too
   }
 
-  const Evaluation te = evaluate(model, test, v, c.heatmaps);
+  // Heatmaps: the first --heatmaps test dates, and the one with the longest
+  // source (the most words to align), as attention_longest.png.
+  std::set<int64_t> shown;
+  for (int64_t k = 0; k < std::min<int64_t>(c.heatmaps, test.size()); ++k) shown.insert(k);
+  int64_t longest = 0;
+  for (int64_t k = 0; k < test.size(); ++k)
+    if (test.examples[static_cast<size_t>(k)].source.size() > test.examples[static_cast<size_t>(longest)].source.size())
+      longest = k;
+  if (c.heatmaps > 0) shown.insert(longest);
+  const Evaluation te = evaluate(model, test, v, shown);
   const fs::path out(c.out);
   fs::create_directories(out);
   nlohmann::ordered_json examples = nlohmann::json::array();
@@ -311,8 +322,13 @@ int run(const Config& c) {
     const std::string& p = te.predictions[static_cast<size_t>(i)];
     csv << '"' << ex.source << "\"," << ex.target << ',' << p << ',' << (p == ex.target) << '\n';
   }
-  for (size_t k = 0; k < te.weights.size(); ++k)
-    save_heatmap(te.weights[k], test.examples[k], te.predictions[k], (out / ("attention_" + std::to_string(k) + ".png")).string());
+  for (const auto& [k, w] : te.weights) {
+    const std::string name = k < c.heatmaps ? "attention_" + std::to_string(k) + ".png" : "attention_longest.png";
+    save_heatmap(w, test.examples[static_cast<size_t>(k)], te.predictions[static_cast<size_t>(k)], (out / name).string());
+  }
+  if (c.heatmaps > 0 && longest < c.heatmaps)  // the longest is also among the first: save it under both names
+    save_heatmap(te.weights.at(longest), test.examples[static_cast<size_t>(longest)],
+                 te.predictions[static_cast<size_t>(longest)], (out / "attention_longest.png").string());
   std::vector<double> ep;
   for (int e = 1; e <= c.epochs; ++e) ep.push_back(e);
   plot::LineChart lc;
@@ -352,12 +368,15 @@ int main(int argc, char** argv) {
   app.add_option("--device", c.device, "cpu (cuda arrives with the CUDA backend)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--out", c.out, "output directory (default out/seq2seq)");
-  app.add_option("--train-size", c.train_size, "training examples (default 12000)")->check(CLI::PositiveNumber);
-  app.add_option("--test-size", c.test_size, "validation and test examples each (default 2000)")
-      ->check(CLI::PositiveNumber);
+  // Bounded well below the ~700,000 distinct strings the formats can give,
+  // so drawing distinct examples always ends quickly.
+  app.add_option("--train-size", c.train_size, "training examples (default 12000, at most 400000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{400000}));
+  app.add_option("--test-size", c.test_size, "validation and test examples each (default 2000, at most 100000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
   app.add_option("--hidden", c.hidden, "decoder state size; the encoder runs half per direction (default 64)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--heatmaps", c.heatmaps, "attention heatmaps of the first test examples (default 4)")
+  app.add_option("--heatmaps", c.heatmaps, "attention heatmaps of the first test examples, plus the longest source (default 4)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--quiet", c.quiet, "print only the summary line");
   try {
