@@ -32,7 +32,7 @@ demo: build
 	./$(BUILD_DIR)/bin/vit
 	@echo
 	@echo "Results in out/attention_regression and out/vit (metrics.json, PNG charts, checkpoints)."
-	@echo "Also: ./$(BUILD_DIR)/bin/seq2seq (attention seq2seq on dates, about 5 minutes), ./$(BUILD_DIR)/bin/bench, make bench."
+	@echo "Also: ./$(BUILD_DIR)/bin/seq2seq (Bahdanau-attention seq2seq on dates, about a minute), ./$(BUILD_DIR)/bin/bench, make bench."
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
