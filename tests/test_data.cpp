@@ -1,9 +1,8 @@
 // The data pipeline (nn/data_*): IDX and CIFAR-10 readers on small files the
 // tests write (plain, gzip, and every corrupt case), Welford statistics
 // against a two-pass computation, the loader's shuffling, batching,
-// drop_last, determinism and background thread, augmentations with known
-// outputs on small images, and the attention weights the ViT demo's rollout
-// reads from the encoder layers.
+// drop_last, determinism and background thread, and augmentations with
+// known outputs on small images.
 #include <doctest/doctest.h>
 
 #include <zlib.h>
@@ -325,37 +324,4 @@ TEST_CASE("augmentations: known outputs on small images") {
     CHECK(lam >= 0.0);
     CHECK(lam <= 1.0);
   }
-}
-
-TEST_CASE("TransformerEncoderLayer keeps head-averaged attention weights on request") {
-  manual_seed(0);
-  nn::VisionTransformerOptions vo;
-  vo.img_size = {8, 8};
-  vo.patch_size = {4, 4};
-  vo.embed_dim = 16;
-  vo.depth = 2;
-  vo.num_heads = 2;
-  vo.mlp_dim = 32;
-  vo.dropout = 0;
-  nn::VisionTransformer vit(vo);
-  auto& layer = vit.blocks->at<nn::TransformerEncoderLayer>(1);
-  NoGradGuard ng;
-  const Tensor x = randn({3, 1, 8, 8});
-  const Tensor before = vit(x);
-  CHECK_FALSE(layer.attention_weights.defined());
-  layer.keep_attention_weights = true;
-  const Tensor after = vit(x);
-  CHECK(after.to_vector<float>() == before.to_vector<float>());  // same output
-  REQUIRE(layer.attention_weights.defined());
-  CHECK(layer.attention_weights.shape() == Shape({3, 5, 5}));
-  test::check_close(sum(layer.attention_weights, {2}), std::vector<double>(15, 1.0), 1e-5);
-
-  // The hybrid variant: a conv stem before the patch embedding.
-  vo.stem_channels = 4;
-  nn::VisionTransformer hybrid(vo);
-  CHECK(hybrid(x).shape() == Shape({3, 10}));
-  CHECK(hybrid.state_dict().front().first == "cls_token");
-  bool has_stem = false;
-  for (auto& [n, t] : hybrid.named_parameters()) has_stem |= n == "stem.weight";
-  CHECK(has_stem);
 }
