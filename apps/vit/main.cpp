@@ -44,7 +44,12 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) { g_interrupted = true; }
+// The first Ctrl-C asks the loop to save and stop after the current step; a
+// second one, with the default handler back, ends the program at once.
+extern "C" void on_sigint(int) {
+  g_interrupted = true;
+  std::signal(SIGINT, SIG_DFL);  // async-signal-safe
+}
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
