@@ -44,7 +44,12 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) { g_interrupted = true; }
+// The first Ctrl-C asks the loop to save and stop after the current step; a
+// second one, with the default handler back, ends the program at once.
+extern "C" void on_sigint(int) {
+  g_interrupted = true;
+  std::signal(SIGINT, SIG_DFL);  // async-signal-safe
+}
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -52,7 +57,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // --eval-only rebuild the same model and recipe.
 struct Config {
   std::string data = "fashion-mnist", data_dir, out = "out/vit", device = "cpu", resume, weights;
-  int epochs = 10;
+  int epochs = 8;  // 88.6% on Fashion-MNIST (README); 10 give 89.1% in 25% more time
   int64_t batch_size = 128;
   double lr = 2e-3, weight_decay = 0.05, warmup_epochs = 1, min_lr = 1e-5, label_smoothing = 0.1, clip = 1.0;
   uint64_t seed = 0;
@@ -529,7 +534,7 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", c.data_dir,
                  "directory of the data files (default: /usr/share/datasets/fashion-mnist for fashion-mnist, "
                  "data/<name> otherwise; IDX files plain or .gz, CIFAR-10 binary batches)");
-  app.add_option("--epochs", c.epochs, "training epochs (default 10)")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", c.epochs, "training epochs (default 8)")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", c.batch_size, "images per step (default 128)")->check(CLI::PositiveNumber);
   app.add_option("--lr", c.lr, "peak learning rate of AdamW (default 2e-3)")->check(CLI::PositiveNumber);
   app.add_option("--weight-decay", c.weight_decay,
