@@ -2,9 +2,13 @@
 // per-kernel-call check the kernel tables run when it is on.
 #include <ember/core/anomaly.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include <ember/core/tensor.h>
 
@@ -32,10 +36,49 @@ struct EnvSwitch {
   }
 } env_switch;
 
-// Walks the strided elements of t (any layout, any number of dims) and stops
-// at the first non-finite one.
+// True when n contiguous values are all finite. A value is NaN or infinite
+// exactly when its exponent bits are all ones. Checked block by block
+// without branches, so the loop vectorises (an element-by-element isfinite
+// loop with an early exit made anomaly mode cost 30% of a training step).
 template <class T>
-bool strided_all_finite(const T* base, const Shape& shape, const Shape& strides) {
+bool run_all_finite(const T* p, int64_t n) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  constexpr Bits kExp = sizeof(T) == 4 ? Bits(0x7f800000u) : Bits(0x7ff0000000000000ull);
+  constexpr int64_t kBlock = 4096;
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t end = std::min(n, start + kBlock);
+    // The largest exponent field in the block is all ones exactly when a
+    // value is non-finite; an unsigned max reduction vectorises.
+    Bits m = 0;
+#pragma omp simd reduction(max : m)
+    for (int64_t i = start; i < end; ++i) {
+      Bits b;
+      std::memcpy(&b, p + i, sizeof b);
+      m = std::max<Bits>(m, b & kExp);
+    }
+    if (m == kExp) return false;
+  }
+  return true;
+}
+
+// Walks the strided elements of t (any layout, any number of dims) and stops
+// at the first run holding a non-finite value.
+template <class T>
+bool strided_all_finite(const T* base, const Shape& full_shape, const Shape& full_strides) {
+  // Every element once, in any order: drop broadcast (stride 0) and size-1
+  // dims, and put the smallest stride innermost, so a transposed or expanded
+  // view is read as contiguous runs rather than element by element.
+  Shape shape, strides;
+  for (int d = 0; d < full_shape.size(); ++d)
+    if (full_shape[d] > 1 && full_strides[d] != 0) {
+      int pos = shape.size();
+      shape.push_back(full_shape[d]);
+      strides.push_back(full_strides[d]);
+      for (; pos > 0 && strides[pos - 1] < strides[pos]; --pos) {
+        std::swap(shape[pos - 1], shape[pos]);
+        std::swap(strides[pos - 1], strides[pos]);
+      }
+    }
   const int nd = shape.size();
   if (nd == 0) return std::isfinite(*base);
   int64_t idx[kMaxDims] = {};
@@ -43,8 +86,12 @@ bool strided_all_finite(const T* base, const Shape& shape, const Shape& strides)
   for (;;) {
     const T* p = base;
     for (int d = 0; d + 1 < nd; ++d) p += idx[d] * strides[d];
-    for (int64_t i = 0; i < inner; ++i)
-      if (!std::isfinite(p[i * inner_stride])) return false;
+    if (inner_stride == 1) {
+      if (!run_all_finite(p, inner)) return false;
+    } else {
+      for (int64_t i = 0; i < inner; ++i)
+        if (!std::isfinite(p[i * inner_stride])) return false;
+    }
     int d = nd - 2;
     for (; d >= 0; --d) {
       if (++idx[d] < shape[d]) break;
@@ -68,6 +115,10 @@ bool all_finite(const Tensor& t) {
   if (!t.defined() || !t.is_floating_point() || t.numel() == 0) return true;
   InCheck guard;
   if (!t.device().is_cpu()) return all_finite(t.detach().cpu());
+  if (t.is_contiguous()) {
+    if (t.dtype() == DType::Float32) return run_all_finite(static_cast<const float*>(t.data_ptr()), t.numel());
+    return run_all_finite(static_cast<const double*>(t.data_ptr()), t.numel());
+  }
   if (t.dtype() == DType::Float32) return strided_all_finite(static_cast<const float*>(t.data_ptr()), t.shape(), t.strides());
   return strided_all_finite(static_cast<const double*>(t.data_ptr()), t.shape(), t.strides());
 }

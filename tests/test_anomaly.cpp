@@ -79,4 +79,16 @@ TEST_CASE("anomaly mode: all_finite reads strided float tensors and ignores inte
   CHECK(all_finite(t.narrow(1, 0, 2)));
   CHECK(all_finite(arange(0, 5)));
   CHECK(all_finite(zeros({0, 3})));
+  // Past the first 4096-element block, float64, infinity of either sign.
+  for (double bad : {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(), std::nan("")}) {
+    Tensor big = zeros({3, 5000}, TensorOptions(DType::Float64));
+    CHECK(all_finite(big));
+    {
+      NoGradGuard ng;
+      big.select(0, 2).narrow(0, 4999, 1).fill_(bad);
+    }
+    CHECK_FALSE(all_finite(big));
+    CHECK_FALSE(all_finite(big.t()));
+  }
+  CHECK(all_finite(full({5000}, 3.4e38)));  // large but finite
 }

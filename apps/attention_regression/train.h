@@ -74,7 +74,12 @@ inline History fit(nn::Module& model, const Tensor& x, const Tensor& y, const Te
       loss.backward();
       if (r.clip > 0) optim::clip_grad_norm_(model.parameters(), r.clip);
       opt.step();
-      total += loss.item();
+      const double l = loss.item();
+      // Stop before anything is written: the previous run's model.safetensors
+      // stays as it was (outputs are written only after training).
+      EMBER_CHECK(std::isfinite(l), ValueError, "the training loss became ", l, " at epoch ", epoch, ", batch ", b + 1,
+                  "; nothing was saved. Run again with EMBER_DETECT_ANOMALY=1 to name the op that produced it");
+      total += l;
       char s[64];
       std::snprintf(s, sizeof s, "loss %.5f", total / static_cast<double>(b + 1));
       char p[32];

@@ -1,0 +1,42 @@
+# Install rules (included by CMakeLists.txt when EMBER_INSTALL is on):
+#   cmake --install build --prefix P
+# gives P/lib/libember.a, the headers under P/include/ember/ (the real files:
+# the build tree only links to the source folders), the CMake package
+# (P/lib/cmake/Ember: find_package(Ember 0.1 CONFIG REQUIRED), target
+# Ember::ember) and P/lib/pkgconfig/ember.pc.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(EMBER_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Ember)
+
+install(TARGETS ember EXPORT EmberTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+foreach(part ${EMBER_HEADER_PARTS})
+  if(EXISTS ${PROJECT_SOURCE_DIR}/${part})
+    install(DIRECTORY ${PROJECT_SOURCE_DIR}/${part}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember/${part}
+            FILES_MATCHING PATTERN "*.h")
+  endif()
+endforeach()
+install(FILES ${EMBER_INCLUDE_ROOT}/ember/ember.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember)
+
+install(EXPORT EmberTargets NAMESPACE Ember:: DESTINATION ${EMBER_CMAKE_DIR})
+configure_package_config_file(cmake/EmberConfig.cmake.in ${PROJECT_BINARY_DIR}/EmberConfig.cmake
+                              INSTALL_DESTINATION ${EMBER_CMAKE_DIR})
+# 0.x: a minor version may break the API, so 0.1 accepts 0.1.* only.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/EmberConfigVersion.cmake
+                                 VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/EmberConfig.cmake ${PROJECT_BINARY_DIR}/EmberConfigVersion.cmake
+        DESTINATION ${EMBER_CMAKE_DIR})
+
+# pkg-config: the flags a consumer needs (C++20; -march=native when the
+# library was built with it, as its inline kernels assume the same target).
+set(EMBER_PC_CFLAGS "-std=c++20")
+if(EMBER_NATIVE)
+  string(APPEND EMBER_PC_CFLAGS " -march=native")
+endif()
+# The prefix relative to the .pc file, so `cmake --install --prefix P` (which
+# picks the prefix after configuring) still gives correct paths.
+file(RELATIVE_PATH EMBER_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+configure_file(cmake/ember.pc.in ${PROJECT_BINARY_DIR}/ember.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/ember.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
