@@ -17,13 +17,9 @@
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
 #include <ember/ops/reduce.h>
+#include <ember/optim/adam_kernel.h>
 
 namespace ember::optim {
-
-struct AdamStep {
-  double lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2;
-  bool decoupled;
-};
 
 KernelTable<void(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s)> adam_kernel("adam_step");
 
