@@ -2,7 +2,9 @@
 // "cuda" against the same step on the CPU: loss, every parameter's gradient,
 // and the parameters after a fused AdamW step (lr 1e-3). Dropout draws the same masks
 // on both devices (Philox counters), so the default generator is reseeded
-// before each run and the models train with dropout on.
+// before each run and the models train with dropout on. Linked into the
+// emulated test binary and into ember_gpu_tests (real CUDA), where it skips
+// with a message on a machine without a GPU.
 #include <doctest/doctest.h>
 
 #include <memory>
@@ -39,8 +41,20 @@ StepResult train_step(const StateDict& init, Device device, const Tensor& x, con
   return r;
 }
 
+// Whether a "cuda" device is usable in this binary; says why not otherwise.
+bool cuda_usable() {
+  try {
+    (void)empty({1}, TensorOptions(Device("cuda")));
+    return true;
+  } catch (const DeviceError& e) {
+    MESSAGE("skipped: ", std::string(e.what()));
+    return false;
+  }
+}
+
 template <class Model>
 void check_model(int64_t tokens) {
+  if (!cuda_usable()) return;
   manual_seed(1);
   Model init;
   const StateDict state = init.state_dict();
