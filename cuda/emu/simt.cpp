@@ -131,13 +131,16 @@ struct Fiber {
 };
 
 struct Warp {
-  // Collective in progress: how many lanes arrived and a generation that
-  // moves on when the last one does. Values travel through slots.
+  // Collective in progress: which lanes arrived and a generation that moves
+  // on when the last one does. Values travel through slots, double-buffered
+  // by the generation's parity: a lane can be at most one collective ahead
+  // of a lane still reading (it waits for that lane at the next one), so one
+  // rendezvous per shuffle is enough.
   std::atomic<unsigned> arrived_mask{0};
   std::atomic<unsigned> mask{0};
   std::atomic<uint64_t> generation{0};
-  std::atomic<uint64_t> slots[kWarpSize];
-  std::atomic<uint8_t> preds[kWarpSize];
+  std::atomic<uint64_t> slots[2][kWarpSize];
+  std::atomic<uint8_t> preds[2][kWarpSize];
 };
 
 struct Block {
@@ -487,9 +490,9 @@ uint64_t shfl(unsigned mask, uint64_t value, int arg, int width, ShflKind kind) 
     fail(b, "__shfl_sync: width " + std::to_string(width) + " is not a power of two up to 32");
   const int lane = static_cast<int>(f.info.linear % kWarpSize);
   Warp& w = b.warps[f.info.linear / kWarpSize];
-  // Phase 1: everyone publishes; phase 2 (after the rendezvous): everyone
-  // reads; the second rendezvous keeps slots alive until all have read.
-  w.slots[lane].store(value, std::memory_order_relaxed);
+  // Everyone publishes into this generation's buffer, meets, then reads.
+  const unsigned buf = w.generation.load(std::memory_order_relaxed) & 1;
+  w.slots[buf][lane].store(value, std::memory_order_relaxed);
   warp_rendezvous(f, mask, "__shfl_sync");
   const int base = lane & ~(width - 1);
   int src = lane;
@@ -502,9 +505,7 @@ uint64_t shfl(unsigned mask, uint64_t value, int arg, int width, ShflKind kind) 
   if (!(mask & (1u << src)))
     fail(b, "__shfl_sync: lane " + std::to_string(lane) + " reads lane " + std::to_string(src) +
                 ", which is not in the mask (undefined on a GPU)");
-  const uint64_t out = w.slots[src].load(std::memory_order_relaxed);
-  warp_rendezvous(f, mask, "__shfl_sync");
-  return out;
+  return w.slots[buf][src].load(std::memory_order_relaxed);
 }
 
 unsigned ballot(unsigned mask, bool pred) {
@@ -512,12 +513,12 @@ unsigned ballot(unsigned mask, bool pred) {
   Block& b = *f.block;
   const unsigned lane = f.info.linear % kWarpSize;
   Warp& w = b.warps[f.info.linear / kWarpSize];
-  w.preds[lane].store(pred ? 1 : 0, std::memory_order_relaxed);
+  const unsigned buf = w.generation.load(std::memory_order_relaxed) & 1;
+  w.preds[buf][lane].store(pred ? 1 : 0, std::memory_order_relaxed);
   warp_rendezvous(f, mask, "__ballot_sync");
   unsigned bits = 0;
   for (unsigned l = 0; l < kWarpSize; ++l)
-    if ((mask & (1u << l)) && w.preds[l].load(std::memory_order_relaxed)) bits |= 1u << l;
-  warp_rendezvous(f, mask, "__ballot_sync");
+    if ((mask & (1u << l)) && w.preds[buf][l].load(std::memory_order_relaxed)) bits |= 1u << l;
   return bits;
 }
 
