@@ -7,6 +7,8 @@
 //   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 #pragma once
 
+#include <vector>
+
 #include <ember/core/dispatch.h>
 #include <ember/core/tensor.h>
 
@@ -19,5 +21,14 @@ struct AdamStep {
 
 // p, g, m, v: contiguous, one dtype and device, same numel.
 extern KernelTable<void(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s)> adam_kernel;
+
+// The same step for many parameters at once (one launch for a whole group on
+// a GPU, instead of one per parameter). Every entry as above; all entries of
+// one device and dtype. Optional: a backend without it gets adam_kernel per
+// parameter (the CPU, where a launch costs nothing).
+struct AdamParam {
+  Tensor p, g, m, v;
+};
+extern KernelTable<void(std::vector<AdamParam>& params, const AdamStep& s)> adam_multi_kernel;
 
 }  // namespace ember::optim

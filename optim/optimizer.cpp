@@ -22,6 +22,7 @@
 namespace ember::optim {
 
 KernelTable<void(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s)> adam_kernel("adam_step");
+KernelTable<void(std::vector<AdamParam>& params, const AdamStep& s)> adam_multi_kernel("adam_step (all parameters)");
 
 namespace {
 
@@ -204,6 +205,7 @@ void Adam::step() {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     ParamGroup& g = groups_[gi];
     const AdamStep s{g.lr, opts_.beta1, opts_.beta2, opts_.eps, g.weight_decay, bc1, bc2, decoupled_};
+    std::vector<AdamParam> batch;  // the group's parameters, when one launch can take them all
     for (size_t i = 0; i < g.params.size(); ++i) {
       Tensor& p = g.params[i];
       if (!p.grad().defined()) continue;
@@ -215,9 +217,15 @@ void Adam::step() {
         v = zeros_like(p);
       }
       const Tensor grad = p.grad().contiguous();
-      adam_kernel(p.device(), p, grad, m, v, s);
+      if (adam_multi_kernel.has(p.device().type) &&
+          (batch.empty() || (batch[0].p.device() == p.device() && batch[0].p.dtype() == p.dtype()))) {
+        batch.push_back({p, grad, m, v});
+      } else {
+        adam_kernel(p.device(), p, grad, m, v, s);
+      }
       p.bump_version();
     }
+    if (!batch.empty()) adam_multi_kernel(batch[0].p.device(), batch, s);
   }
 }
 
