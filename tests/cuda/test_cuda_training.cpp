@@ -23,15 +23,18 @@ struct StepResult {
   StateDict grads, params;
 };
 
-template <class Model>
-StepResult train_step(const StateDict& init, Device device, const Tensor& x, const Tensor& y) {
-  Model model;
+// make() builds the model; loss(model, x, y) is the training objective.
+template <class Make, class Loss>
+StepResult train_step(const Make& make, const Loss& loss_of, const StateDict& init, Device device, const Tensor& x,
+                      const Tensor& y) {
+  auto owned = make();
+  auto& model = *owned;
   model.load_state_dict(init);
   model.to(device);
   model.train();
   optim::AdamW opt(model.parameters());
   manual_seed(99);  // the same dropout masks on both devices
-  Tensor loss = mse_loss(model.forward(x.to(device)), y.to(device));
+  Tensor loss = loss_of(model, x.to(device), y.to(device));
   loss.backward();
   StepResult r;
   r.loss = loss.item<double>();
@@ -52,16 +55,13 @@ bool cuda_usable() {
   }
 }
 
-template <class Model>
-void check_model(int64_t tokens) {
+template <class Make, class Loss>
+void check_step(const Make& make, const Loss& loss_of, const Tensor& x, const Tensor& y) {
   if (!cuda_usable()) return;
   manual_seed(1);
-  Model init;
-  const StateDict state = init.state_dict();
-  Generator g(3);
-  const Tensor x = rand({2, tokens}, {}, &g), y = rand({2, tokens}, {}, &g);
-  const StepResult cpu = train_step<Model>(state, kCPU, x, y);
-  const StepResult dev = train_step<Model>(state, Device("cuda"), x, y);
+  const StateDict state = make()->state_dict();
+  const StepResult cpu = train_step(make, loss_of, state, kCPU, x, y);
+  const StepResult dev = train_step(make, loss_of, state, Device("cuda"), x, y);
   CHECK(dev.loss == doctest::Approx(cpu.loss).epsilon(1e-5));
   REQUIRE(cpu.grads.size() == dev.grads.size());
   for (size_t i = 0; i < cpu.grads.size(); ++i) {
@@ -78,8 +78,31 @@ void check_model(int64_t tokens) {
   }
 }
 
+// The attention_regression models: MSE on a batch of 2 sequences.
+template <class Model>
+void check_model(int64_t tokens) {
+  Generator g(3);
+  const Tensor x = rand({2, tokens}, {}, &g), y = rand({2, tokens}, {}, &g);
+  check_step([] { return std::make_unique<Model>(); },
+             [](nn::Module& m, const Tensor& a, const Tensor& b) { return mse_loss(m.forward(a), b); }, x, y);
+}
+
 }  // namespace
 
 TEST_CASE("cuda training step: single-head attention model matches the CPU") { check_model<ar::SingleHead>(20); }
 TEST_CASE("cuda training step: token transformer matches the CPU") { check_model<ar::TokenTransformer>(50); }
 TEST_CASE("cuda training step: encoder regressor matches the CPU") { check_model<ar::EncoderRegressor>(20); }
+
+// The ViT (conv patch embedding, [CLS], pre-norm blocks, label-smoothed
+// cross-entropy) on 4 images of 28x28.
+TEST_CASE("cuda training step: vision transformer matches the CPU") {
+  nn::VisionTransformerOptions o;
+  o.depth = 2;
+  Generator g(5);
+  const Tensor x = randn({4, 1, 28, 28}, {}, &g), t = randint(0, 10, {4}, TensorOptions(kInt64), &g);
+  check_step([o] { return std::make_unique<nn::VisionTransformer>(o); },
+             [](nn::Module& m, const Tensor& a, const Tensor& b) {
+               return cross_entropy(m.forward(a), b, Reduction::Mean, -100, 0.1);
+             },
+             x, t);
+}
