@@ -67,6 +67,11 @@ TEST_CASE("cuda backend: mixing devices is an error naming both") {
 
 TEST_CASE("cuda backend: caching allocator reuses blocks after warm-up") {
   if (emulated_without_devices()) return;
+  const char* caching = std::getenv("EMBER_CACHING_ALLOCATOR");
+  if (caching && std::string(caching) == "0") {
+    MESSAGE("EMBER_CACHING_ALLOCATOR=0: reuse is off by request");
+    return;
+  }
   auto step = [] {
     Tensor w = rand({64, 64}).to(kCuda);
     Tensor x = rand({16, 64}).to(kCuda);
