@@ -36,6 +36,19 @@ void __tsan_release(void* addr);
 #define EMBER_EMU_TSAN 0
 #endif
 
+// AddressSanitizer must be told about every stack switch (or it reports
+// false stack errors, notably when an exception unwinds inside a fiber).
+#if defined(__SANITIZE_ADDRESS__) && !defined(EMBER_EMU_NO_ASAN_ANNOTATIONS)
+#define EMBER_EMU_ASAN 1
+extern "C" {
+void __sanitizer_start_switch_fiber(void** fake_stack_save, const void* bottom, size_t size);
+void __sanitizer_finish_switch_fiber(void* fake_stack_save, const void** bottom_old, size_t* size_old);
+void __asan_unpoison_memory_region(const volatile void* addr, size_t size);
+}
+#else
+#define EMBER_EMU_ASAN 0
+#endif
+
 
 namespace ember::emu {
 
@@ -119,6 +132,7 @@ struct Block;
 struct Fiber {
   Context ctx;
   char* stack = nullptr;  // lowest address (a guard page below)
+  void* asan_fake_stack = nullptr;
   ThreadInfo info;
   Block* block = nullptr;
   std::atomic<State> state{State::Ready};
@@ -157,6 +171,10 @@ struct Block {
   std::exception_ptr error;
   Context scheduler;
   const std::function<void()>* body = nullptr;
+  // The scheduler's (OS thread's) stack, learnt by the first fiber (ASan).
+  const void* scheduler_stack_bottom = nullptr;
+  size_t scheduler_stack_size = 0;
+  void* scheduler_fake_stack = nullptr;
 #if EMBER_EMU_TSAN
   void* tsan_scheduler = nullptr;
   char barrier_sync[2];
@@ -208,7 +226,13 @@ void yield(Fiber& f) {
 #if EMBER_EMU_TSAN
   __tsan_switch_to_fiber(b.tsan_scheduler, 1 /* no sync: fibers order memory only at barriers */);
 #endif
+#if EMBER_EMU_ASAN
+  __sanitizer_start_switch_fiber(&f.asan_fake_stack, b.scheduler_stack_bottom, b.scheduler_stack_size);
+#endif
   switch_to(f.ctx, b.scheduler);
+#if EMBER_EMU_ASAN
+  __sanitizer_finish_switch_fiber(f.asan_fake_stack, nullptr, nullptr);
+#endif
   t_block.store(&b.info, std::memory_order_relaxed);
   t_thread.store(&f.info, std::memory_order_relaxed);
 }
@@ -216,6 +240,9 @@ void yield(Fiber& f) {
 void fiber_entry(void* arg) {
   Fiber& f = *static_cast<Fiber*>(arg);
   Block& b = *f.block;
+#if EMBER_EMU_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &b.scheduler_stack_bottom, &b.scheduler_stack_size);
+#endif
   try {
     (*b.body)();
   } catch (...) {
@@ -233,6 +260,9 @@ void fiber_entry(void* arg) {
   // After this, the block (on the scheduler's stack) is not touched again.
   __tsan_release(&b.done_sync);
   __tsan_switch_to_fiber(scheduler_fiber, 1);
+#endif
+#if EMBER_EMU_ASAN
+  __sanitizer_start_switch_fiber(nullptr, b.scheduler_stack_bottom, b.scheduler_stack_size);  // for good
 #endif
   ember_emu_switch(&f.ctx.sp, scheduler_sp);
   __builtin_trap();  // a finished fiber is never resumed
@@ -282,6 +312,11 @@ void run_block(Block& b, Worker& w, uint64_t seed, uint64_t block_linear) {
     const dim3& bd = b.info.block_dim;
     f->info.linear = i;
     f->info.thread_idx = dim3(i % bd.x, (i / bd.x) % bd.y, i / (bd.x * bd.y));
+#if EMBER_EMU_ASAN
+    // A fiber abandoned mid-kernel (after an error) left its frames'
+    // redzones poisoned on this stack.
+    __asan_unpoison_memory_region(f->stack, kStackSize);
+#endif
     prepare(f->ctx, f->stack + kStackSize, &fiber_entry, f);
 #if EMBER_EMU_TSAN
     f->tsan = __tsan_create_fiber(0);
@@ -307,7 +342,13 @@ void run_block(Block& b, Worker& w, uint64_t seed, uint64_t block_linear) {
 #if EMBER_EMU_TSAN
       __tsan_switch_to_fiber(f.tsan, 0);
 #endif
+#if EMBER_EMU_ASAN
+      __sanitizer_start_switch_fiber(&b.scheduler_fake_stack, f.stack, kStackSize);
+#endif
       switch_to(b.scheduler, f.ctx);
+#if EMBER_EMU_ASAN
+      __sanitizer_finish_switch_fiber(b.scheduler_fake_stack, nullptr, nullptr);
+#endif
       w.running.store(nullptr, std::memory_order_relaxed);
       if (f.state.load(std::memory_order_relaxed) == State::Done) --live;
       if (b.error) break;
