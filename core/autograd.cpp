@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <ember/core/anomaly.h>
+
 namespace ember::autograd {
 
 namespace {
@@ -180,6 +182,20 @@ void retain_output_grad(Node& node, uint32_t output_nr, const std::shared_ptr<Te
 }
 
 // ---- the backward pass ------------------------------------------------------
+namespace {
+// Anomaly mode: a node whose output gradients were finite must not produce a
+// non-finite input gradient (composite backwards made of several kernels, or
+// kernels that are not in a table, are caught here).
+void check_gradients(const Node& n, const std::vector<Tensor>& grad_outputs, const std::vector<Tensor>& grad_inputs) {
+  for (const Tensor& g : grad_outputs)
+    if (!all_finite(g)) return;  // an earlier node's (or the seed's) value, not this node's
+  for (size_t i = 0; i < grad_inputs.size(); ++i)
+    EMBER_CHECK(all_finite(grad_inputs[i]), AnomalyError, "anomaly mode: backward of '", n.name(),
+                "' produced a non-finite gradient (NaN or infinity) for its input ", i, " (shape ",
+                grad_inputs[i].shape().str(), ") from finite output gradients");
+}
+}  // namespace
+
 class Engine {
  public:
   static void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph);
@@ -285,7 +301,10 @@ void Engine::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& gr
         n->apply(ctx);
       } catch (const SavedTensorModified& e) {
         throw AutogradError(std::string("backward of '") + n->name() + "': " + e.what());
+      } catch (const AnomalyError& e) {  // a kernel inside this backward produced it
+        throw AnomalyError(std::string("backward of '") + n->name() + "': " + e.what());
       }
+      if (__builtin_expect(detect_anomaly(), 0)) check_gradients(*n, grad_outputs, grad_inputs);
     }
     if (!retain_graph) n->release();
 

@@ -16,8 +16,10 @@
 #pragma once
 
 #include <chrono>
+#include <type_traits>
 #include <utility>
 
+#include <ember/core/anomaly.h>
 #include <ember/core/device.h>
 #include <ember/core/error.h>
 #include <ember/core/profiler.h>
@@ -48,14 +50,36 @@ class KernelTable<R(Args...)> {
 
   template <class... A>
   R operator()(Device device, A&&... args) const {
-    if (__builtin_expect(profiler::enabled(), 0)) return timed(device, std::forward<A>(args)...);
+    // One load and one branch for every hook (profiler, anomaly mode).
+    if (__builtin_expect(detail::kernel_hooks() != 0, 0)) return hooked(device, std::forward<A>(args)...);
     return get(device)(std::forward<A>(args)...);
   }
 
  private:
   template <class... A>
+  R hooked(Device device, A&&... args) const {
+    if (detect_anomaly() && !in_anomaly_check()) {
+      // Arguments are classified by the kernel's own parameter types (Args),
+      // not by how the caller passed them.
+      AnomalyCheck check(name_);
+      (check.template before<Args>(args), ...);
+      if constexpr (std::is_void_v<R>) {
+        timed(device, std::forward<A>(args)...);
+        (check.template after<Args>(args), ...);
+      } else {
+        R r = timed(device, std::forward<A>(args)...);
+        (check.template after<Args>(args), ...);
+        return r;
+      }
+    } else {
+      return timed(device, std::forward<A>(args)...);
+    }
+  }
+
+  template <class... A>
   R timed(Device device, A&&... args) const {
     const Fn fn = get(device);
+    if (!profiler::enabled()) return fn(std::forward<A>(args)...);
     const auto t0 = std::chrono::steady_clock::now();
     struct Stop {  // records on every exit, the exceptional one included
       const char* name;

@@ -10,7 +10,6 @@
 namespace ember::profiler {
 
 namespace detail {
-std::atomic<bool> g_enabled{false};
 std::atomic<uint64_t> g_matmul_flops{0};
 }  // namespace detail
 
@@ -31,7 +30,7 @@ struct EnvSwitch {
   EnvSwitch() {
     const char* e = std::getenv("EMBER_PROFILE");
     if (e && *e && std::string(e) != "0") {
-      detail::g_enabled.store(true);
+      ember::detail::set_kernel_hook(ember::detail::kHookProfiler, true);
       std::atexit([] { std::fputs(report().c_str(), stderr); });
     }
   }
@@ -39,7 +38,7 @@ struct EnvSwitch {
 
 }  // namespace
 
-void enable(bool on) { detail::g_enabled.store(on, std::memory_order_relaxed); }
+void enable(bool on) { ember::detail::set_kernel_hook(ember::detail::kHookProfiler, on); }
 
 void record_kernel(const char* name, double seconds) {
   std::lock_guard<std::mutex> lock(mu());

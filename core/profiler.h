@@ -5,7 +5,7 @@
 //   { ember::profiler::Guard g;  train_step(); }   // or EMBER_PROFILE=1
 //   std::puts(ember::profiler::report().c_str());
 //
-// Kernel tables check one relaxed atomic flag per call, so a disabled
+// Kernel tables check one relaxed atomic word per call (core/kernel_hooks.h), so a disabled
 // profiler costs a predictable branch. Times are host wall times around the
 // kernel call; a CUDA backend's kernels are asynchronous and would need a
 // synchronisation to be timed (not done here).
@@ -16,14 +16,15 @@
 #include <string>
 #include <vector>
 
+#include <ember/core/kernel_hooks.h>
+
 namespace ember::profiler {
 
 namespace detail {
-extern std::atomic<bool> g_enabled;
 extern std::atomic<uint64_t> g_matmul_flops;
 }  // namespace detail
 
-inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
+inline bool enabled() { return (ember::detail::kernel_hooks() & ember::detail::kHookProfiler) != 0; }
 void enable(bool on);
 
 // Enables the profiler for a scope (restoring the previous state after).

@@ -10,6 +10,10 @@
 
 #include <cstdint>
 
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#endif
+
 #include <ember/core/hostdevice.h>
 
 namespace ember {
@@ -75,6 +79,93 @@ inline void philox_lanes(uint64_t seed, uint64_t c0, uint32_t (&out)[4][N]) {
     out[3][i] = d[i];
   }
 }
+
+// The 64 words of counters c0 .. c0+15 in element order: word j of counter
+// c0+i at out[4i + j], as rand() assigns them to elements. Kernels that draw
+// one word per element read this block front to back.
+template <int N = 16>
+inline void philox_block(uint64_t seed, uint64_t c0, uint32_t (&out)[4 * N]) {
+  uint32_t r[4][N];
+  philox_lanes<N>(seed, c0, r);
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < 4; ++j) out[4 * i + j] = r[j][i];
+}
+
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+// Sixteen lanes in one AVX-512 register. Each round needs the high and low
+// halves of two 32x32 -> 64-bit products per lane: the low half is vpmulld;
+// the high half comes from vpmuludq on the even lanes and on the odd lanes
+// shifted down, blended back into place. About 3x fewer instructions than
+// what the compiler makes of the generic loop (64-bit lanes and shuffles).
+// GCC 12's own intrinsics headers trip -Wmaybe-uninitialized (_mm512_undefined
+// in the shift and multiply wrappers): a known false positive, silenced here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+namespace detail {
+inline void philox16(uint64_t seed, uint64_t c0, __m512i& a, __m512i& b, __m512i& c, __m512i& d) {
+  alignas(64) uint32_t lo[16], hi[16];
+  for (int i = 0; i < 16; ++i) {
+    const uint64_t ctr = c0 + static_cast<uint64_t>(i);
+    lo[i] = static_cast<uint32_t>(ctr);
+    hi[i] = static_cast<uint32_t>(ctr >> 32);
+  }
+  a = _mm512_load_si512(lo);
+  b = _mm512_load_si512(hi);
+  c = _mm512_setzero_si512();
+  d = _mm512_setzero_si512();
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  // High 32 bits of x * m per 32-bit lane.
+  auto mulhi = [](__m512i x, __m512i m) {
+    const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(x, m), 32);
+    const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), m);
+    return _mm512_mask_blend_epi32(0xAAAA, even, odd);
+  };
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const __m512i na = _mm512_xor_si512(_mm512_xor_si512(mulhi(c, m1), b), _mm512_set1_epi32(static_cast<int>(k0)));
+    const __m512i nc = _mm512_xor_si512(_mm512_xor_si512(mulhi(a, m0), d), _mm512_set1_epi32(static_cast<int>(k1)));
+    b = _mm512_mullo_epi32(c, m1);
+    d = _mm512_mullo_epi32(a, m0);
+    a = na;
+    c = nc;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+}
+}  // namespace detail
+
+template <>
+inline void philox_lanes<16>(uint64_t seed, uint64_t c0, uint32_t (&out)[4][16]) {
+  __m512i a, b, c, d;
+  detail::philox16(seed, c0, a, b, c, d);
+  _mm512_storeu_si512(out[0], a);
+  _mm512_storeu_si512(out[1], b);
+  _mm512_storeu_si512(out[2], c);
+  _mm512_storeu_si512(out[3], d);
+}
+
+// Element order by a 4x16 transpose in registers: interleave words within
+// each 128-bit lane (unpack), then move the 128-bit lanes into place.
+template <>
+inline void philox_block<16>(uint64_t seed, uint64_t c0, uint32_t (&out)[64]) {
+  __m512i a, b, c, d;
+  detail::philox16(seed, c0, a, b, c, d);
+  const __m512i t0 = _mm512_unpacklo_epi32(a, b), t1 = _mm512_unpackhi_epi32(a, b);
+  const __m512i t2 = _mm512_unpacklo_epi32(c, d), t3 = _mm512_unpackhi_epi32(c, d);
+  // u_r, 128-bit lane k: the four words of counter 4k + r.
+  const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+  const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+  const __m512i v0 = _mm512_shuffle_i32x4(u0, u1, 0x44), v1 = _mm512_shuffle_i32x4(u2, u3, 0x44);
+  const __m512i v2 = _mm512_shuffle_i32x4(u0, u1, 0xEE), v3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
+  _mm512_storeu_si512(out, _mm512_shuffle_i32x4(v0, v1, 0x88));
+  _mm512_storeu_si512(out + 16, _mm512_shuffle_i32x4(v0, v1, 0xDD));
+  _mm512_storeu_si512(out + 32, _mm512_shuffle_i32x4(v2, v3, 0x88));
+  _mm512_storeu_si512(out + 48, _mm512_shuffle_i32x4(v2, v3, 0xDD));
+}
+#pragma GCC diagnostic pop
+#endif
 
 // Uniform float in [0, 1) from 24 random bits; double from 53.
 EMBER_HD inline float uniform_float(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }

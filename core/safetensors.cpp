@@ -16,6 +16,10 @@
 
 namespace ember {
 
+namespace detail {
+void (*g_safetensors_after_partial_write)() = nullptr;
+}  // namespace detail
+
 namespace {
 
 const char* st_dtype(DType t) {
@@ -113,7 +117,10 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
   for (int i = 0; i < 8; ++i) len_le[i] = static_cast<unsigned char>(hlen >> (8 * i));
   write_all(len_le, 8);
   write_all(h.data(), h.size());
-  for (const Tensor& c : data) write_all(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size());
+  for (size_t i = 0; i < data.size(); ++i) {
+    write_all(data[i].data_ptr(), static_cast<size_t>(data[i].numel()) * data[i].element_size());
+    if (i == 0 && detail::g_safetensors_after_partial_write) detail::g_safetensors_after_partial_write();
+  }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     ::unlink(tmp.c_str());
     fail(path, std::string("flush failed: ") + std::strerror(errno));
@@ -125,21 +132,63 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
   }
 }
 
-StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail(path, "cannot open for reading");
-  const uint64_t size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
+namespace {
+
+// Where the reader's bytes come from: a file read piece by piece (a
+// checkpoint may be larger than we want to hold twice) or a memory block.
+class Source {
+ public:
+  virtual ~Source() = default;
+  virtual uint64_t size() const = 0;
+  // Reads n bytes at offset into dst; false if they are not all there.
+  virtual bool read(uint64_t offset, size_t n, char* dst) = 0;
+};
+
+class FileSource final : public Source {
+ public:
+  explicit FileSource(const std::string& path) : in_(path, std::ios::binary | std::ios::ate) {
+    if (!in_) fail(path, "cannot open for reading");
+    size_ = static_cast<uint64_t>(in_.tellg());
+  }
+  uint64_t size() const override { return size_; }
+  bool read(uint64_t offset, size_t n, char* dst) override {
+    in_.seekg(static_cast<std::streamoff>(offset));
+    in_.read(dst, static_cast<std::streamsize>(n));
+    return static_cast<bool>(in_);
+  }
+
+ private:
+  std::ifstream in_;
+  uint64_t size_ = 0;
+};
+
+class MemorySource final : public Source {
+ public:
+  MemorySource(const void* data, size_t size) : data_(static_cast<const char*>(data)), size_(size) {}
+  uint64_t size() const override { return size_; }
+  bool read(uint64_t offset, size_t n, char* dst) override {
+    if (offset > size_ || n > size_ - offset) return false;
+    if (n) std::memcpy(dst, data_ + offset, n);
+    return true;
+  }
+
+ private:
+  const char* data_;
+  size_t size_;
+};
+
+StateDict load_from(Source& src, const std::string& path, std::map<std::string, std::string>* metadata) {
+  const uint64_t size = src.size();
   if (size < 8) fail(path, "truncated: " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
   unsigned char len_le[8];
-  in.read(reinterpret_cast<char*>(len_le), 8);
+  if (!src.read(0, 8, reinterpret_cast<char*>(len_le))) fail(path, "cannot read the header length");
   uint64_t hlen = 0;
   for (int i = 0; i < 8; ++i) hlen |= static_cast<uint64_t>(len_le[i]) << (8 * i);
   if (hlen > size - 8) fail(path, "header length " + std::to_string(hlen) + " exceeds the file's remaining " +
                                       std::to_string(size - 8) + " bytes");
   if (hlen > 100u * 1024 * 1024) fail(path, "header length " + std::to_string(hlen) + " is over the 100 MB limit");
   std::string h(static_cast<size_t>(hlen), '\0');
-  in.read(h.data(), static_cast<std::streamsize>(hlen));
+  if (!src.read(8, h.size(), h.data())) fail(path, "cannot read the " + std::to_string(hlen) + "-byte header");
   const uint64_t data_size = size - 8 - hlen;
 
   nlohmann::ordered_json header;  // keeps the file's order of tensors
@@ -175,11 +224,19 @@ StateDict load_safetensors(const std::string& path, std::map<std::string, std::s
     Entry en{name, e["dtype"].get<std::string>(), Shape(), 0, 0};
     if (e["shape"].size() > static_cast<size_t>(kMaxDims)) fail(path, "tensor '" + name + "': too many dims");
     uint64_t numel = 1;
+    uint64_t extent = 1;  // the product with zeros as ones bounds every stride
     for (const auto& d : e["shape"]) {
       if (!d.is_number_unsigned()) fail(path, "tensor '" + name + "': shape entries must be non-negative integers");
       const uint64_t v = d.get<uint64_t>();
-      if (v > 0 && numel > std::numeric_limits<uint64_t>::max() / v) fail(path, "tensor '" + name + "': shape overflows");
-      numel *= v;
+      // Reject a dim beyond int64, or dims whose product is, even beside a
+      // zero dim (numel 0, so the byte count matched and these got through:
+      // found under the fuzz build, tests/test_checkpoint.cpp).
+      const uint64_t limit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+      const uint64_t m = std::max<uint64_t>(v, 1);
+      if (m > limit / extent)
+        fail(path, "tensor '" + name + "': shape " + e["shape"].dump() + " has more elements than a 64-bit index can address");
+      extent *= m;
+      numel *= v;  // numel <= extent: no overflow
       en.shape.push_back(static_cast<int64_t>(v));
     }
     for (int k = 0; k < 2; ++k)
@@ -213,9 +270,8 @@ StateDict load_safetensors(const std::string& path, std::map<std::string, std::s
   std::vector<char> raw;
   for (const Entry& e : entries) {
     raw.resize(static_cast<size_t>(e.end - e.begin));
-    in.seekg(static_cast<std::streamoff>(8 + hlen + e.begin));
-    in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
-    if (!in) fail(path, "tensor '" + e.name + "': read failed (truncated file?)");
+    if (!src.read(8 + hlen + e.begin, raw.size(), raw.data()))
+      fail(path, "tensor '" + e.name + "': read failed (truncated file?)");
     Tensor t;
     if (e.dtype == "F16" || e.dtype == "BF16") {
       t = empty(e.shape, TensorOptions(DType::Float32));
@@ -239,6 +295,20 @@ StateDict load_safetensors(const std::string& path, std::map<std::string, std::s
     out.emplace_back(e.name, t);
   }
   return out;
+}
+
+
+}  // namespace
+
+StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
+  FileSource src(path);
+  return load_from(src, path, metadata);
+}
+
+StateDict load_safetensors_from_memory(const void* data, size_t size, const std::string& name,
+                                       std::map<std::string, std::string>* metadata) {
+  MemorySource src(data, size);
+  return load_from(src, name, metadata);
 }
 
 }  // namespace ember

@@ -12,6 +12,7 @@
 // over the target, so a crash never leaves a half-written file in its place.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <string>
 
@@ -23,5 +24,18 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
 StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+
+// The same reader over bytes already in memory (a download, an archive
+// member, a fuzzer's input); `name` stands for the file in error messages.
+StateDict load_safetensors_from_memory(const void* data, size_t size, const std::string& name = "<memory>",
+                                       std::map<std::string, std::string>* metadata = nullptr);
+
+namespace detail {
+// Test-only seam: when set, save_safetensors calls it once, after the header
+// and the first tensor's data are in the temporary file and before the rest.
+// tests/test_crash_safety.cpp kills the process from it to check that a
+// crash mid-save leaves the previous file whole. Never set it otherwise.
+extern void (*g_safetensors_after_partial_write)();
+}  // namespace detail
 
 }  // namespace ember

@@ -16,7 +16,12 @@ std::string Shape::str() const {
 
 Shape contiguous_strides(const Shape& shape) {
   Shape st = Shape::filled(shape.size(), 1);
-  for (int i = shape.size() - 2; i >= 0; --i) st[i] = st[i + 1] * std::max<int64_t>(shape[i + 1], 1);
+  for (int i = shape.size() - 2; i >= 0; --i)
+    // A shape whose element count overflows int64 would otherwise overflow
+    // here (undefined behaviour; found under the fuzz build with a crafted
+    // safetensors header, tests/test_checkpoint.cpp).
+    EMBER_CHECK(!__builtin_mul_overflow(st[i + 1], std::max<int64_t>(shape[i + 1], 1), &st[i]), ShapeError,
+                "shape ", shape.str(), " has more elements than a 64-bit index can address");
   return st;
 }
 

@@ -279,8 +279,19 @@ Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions opt
     EMBER_CHECK(shape[i] >= 0, ShapeError, "empty: negative size in shape ", shape.str());
     if (shape[i] == 0) extent = 0;
   }
-  if (extent) for (int i = 0; i < shape.size(); ++i) extent += (shape[i] - 1) * strides[i];
-  auto storage = std::make_shared<Storage>(static_cast<size_t>(extent) * itemsize(opts.dtype), opts.device);
+  // Overflow-checked: a wrapped byte count would allocate a block smaller
+  // than the tensor.
+  int64_t nbytes = 0;
+  bool overflow = false;
+  if (extent)
+    for (int i = 0; i < shape.size(); ++i) {
+      int64_t span = 0;
+      overflow |= __builtin_mul_overflow(shape[i] - 1, strides[i], &span) || __builtin_add_overflow(extent, span, &extent);
+    }
+  overflow |= __builtin_mul_overflow(extent, static_cast<int64_t>(itemsize(opts.dtype)), &nbytes);
+  EMBER_CHECK(!overflow, ShapeError, "empty: shape ", shape.str(), " with strides ", strides.str(),
+              " needs more bytes than a 64-bit size can hold");
+  auto storage = std::make_shared<Storage>(static_cast<size_t>(nbytes), opts.device);
   Tensor t(std::make_shared<TensorImpl>(std::move(storage), shape, strides, 0, opts.dtype));
   if (opts.requires_grad) t.requires_grad_(true);
   return t;

@@ -7,9 +7,14 @@
 #include <vector>
 
 #include <ember/core/dtype_dispatch.h>
+#include <ember/cuda/block_reduce.cuh>
 #include <ember/cuda/common.h>
 #include <ember/ops/functors.h>
 #include <ember/optim/adam_kernel.h>
+
+namespace ember::optim {
+extern KernelTable<double(const Tensor& x)> sum_squares_kernel;
+}
 
 namespace ember::cuda {
 namespace {
@@ -126,8 +131,38 @@ void cuda_adam(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const optim::Ad
   });
 }
 
+// clip_grad_norm_'s sum of squares in float64: one partial per block, added
+// on the host in block order (a fixed grid for a given size: deterministic).
+template <class T>
+__global__ void sum_squares_kernel_impl(const T* __restrict__ x, int64_t n, double* __restrict__ partial) {
+  __shared__ double scratch[32];
+  double s = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const double v = static_cast<double>(x[i]);
+    s += v * v;
+  }
+  s = block_reduce(s, SumOp{}, 0.0, scratch);
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+double cuda_sum_squares(const Tensor& x) {
+  const int64_t n = x.numel();
+  if (n == 0) return 0.0;
+  const unsigned blocks = blocks_for(n, 256, 1024);
+  Tensor partial = empty({static_cast<int64_t>(blocks)}, TensorOptions(DType::Float64, x.device()));
+  dispatch_floating(x.dtype(), "sum_squares", [&](auto tag) {
+    using T = decltype(tag);
+    EMBER_CUDA_LAUNCH(sum_squares_kernel_impl<T>, blocks, 256, 0, x.device().index,
+                      static_cast<const T*>(x.data_ptr()), n, static_cast<double*>(partial.data_ptr()));
+  });
+  double total = 0;
+  for (double v : partial.cpu().to_vector<double>()) total += v;
+  return total;
+}
+
 }  // namespace
 
+EMBER_REGISTER_KERNEL(optim::sum_squares_kernel, CUDA, cuda_sum_squares);
 EMBER_REGISTER_KERNEL(optim::adam_kernel, CUDA, cuda_adam);
 EMBER_REGISTER_KERNEL(optim::adam_multi_kernel, CUDA, cuda_adam_multi);
 

@@ -59,9 +59,14 @@ AdditiveAttention::AdditiveAttention(int64_t key_size, int64_t query_size, int64
 
 Tensor AdditiveAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
                                   const Tensor& valid_lens) {
+  return forward_projected(queries, project_keys(keys), values, valid_lens);
+}
+
+Tensor AdditiveAttention::forward_projected(const Tensor& queries, const Tensor& projected_keys, const Tensor& values,
+                                            const Tensor& valid_lens) {
   // features[b, i, j, :] = tanh(W_q q_i + W_k k_j), by broadcasting
   // (B, Q, 1, H) + (B, 1, K, H).
-  const Tensor features = tanh(add((*W_q)(queries).unsqueeze(2), (*W_k)(keys).unsqueeze(1)));
+  const Tensor features = tanh(add((*W_q)(queries).unsqueeze(2), projected_keys.unsqueeze(1)));
   const Tensor scores = (*w_v)(features).squeeze(-1);  // (B, Q, K)
   attention_weights = valid_lens.defined() ? masked_softmax(scores, valid_lens) : softmax(scores, -1);
   return matmul((*drop)(attention_weights), values);
@@ -116,13 +121,17 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   const Tensor bv = in_proj_bias.defined() ? in_proj_bias.narrow(0, 2 * E, E) : Tensor();
   // Project, then split heads: (N, L, E) -> (N, L, H, D) -> (N, H, L, D).
   // Self-attention projects once with the packed (3E, E) weight: one GEMM of
-  // width 3E instead of three of width E; q, k and v are strided views of it.
+  // width 3E instead of three of width E. q, k and v are strided views of it,
+  // split as (N, L, 3, H, D) along the "3": every step is a view, and in
+  // backward the one node of chunk writes each piece's gradient straight into
+  // the (N, L, 3E) buffer (three copies, the least there can be; chunking the
+  // last dim and then reshaping would copy each gradient twice).
   Tensor q, k, v;
   if (in_proj_weight.defined() && query.is_same(key) && key.is_same(value)) {
-    const std::vector<Tensor> qkv = chunk(linear(q_in, in_proj_weight, in_proj_bias), 3, -1);
-    q = qkv[0].reshape({N, L, H, D}).permute({0, 2, 1, 3});
-    k = qkv[1].reshape({N, L, H, D}).permute({0, 2, 1, 3});
-    v = qkv[2].reshape({N, L, H, D}).permute({0, 2, 1, 3});
+    const std::vector<Tensor> qkv = chunk(linear(q_in, in_proj_weight, in_proj_bias).view({N, L, 3, H, D}), 3, 2);
+    q = qkv[0].squeeze(2).permute({0, 2, 1, 3});
+    k = qkv[1].squeeze(2).permute({0, 2, 1, 3});
+    v = qkv[2].squeeze(2).permute({0, 2, 1, 3});
   } else {
     q = linear(q_in, wq, bq).reshape({N, L, H, D}).permute({0, 2, 1, 3});
     k = linear(k_in, wk, bk).reshape({N, S, H, D}).permute({0, 2, 1, 3});

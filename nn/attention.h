@@ -32,6 +32,12 @@ class AdditiveAttention : public Module {
   // queries (B, Q, query_size), keys (B, K, key_size), values (B, K, Dv).
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
                  const Tensor& valid_lens = Tensor());
+  // The same with the keys already projected (W_k k, (B, K, num_hiddens)):
+  // a decoder attending to the same keys at every step projects them once
+  // with project_keys instead of once per step.
+  Tensor project_keys(const Tensor& keys) { return (*W_k)(keys); }
+  Tensor forward_projected(const Tensor& queries, const Tensor& projected_keys, const Tensor& values,
+                           const Tensor& valid_lens = Tensor());
   using Module::forward;
   std::string type_name() const override { return "AdditiveAttention"; }
   std::shared_ptr<Linear> W_k, W_q, w_v;

@@ -29,7 +29,9 @@ TransformerEncoderLayer::TransformerEncoderLayer(TransformerEncoderLayerOptions 
 }
 
 Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const Tensor& mask, const Tensor& kpm, bool is_causal) {
-  return (*dropout1)(self_attn->forward(x, x, x, kpm, false, mask, true, is_causal).first);
+  auto [out, weights] = self_attn->forward(x, x, x, kpm, keep_attention_weights, mask, true, is_causal);
+  if (keep_attention_weights) attention_weights = weights.detach();
+  return (*dropout1)(out);
 }
 
 Tensor TransformerEncoderLayer::ff_block(const Tensor& x) {
@@ -126,8 +128,13 @@ Tensor PatchEmbedding::forward(const Tensor& x) {
 }
 
 VisionTransformer::VisionTransformer(VisionTransformerOptions o) : opts(o) {
-  patch_embed = register_module("patch_embed",
-                                std::make_shared<PatchEmbedding>(o.img_size, o.patch_size, o.in_channels, o.embed_dim));
+  EMBER_CHECK(o.stem_channels >= 0, ValueError, "VisionTransformer: stem_channels must be >= 0, got ", o.stem_channels);
+  if (o.stem_channels > 0)
+    stem = register_module("stem", std::make_shared<Conv2d>(o.in_channels, o.stem_channels, std::array<int64_t, 2>{3, 3},
+                                                             std::array<int64_t, 2>{1, 1}, std::array<int64_t, 2>{1, 1}));
+  patch_embed = register_module(
+      "patch_embed", std::make_shared<PatchEmbedding>(o.img_size, o.patch_size,
+                                                      o.stem_channels > 0 ? o.stem_channels : o.in_channels, o.embed_dim));
   Tensor cls = empty({1, 1, o.embed_dim}), pos = empty({1, patch_embed->num_patches + 1, o.embed_dim});
   init::trunc_normal_(cls, 0.0, 0.02);
   init::trunc_normal_(pos, 0.0, 0.02);
@@ -142,7 +149,7 @@ VisionTransformer::VisionTransformer(VisionTransformerOptions o) : opts(o) {
 }
 
 Tensor VisionTransformer::forward(const Tensor& images) {
-  Tensor x = patch_embed->forward(images);  // (N, P, E)
+  Tensor x = patch_embed->forward(stem ? gelu(stem->forward(images)) : images);  // (N, P, E)
   const int64_t N = x.size(0);
   x = cat({cls_token.expand({N, 1, opts.embed_dim}), x}, 1);
   x = (*pos_drop)(add(x, pos_embed));

@@ -39,6 +39,12 @@ class TransformerEncoderLayer : public Module {
   std::shared_ptr<Linear> linear1, linear2;
   std::shared_ptr<Dropout> dropout, dropout1, dropout2;
   std::shared_ptr<LayerNorm> norm1, norm2;
+  // For inspection (attention maps, rollout): when keep_attention_weights is
+  // set, each forward stores its self-attention weights, averaged over heads
+  // and detached, as (N, L, S) in attention_weights. Off by default: asking
+  // for the weights costs a head-mean per call.
+  bool keep_attention_weights = false;
+  Tensor attention_weights;
 
  private:
   Tensor sa_block(const Tensor& x, const Tensor& mask, const Tensor& kpm, bool is_causal);
@@ -113,6 +119,11 @@ struct VisionTransformerOptions {
   int64_t num_heads = 4;
   int64_t mlp_dim = 128;
   double dropout = 0.1;
+  // > 0: the "hybrid" variant: a 3x3 convolution (stride 1, padding 1) to
+  // stem_channels feature maps and a GELU before the patch embedding, which
+  // then splits those maps into patches (parameters stem.*). 0: none, and the
+  // state dict is the plain ViT's.
+  int64_t stem_channels = 0;
 };
 
 // Patch embedding, a learned [CLS] token and position embedding, pre-norm
@@ -124,6 +135,7 @@ class VisionTransformer : public Module {
   Tensor forward(const Tensor& images) override;  // (N, C, H, W) -> (N, num_classes)
   std::string type_name() const override { return "VisionTransformer"; }
   VisionTransformerOptions opts;
+  std::shared_ptr<Conv2d> stem;  // null unless opts.stem_channels > 0
   std::shared_ptr<PatchEmbedding> patch_embed;
   Tensor cls_token, pos_embed;
   std::shared_ptr<Dropout> pos_drop;

@@ -73,6 +73,18 @@ void map(Tensor& out, const std::array<const Tensor*, sizeof...(In)>& ins, const
   }
   parallel_for(0, p.numel, kGrain, [&](int64_t lo, int64_t hi) {
     for_each_run<N>(p, base, elsize, lo, hi, [&](const std::array<char*, N>& ptr, const std::array<int64_t, N>& st, int64_t n) {
+      bool dense = true;  // every operand contiguous along this run
+      for (int k = 0; k < N; ++k) dense = dense && st[k] == elsize[k];
+      if (dense) {
+        // A broadcast bias, a permuted copy with contiguous rows: indexed
+        // like the contiguous path, so the compiler vectorises the run.
+        [&]<size_t... I>(std::index_sequence<I...>) {
+          Out* o = reinterpret_cast<Out*>(ptr[0]);
+          [[maybe_unused]] const std::array<const char*, N - 1> in{ptr[I + 1]...};
+          for (int64_t i = 0; i < n; ++i) o[i] = f(reinterpret_cast<const In*>(in[I])[i]...);
+        }(std::index_sequence_for<In...>{});
+        return;
+      }
       [&]<size_t... I>(std::index_sequence<I...>) {
         char* o = ptr[0];
         [[maybe_unused]] std::array<const char*, N - 1> in{ptr[I + 1]...};

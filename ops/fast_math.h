@@ -1,4 +1,4 @@
-// Float32 exp and erf for the CPU loops. libm's expf and erff are calls, and
+// Float32 exp, tanh and erf for the CPU loops. libm's expf and erff are calls, and
 // a call in a loop body stops the compiler from vectorising it; these are
 // inline and branch-free, so the loops of softmax, GELU, sigmoid and friends
 // compile to SIMD code.
@@ -7,6 +7,12 @@
 //              scaled by 2^n through the exponent bits. Relative error under
 //              2 ulp on [-87.3, 88.7]; 0 below that range, +inf above, NaN
 //              propagates.
+//   fast_tanhf: for |x| < 0.55 the odd Taylor series to x^17 (the next
+//              term is under 3e-9 there); beyond, sign(x) (1 - 2 / (e^{2|x|} + 1))
+//              with fast_expf, where tanh >= 0.5 so the subtraction loses no
+//              more than a bit. Relative error under 4 ulp; exactly +-1 for
+//              |x| > 44 and NaN propagates. Used by tanh, GRU/LSTM gates and
+//              additive attention.
 //   fast_erff: Abramowitz & Stegun 7.1.26 (a rational in t = 1/(1 + p|x|)
 //              times exp(-x^2)); absolute error under 6e-7 in float (1.5e-7
 //              in exact arithmetic). For GELU, where the absolute error of
@@ -51,6 +57,26 @@ EMBER_FAST_INLINE float expf(float x) {
   y = x > hi ? __builtin_inff() : y;
   y = x != x ? x : y;
   return y;
+}
+
+EMBER_FAST_INLINE float tanhf(float x) {
+  const float ax = x < 0 ? -x : x;
+  // Large |x|: 1 - 2 / (e^{2|x|} + 1); e^{2|x|} = inf gives exactly 1.
+  const float e = fast::expf(2.0f * ax);
+  const float big = 1.0f - 2.0f / (e + 1.0f);
+  // Small |x|: x + x^3 p(x^2), p the Taylor coefficients of tanh from x^3 on.
+  const float x2 = x * x;
+  float p = 5.90027440e-4f;  // 6404582/10854718875 (x^17)
+  p = p * x2 - 1.45583438e-3f;  // -929569/638512875 (x^15)
+  p = p * x2 + 3.59212803e-3f;  // 21844/6081075
+  p = p * x2 - 8.86323552e-3f;  // -1382/155925
+  p = p * x2 + 2.18694885e-2f;  // 62/2835
+  p = p * x2 - 5.39682540e-2f;  // -17/315
+  p = p * x2 + 1.33333333e-1f;  // 2/15
+  p = p * x2 - 3.33333333e-1f;  // -1/3
+  const float small = x + x * x2 * p;
+  const float y = x < 0 ? -big : big;
+  return ax < 0.55f ? small : y;
 }
 
 EMBER_FAST_INLINE float erff(float x) {

@@ -56,4 +56,13 @@ struct GemmDesc {
 
 extern KernelTable<void(const GemmDesc& desc)> gemm_kernel;
 
+// What anomaly mode (core/anomaly.h) checks around a gemm_kernel call: A and
+// B (and C when accumulated into) before, C after.
+inline void anomaly_inputs(const GemmDesc& d, AnomalyCheck& check) {
+  check.input(d.a);
+  check.input(d.b);
+  if (d.beta != 0) check.input(d.c);
+}
+inline void anomaly_outputs(const GemmDesc& d, AnomalyCheck& check) { check.output(d.c); }
+
 }  // namespace ember

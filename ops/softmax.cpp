@@ -10,6 +10,7 @@
 // Masked positions have y = 0, so the softmax formula already gives them 0.
 #include <ember/ops/softmax.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -34,6 +35,55 @@ namespace {
 
 int64_t row_grain(int64_t R) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(R, 1)); }
 
+// Rows this short (attention over a few dozen tokens) go 16 at a time with
+// the rows across the vector lanes: a row of 17 would otherwise fill one
+// vector and a one-element tail, and pay two horizontal reductions.
+constexpr int64_t kShortRow = 64, kRowsPerBlock = 16;
+
+// Softmax (or log_softmax) of rows [lo, hi) of x, each of length R <= kShortRow
+// and contiguous, into y. The block is transposed into buf[r][i] (element r
+// of row i), so max, exp and sum run down the columns in whole vectors.
+template <class T>
+void short_rows_softmax(const T* x, T* y, int64_t R, int64_t lo, int64_t hi, bool log) {
+  alignas(64) T buf[kShortRow][kRowsPerBlock];
+  alignas(64) T mx[kRowsPerBlock], sum[kRowsPerBlock];
+  for (int64_t row0 = lo; row0 < hi; row0 += kRowsPerBlock) {
+    const int64_t nr = std::min(kRowsPerBlock, hi - row0);
+    const T* xb = x + row0 * R;
+    for (int64_t i = 0; i < kRowsPerBlock; ++i)
+      for (int64_t r = 0; r < R; ++r) buf[r][i] = i < nr ? xb[i * R + r] : T(0);
+    for (int64_t i = 0; i < kRowsPerBlock; ++i) {
+      mx[i] = -std::numeric_limits<T>::infinity();
+      sum[i] = 0;
+    }
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t i = 0; i < kRowsPerBlock; ++i) mx[i] = buf[r][i] > mx[i] ? buf[r][i] : mx[i];
+    // A row of -inf gives exp(-inf - -inf) = NaN throughout, as the long-row
+    // path's explicit NaN does.
+    if (log)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t i = 0; i < kRowsPerBlock; ++i) sum[i] += fn::exp_(buf[r][i] - mx[i]);
+    else
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t i = 0; i < kRowsPerBlock; ++i) {
+          buf[r][i] = fn::exp_(buf[r][i] - mx[i]);
+          sum[i] += buf[r][i];
+        }
+    if (log) {
+      for (int64_t i = 0; i < kRowsPerBlock; ++i) sum[i] = mx[i] + std::log(sum[i]);
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t i = 0; i < kRowsPerBlock; ++i) buf[r][i] -= sum[i];
+    } else {
+      for (int64_t i = 0; i < kRowsPerBlock; ++i) sum[i] = T(1) / sum[i];
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t i = 0; i < kRowsPerBlock; ++i) buf[r][i] *= sum[i];
+    }
+    T* yb = y + row0 * R;
+    for (int64_t i = 0; i < nr; ++i)
+      for (int64_t r = 0; r < R; ++r) yb[i * R + r] = buf[r][i];
+  }
+}
+
 void cpu_softmax(const Tensor& x3, const Tensor& mask3, Tensor& y3, bool log) {
   const int64_t A = x3.size(0), R = x3.size(1), B = x3.size(2);
   dispatch_floating(x3.dtype(), "softmax", [&](auto tag) {
@@ -41,6 +91,11 @@ void cpu_softmax(const Tensor& x3, const Tensor& mask3, Tensor& y3, bool log) {
     const T* x = static_cast<const T*>(x3.data_ptr());
     const bool* m = mask3.defined() ? static_cast<const bool*>(mask3.data_ptr()) : nullptr;
     T* y = static_cast<T*>(y3.data_ptr());
+    if (!m && B == 1 && R <= kShortRow) {
+      parallel_for(0, A, std::max<int64_t>(kRowsPerBlock, row_grain(R)),
+                   [&](int64_t lo, int64_t hi) { short_rows_softmax<T>(x, y, R, lo, hi, log); });
+      return;
+    }
     parallel_for(0, A * B, row_grain(R), [&](int64_t lo, int64_t hi) {
       for (int64_t row = lo; row < hi; ++row) {
         const int64_t base = (row / B) * R * B + row % B;

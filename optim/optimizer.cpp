@@ -8,7 +8,9 @@
 //   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 #include <ember/optim/optimizer.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
@@ -23,6 +25,9 @@ namespace ember::optim {
 
 KernelTable<void(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s)> adam_kernel("adam_step");
 KernelTable<void(std::vector<AdamParam>& params, const AdamStep& s)> adam_multi_kernel("adam_step (all parameters)");
+// Sum of squares of a contiguous tensor, accumulated in float64: the gradient
+// norm of clip_grad_norm_ in one read of each gradient, with no temporaries.
+KernelTable<double(const Tensor& x)> sum_squares_kernel("sum_squares");
 
 namespace {
 
@@ -51,9 +56,35 @@ void cpu_adam(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& 
   });
 }
 
+// Fixed chunks whose partial sums are added in order: the same total for any
+// thread count (runs stay deterministic for a seed and thread count, and
+// across thread counts here).
+double cpu_sum_squares(const Tensor& x) {
+  constexpr int64_t kChunk = 16384;
+  const int64_t n = x.numel(), chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(static_cast<size_t>(chunks));
+  dispatch_floating(x.dtype(), "sum_squares", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    parallel_for(0, chunks, 4, [&](int64_t lo, int64_t hi) {
+      for (int64_t c = lo; c < hi; ++c) {
+        double s = 0;
+        const int64_t end = std::min(n, (c + 1) * kChunk);
+#pragma omp simd reduction(+ : s)
+        for (int64_t i = c * kChunk; i < end; ++i) s += static_cast<double>(xp[i]) * static_cast<double>(xp[i]);
+        partial[static_cast<size_t>(c)] = s;
+      }
+    });
+  });
+  double total = 0;
+  for (double s : partial) total += s;
+  return total;
+}
+
 }  // namespace
 
 EMBER_REGISTER_KERNEL(adam_kernel, CPU, cpu_adam);
+EMBER_REGISTER_KERNEL(sum_squares_kernel, CPU, cpu_sum_squares);
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name)
     : groups_(std::move(groups)) {
@@ -259,8 +290,12 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions opts) : Adam(std::move(
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   NoGradGuard no_grad;
   double total = 0;
-  for (const Tensor& p : params)
-    if (p.grad().defined()) total += sum(square(p.grad().to(DType::Float64))).item<double>();
+  for (const Tensor& p : params) {
+    const Tensor& g = p.grad();
+    if (!g.defined() || g.numel() == 0) continue;
+    if (sum_squares_kernel.has(g.device().type)) total += sum_squares_kernel(g.device(), g.contiguous());
+    else total += sum(square(g.to(DType::Float64))).item<double>();  // a device without the fused kernel
+  }
   total = std::sqrt(total);
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1.0)

@@ -5,8 +5,11 @@
 # `make deps` (and so `make demo` / `make test`) runs this first.
 set -euo pipefail
 
-# The one list of system packages Ember needs.
-PACKAGES=(build-essential cmake pkg-config libopenblas-dev doctest-dev nlohmann-json3-dev libcli11-dev libstb-dev)
+# The one list of system packages Ember needs. dataset-fashion-mnist is the
+# ViT demo's default data set (/usr/share/datasets/fashion-mnist); clang and
+# libclang-rt-14-dev (libFuzzer) build the fuzz targets (make fuzz).
+PACKAGES=(build-essential cmake pkg-config libopenblas-dev doctest-dev nlohmann-json3-dev libcli11-dev libstb-dev zlib1g-dev
+          dataset-fashion-mnist clang libclang-rt-14-dev)
 
 say() { printf 'scripts/setup.sh: %s\n' "$*" >&2; }
 

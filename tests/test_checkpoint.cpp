@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 
 #include <ember/ember.h>
 
@@ -138,4 +140,43 @@ TEST_CASE("safetensors: corrupt files are rejected with the file and the problem
   const std::string named = err(write_raw("named.safetensors", R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", eight));
   CHECK(contains(named, "named.safetensors"));
   CHECK(contains(named, "'t'"));
+}
+
+TEST_CASE("safetensors: the reader over memory gives what the file reader gives") {
+  const fs::path p = scratch("memory.safetensors");
+  save_safetensors(p.string(), {{"a", arange(0, 6).reshape({2, 3})}, {"b", full({2}, 0.5)}}, {{"k", "v"}});
+  std::ifstream f(p, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::map<std::string, std::string> meta;
+  const StateDict sd = load_safetensors_from_memory(bytes.data(), bytes.size(), "in-memory", &meta);
+  REQUIRE(sd.size() == 2);
+  check_close(find(sd, "a"), {0, 1, 2, 3, 4, 5}, 0);
+  check_close(find(sd, "b"), {0.5, 0.5}, 0);
+  CHECK(meta.at("k") == "v");
+  CHECK(contains(error_of<IOError>([&] { load_safetensors_from_memory(bytes.data(), 20, "cut"); }), "'cut'"));
+}
+
+// Inputs that once got past the reader (docs/RELIABILITY.md): each must be an
+// IOError naming the file and the tensor, not a ShapeError from deeper down or
+// undefined behaviour in the stride computation.
+TEST_CASE("safetensors: regression inputs from fuzzing are rejected with IOError") {
+  auto err = [](const std::string& p) { return error_of<IOError>([&] { load_safetensors(p); }); };
+  // A dim beyond int64 beside a zero dim: 0 elements, 0 bytes, shape [0, -1].
+  const std::string neg = err(write_raw("dim_beyond_int64.safetensors",
+                                        R"({"t":{"dtype":"F32","shape":[0,18446744073709551615],"data_offsets":[0,0]}})", ""));
+  CHECK(contains(neg, "dim_beyond_int64.safetensors"));
+  CHECK(contains(neg, "'t'"));
+  CHECK(contains(neg, "64-bit index"));
+  // Dims whose product overflows int64 beside a zero dim: the contiguous
+  // strides would overflow (signed overflow, undefined behaviour).
+  CHECK(contains(err(write_raw("strides_overflow.safetensors",
+                               R"({"t":{"dtype":"F32","shape":[0,4611686018427387904,4611686018427387904],"data_offsets":[0,0]}})",
+                               "")),
+                 "64-bit index"));
+}
+
+TEST_CASE("tensors: shapes too large to index are a ShapeError, not an overflow") {
+  CHECK(contains(error_of<ShapeError>([] { empty({0, int64_t{1} << 62, int64_t{1} << 62}); }), "64-bit"));
+  CHECK(contains(error_of<ShapeError>([] { empty({int64_t{1} << 61}, TensorOptions(DType::Float64)); }), "64-bit"));
+  CHECK(empty({0, int64_t{1} << 40}).numel() == 0);  // fits: a valid empty tensor
 }

@@ -1,7 +1,8 @@
-// The inline float32 exp and erf of ops/fast_math.h against libm in double.
+// The inline float32 exp, tanh and erf of ops/fast_math.h against libm in double.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
 #include <ember/ops/fast_math.h>
@@ -27,4 +28,22 @@ TEST_CASE("fast_math: erff is within 6e-7 of erf and odd") {
   CHECK(worst < 6e-7);
   CHECK(ember::fast::erff(-1.5f) == -ember::fast::erff(1.5f));
   CHECK(ember::fast::erff(30.0f) == 1.0f);
+}
+
+TEST_CASE("fast_math: tanhf is within 4 ulp of tanh, odd, and saturates to +-1") {
+  double worst = 0;
+  for (float x = -20.0f; x < 20.0f; x += 0.000613f) {
+    const double ref = std::tanh(static_cast<double>(x));
+    if (ref != 0) worst = std::max(worst, std::fabs(ember::fast::tanhf(x) - ref) / std::fabs(ref));
+  }
+  CHECK(worst < 4 * 5.97e-8);
+  for (float x : {1e-30f, 1e-7f, 1e-3f, 0.3f, 0.5499f, 0.5501f}) {
+    const double ref = std::tanh(static_cast<double>(x));
+    CHECK(std::fabs(ember::fast::tanhf(x) - ref) <= 4 * 5.97e-8 * ref);
+  }
+  CHECK(ember::fast::tanhf(0.0f) == 0.0f);
+  CHECK(ember::fast::tanhf(-0.7f) == -ember::fast::tanhf(0.7f));
+  CHECK(ember::fast::tanhf(50.0f) == 1.0f);
+  CHECK(ember::fast::tanhf(-std::numeric_limits<float>::infinity()) == -1.0f);
+  CHECK(std::isnan(ember::fast::tanhf(std::numeric_limits<float>::quiet_NaN())));
 }

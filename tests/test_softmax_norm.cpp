@@ -155,4 +155,8 @@ TEST_CASE("philox: the vector lanes give the same words as one counter at a time
     const Philox4x32 one = Philox4x32::generate(0x123456789ABCDEFull, 0xFFFFFFF8ull + l);
     for (int w = 0; w < 4; ++w) CHECK(r[w][l] == one.v[w]);
   }
+  uint32_t block[64];  // element order: word w of counter l at 4l + w
+  philox_block<16>(0x123456789ABCDEFull, 0xFFFFFFF8ull, block);
+  for (int l = 0; l < 16; ++l)
+    for (int w = 0; w < 4; ++w) CHECK(block[4 * l + w] == r[w][l]);
 }

@@ -142,3 +142,36 @@ TEST_CASE("VisionTransformer: weights from a PyTorch-made safetensors file give 
   CHECK(allclose(x.grad(), get("input.grad"), 1e-5, 1e-7));
   for (auto& [n, p] : vit.named_parameters()) CHECK_MESSAGE(allclose(p.grad(), get("grad." + n), 1e-5, 1e-7), n);
 }
+
+TEST_CASE("TransformerEncoderLayer keeps head-averaged attention weights on request") {
+  manual_seed(0);
+  nn::VisionTransformerOptions vo;
+  vo.img_size = {8, 8};
+  vo.patch_size = {4, 4};
+  vo.embed_dim = 16;
+  vo.depth = 2;
+  vo.num_heads = 2;
+  vo.mlp_dim = 32;
+  vo.dropout = 0;
+  nn::VisionTransformer vit(vo);
+  auto& layer = vit.blocks->at<nn::TransformerEncoderLayer>(1);
+  NoGradGuard ng;
+  const Tensor x = randn({3, 1, 8, 8});
+  const Tensor before = vit(x);
+  CHECK_FALSE(layer.attention_weights.defined());
+  layer.keep_attention_weights = true;
+  const Tensor after = vit(x);
+  CHECK(after.to_vector<float>() == before.to_vector<float>());  // same output
+  REQUIRE(layer.attention_weights.defined());
+  CHECK(layer.attention_weights.shape() == Shape({3, 5, 5}));
+  check_close(sum(layer.attention_weights, {2}), std::vector<double>(15, 1.0), 1e-5);
+
+  // The hybrid variant: a conv stem before the patch embedding.
+  vo.stem_channels = 4;
+  nn::VisionTransformer hybrid(vo);
+  CHECK(hybrid(x).shape() == Shape({3, 10}));
+  CHECK(hybrid.state_dict().front().first == "cls_token");
+  bool has_stem = false;
+  for (auto& [n, t] : hybrid.named_parameters()) has_stem |= n == "stem.weight";
+  CHECK(has_stem);
+}

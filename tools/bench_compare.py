@@ -38,7 +38,7 @@ if not have_torch:
     print("\npython3-torch not found: no PyTorch comparison (apt-get install python3-torch)")
     sys.exit(0)
 
-best = {}  # (framework, workload, batch) -> (median_ms, threads)
+best = {}  # (framework, workload, batch) -> (median_ms, threads, peak_rss_mb, rss_growth_mb)
 for workload in ("attention_regression", "vit"):
     for t in threads:
         for fw, cmd in (("ember", [bench, "--workload", workload, "--threads", str(t), "--steps", str(a.steps)]),
@@ -48,12 +48,15 @@ for workload in ("attention_regression", "vit"):
                 if r["workload"].endswith("train step"):
                     k = (fw, r["workload"], r["batch"])
                     if k not in best or r["median_ms"] < best[k][0]:
-                        best[k] = (r["median_ms"], t)
+                        best[k] = (r["median_ms"], t, r["peak_rss_mb"], r["rss_growth_mb"])
 
 print(f"\nside by side, median step time at each framework's best thread setting ({cores} cores)")
-print(f"{'workload':34s} {'batch':>6s} {'ember ms':>10s} {'thr':>4s} {'pytorch ms':>11s} {'thr':>4s} {'speed-up':>9s}")
-for (fw, w, b), (ms, t) in sorted(best.items()):
+print("(peak RSS of the process during the workload, and in brackets its growth over the RSS before it)")
+print(f"{'workload':34s} {'batch':>6s} {'ember ms':>10s} {'thr':>4s} {'pytorch ms':>11s} {'thr':>4s} {'speed-up':>9s}"
+      f" {'ember MB':>14s} {'pytorch MB':>14s}")
+for (fw, w, b), (ms, t, rss, grow) in sorted(best.items()):
     if fw != "ember" or ("pytorch", w, b) not in best:
         continue
-    pms, pt = best[("pytorch", w, b)]
-    print(f"{w:34s} {b:6d} {ms:10.2f} {t:4d} {pms:11.2f} {pt:4d} {pms / ms:8.2f}x")
+    pms, pt, prss, pgrow = best[("pytorch", w, b)]
+    print(f"{w:34s} {b:6d} {ms:10.2f} {t:4d} {pms:11.2f} {pt:4d} {pms / ms:8.2f}x"
+          f" {rss:7.0f} ({grow:4.0f}) {prss:7.0f} ({pgrow:4.0f})")

@@ -63,7 +63,29 @@ def encoder_flops(n, L, d, heads, ff):  # forward matmul FLOPs of one pre-norm l
     return linear_flops(t, d, 3 * d) + linear_flops(t, d, d) + linear_flops(t, d, ff) + linear_flops(t, ff, d) + 2 * 2 * n * L * L * d
 
 
+def status_mb(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) / 1024
+    return -1
+
+
+rss_at_reset = [0.0]
+
+
+def reset_peak_rss():  # VmHWM back to the current RSS, as bench does per workload
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    rss_at_reset[0] = status_mb("VmRSS:")
+
+
+def peak_rss_mb():
+    hwm = status_mb("VmHWM:")
+    return hwm if hwm >= 0 else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def time_steps(body):
+    reset_peak_rss()
     for _ in range(a.warmup):
         body()
     ms = []
@@ -81,7 +103,7 @@ records = []
 def record(name, batch, t, gflop):
     med, lo, hi = t
     r = dict(workload=name, batch=batch, median_ms=med, min_ms=lo, max_ms=hi, gflops=gflop / (med * 1e-3),
-             peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, threads=a.threads)
+             peak_rss_mb=peak_rss_mb(), rss_growth_mb=peak_rss_mb() - rss_at_reset[0], threads=a.threads)
     records.append(r)
     print(f"{name:34s} {batch:6d} {med:9.3f} {lo:9.3f} {hi:9.3f} {r['gflops']:9.1f}")
 

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -65,8 +66,30 @@ Timing time_steps(int warmup, int steps, const std::function<void()>& body) {
   return {ms[ms.size() / 2], ms.front(), ms.back()};
 }
 
+// Peak resident memory since the last reset_peak_rss(): Linux's VmHWM, which
+// writing "5" to /proc/self/clear_refs resets to the current RSS. Each
+// workload resets it first, so the machine measurement's large arrays and the
+// workloads before it don't count against it (PyTorch's side does the same).
+// A field of /proc/self/status in MB, or -1 where there is none.
+double status_mb(const char* field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(field, 0) == 0) return std::stod(line.substr(std::strlen(field))) / 1024.0;  // kB
+  return -1;
+}
+
+double rss_at_reset_mb = 0;  // RSS when the peak was last reset
+
+void reset_peak_rss() {
+  std::ofstream("/proc/self/clear_refs") << "5";
+  rss_at_reset_mb = std::max(0.0, status_mb("VmRSS:"));
+}
+
 double peak_rss_mb() {
-  rusage u{};
+  const double hwm = status_mb("VmHWM:");
+  if (hwm >= 0) return hwm;
+  rusage u{};  // no /proc: the process-wide peak
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / 1024.0;
 }
@@ -88,6 +111,7 @@ struct Bench {
                                 {"fraction_of_sgemm_peak", sgemm_peak > 0 ? gflops / sgemm_peak : 0},
                                 {"peak_tensor_mb", extra_mb},
                                 {"peak_rss_mb", peak_rss_mb()},
+                                {"rss_growth_mb", peak_rss_mb() - rss_at_reset_mb},
                                 {"threads", num_threads()}};
     records.push_back(r);
     std::printf("%-34s %6lld %9.3f %9.3f %9.3f %9.1f %6.0f%% %9.1f %9.1f\n", workload.c_str(),
@@ -125,6 +149,7 @@ struct Bench {
 
   // A training step; FLOPs from Ember's matmul counter over one step.
   void step(const std::string& name, int64_t batch, const std::function<void()>& body) {
+    reset_peak_rss();
     body();
     const uint64_t f0 = profiler::matmul_flops();
     body();

@@ -268,7 +268,7 @@ Canvas render(const Heatmap& m, int width, int height) {
         c.text(left - 8 - Canvas::text_width(s), static_cast<int>(p) - 7, s, kAxis);
     };
     if (!labels.empty()) {
-      const int every = std::max(1, static_cast<int>(labels.size()) / 12);
+      const int every = m.label_every > 0 ? m.label_every : std::max(1, static_cast<int>(labels.size()) / 12);
       for (int i = 0; i < n && i < static_cast<int>(labels.size()); i += every) put(pos(i), labels[i]);
       return;
     }

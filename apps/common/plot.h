@@ -68,6 +68,9 @@ struct Heatmap {
   std::vector<std::string> row_labels, col_labels;
   double x_first = 0, x_last = 0, y_first = 0, y_last = 0;
   bool annotate = false;  // print each value in its cell (small matrices)
+  // Category labels: print every label_every-th one; 0 picks a step that
+  // shows about 12 (one per cell is right for short character sequences).
+  int label_every = 0;
 };
 
 Canvas render(const Heatmap& map, int width = 760, int height = 640);

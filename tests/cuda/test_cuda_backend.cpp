@@ -185,3 +185,21 @@ TEST_CASE("cuda backend: multi-tensor AdamW matches the per-parameter CPU step")
     CHECK(allclose(dev_params[i].detach().cpu(), cpu_params[i].detach(), 1e-6, 1e-7));
   }
 }
+
+TEST_CASE("cuda backend: clip_grad_norm_ (fused sum of squares) matches the CPU") {
+  if (emulated_without_devices()) return;
+  Generator g(13);
+  std::vector<Tensor> cpu_params, dev_params;
+  for (const Shape& s : {Shape{7, 9}, Shape{100000}, Shape{3}}) {
+    const Tensor grad = randn(s, {}, &g);
+    Tensor a = zeros(s).requires_grad_(), b = zeros(s, TensorOptions(kCuda)).requires_grad_();
+    a.mutable_grad() = grad.clone();
+    b.mutable_grad() = grad.to(kCuda);
+    cpu_params.push_back(a);
+    dev_params.push_back(b);
+  }
+  const double nc = optim::clip_grad_norm_(cpu_params, 1.0), nd = optim::clip_grad_norm_(dev_params, 1.0);
+  CHECK(nd == doctest::Approx(nc).epsilon(1e-12));
+  for (size_t i = 0; i < cpu_params.size(); ++i)
+    CHECK(allclose(dev_params[i].grad().cpu(), cpu_params[i].grad(), 1e-6, 1e-9));
+}

@@ -106,3 +106,17 @@ TEST_CASE("cuda training step: vision transformer matches the CPU") {
              },
              x, t);
 }
+
+// The recurrent layers (seq2seq's building blocks): a bidirectional 2-layer
+// LSTM and GRU, one MSE step each.
+TEST_CASE("cuda training step: LSTM and GRU match the CPU") {
+  Generator g(9);
+  const Tensor x = randn({5, 3, 4}, {}, &g);  // (seq, batch, feature)
+  nn::RNNOptions o;
+  o.num_layers = 2;
+  o.bidirectional = true;
+  const Tensor y = randn({5, 3, 12}, {}, &g);
+  auto mse = [](nn::Module& m, const Tensor& a, const Tensor& b) { return mse_loss(m.forward(a), b); };
+  check_step([o] { return std::make_unique<nn::LSTM>(4, 6, o); }, mse, x, y);
+  check_step([o] { return std::make_unique<nn::GRU>(4, 6, o); }, mse, x, y);
+}

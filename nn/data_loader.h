@@ -1,0 +1,125 @@
+// Turning an ImageSet into training batches: per-channel statistics in one
+// streaming pass (Welford), and a DataLoader that shuffles per epoch from the
+// seed, batches (optionally dropping the last short batch), augments,
+// normalises, and prepares the next batches on a background thread while
+// the current one trains.
+//
+// Determinism: the order of epoch e is a shuffle seeded by (seed, e), and
+// batch b of epoch e is built from an RNG seeded by (seed, e, b); a batch is
+// a pure function of (seed, epoch, index). So the background thread's
+// timing never changes a result, and resuming at (epoch, batch) needs no
+// loader state beyond those two numbers.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <ember/core/tensor.h>
+#include <ember/nn/data_readers.h>
+
+namespace ember::nn::data {
+
+// Welford's streaming mean and variance: for each new x,
+//   n += 1;  d = x - mean;  mean += d / n;  m2 += d (x - mean)
+// so m2 = sum (x - mean)^2 without a second pass and without the
+// cancellation of sum x^2 - n mean^2.
+class Welford {
+ public:
+  void add(double x) {
+    ++n_;
+    const double d = x - mean_;
+    mean_ += d / static_cast<double>(n_);
+    m2_ += d * (x - mean_);
+  }
+  int64_t count() const { return n_; }
+  double mean() const { return mean_; }
+  double variance() const { return n_ > 0 ? m2_ / static_cast<double>(n_) : 0.0; }  // population
+
+ private:
+  int64_t n_ = 0;
+  double mean_ = 0, m2_ = 0;
+};
+
+// Per-channel mean and (population) standard deviation of pixel / 255 over
+// every image of set, in one pass.
+struct ChannelStats {
+  std::vector<double> mean, std;
+};
+ChannelStats channel_stats(const ImageSet& set);
+
+struct AugmentOptions {
+  int64_t crop_padding = 0;  // > 0: random crop of the image zero-padded by this many pixels
+  bool hflip = false;        // random horizontal flip, probability 1/2
+  double erase_prob = 0;     // random erasing probability (after normalisation; fills with 0, the mean)
+  double mixup_alpha = 0;    // > 0: mixup with lam ~ Beta(alpha, alpha)
+  double cutmix_alpha = 0;   // > 0: cutmix; with mixup too, each batch picks one of the two
+  bool any() const { return crop_padding > 0 || hflip || erase_prob > 0 || mixup_alpha > 0 || cutmix_alpha > 0; }
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 128;
+  bool shuffle = true;
+  bool drop_last = false;
+  uint64_t seed = 0;
+  AugmentOptions augment;
+  ChannelStats normalize;   // empty: images are pixel / 255
+  bool background = true;   // prepare batches on a background thread
+  int64_t prefetch = 2;     // batches prepared ahead
+};
+
+struct Batch {
+  Tensor images;      // (B, C, H, W) float32
+  Tensor labels;      // (B) int64
+  Tensor labels_mix;  // the mixing partners' labels under mixup/cutmix; undefined otherwise
+  double lam = 1.0;   // loss = lam CE(labels) + (1 - lam) CE(labels_mix)
+  int64_t index = 0;  // batch index within the epoch
+};
+
+class DataLoader {
+ public:
+  // set must outlive the loader.
+  DataLoader(const ImageSet& set, LoaderOptions opts);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  int64_t num_batches() const;
+  const LoaderOptions& options() const { return opts_; }
+  // The sample order of an epoch (identity without shuffle).
+  std::vector<int64_t> order(int64_t epoch) const;
+  // Batch index of epoch, built on the caller's thread (what next() returns).
+  Batch batch(int64_t epoch, int64_t index) const;
+
+  // Starts epoch at batch first_batch (resume mid-epoch); next() then returns
+  // batches first_batch, first_batch + 1, ... and false after the last.
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
+  bool next(Batch& out);
+  // Seconds next() has spent waiting for the background thread.
+  double wait_seconds() const { return wait_seconds_; }
+
+ private:
+  Batch make(const std::vector<int64_t>& order, int64_t epoch, int64_t index) const;
+  void stop();
+
+  const ImageSet& set_;
+  LoaderOptions opts_;
+  std::vector<int64_t> order_;
+  int64_t epoch_ = 0, next_index_ = 0;
+  double wait_seconds_ = 0;
+
+  // Background preparation: the worker fills queue_ (at most prefetch
+  // batches) in index order; next() takes from the front.
+  std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Batch> queue_;
+  bool stop_ = false, done_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace ember::nn::data

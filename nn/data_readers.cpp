@@ -1,0 +1,264 @@
+// IDX and CIFAR-10 readers and writers. zlib's gz* functions read gzip and
+// plain files alike, so both IDX flavours share one path; sizes claimed by a
+// header are checked against the bytes actually present before anything is
+// kept (see data_readers.h).
+#include <ember/nn/data_readers.h>
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include <ember/core/error.h>
+
+namespace ember::nn::data {
+
+namespace fs = std::filesystem;
+
+ImageSet ImageSet::head(int64_t k) const {
+  if (k <= 0 || k >= n) return *this;
+  ImageSet s = *this;
+  s.n = k;
+  s.pixels.resize(static_cast<size_t>(k * image_size()));
+  s.labels.resize(static_cast<size_t>(k));
+  return s;
+}
+
+namespace {
+
+struct GzCloser {
+  void operator()(gzFile f) const { gzclose(f); }
+};
+using GzPtr = std::unique_ptr<gzFile_s, GzCloser>;
+
+GzPtr open_gz(const std::string& path, const char* mode) {
+  GzPtr f(gzopen(path.c_str(), mode));
+  EMBER_CHECK(f != nullptr, IOError, path, ": cannot open", mode[0] == 'r' ? " for reading" : " for writing");
+  return f;
+}
+
+// Reads up to n bytes; a gzip error (corrupt or truncated stream) throws.
+size_t gz_read(gzFile f, const std::string& path, uint8_t* dst, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    const unsigned ask = static_cast<unsigned>(std::min<size_t>(n - got, 1u << 20));
+    const int r = gzread(f, dst + got, ask);
+    int err = Z_OK;
+    const char* msg = gzerror(f, &err);
+    // zlib reports a stream cut short as Z_BUF_ERROR ("unexpected end of file").
+    EMBER_CHECK(r >= 0 && (err == Z_OK || err == Z_STREAM_END), IOError, path,
+                ": corrupt or truncated gzip data (zlib: ", msg ? msg : "unknown error", ")");
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  return got;
+}
+
+uint32_t big_endian32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+// Largest array the readers accept: far beyond any image set, small enough
+// that the products below cannot overflow.
+constexpr int64_t kMaxBytes = int64_t{1} << 36;
+
+}  // namespace
+
+IdxArray read_idx(const std::string& path) {
+  EMBER_CHECK(fs::is_regular_file(path), IOError, path, ": no such file");
+  GzPtr f = open_gz(path, "rb");
+  std::array<uint8_t, 4> magic{};
+  EMBER_CHECK(gz_read(f.get(), path, magic.data(), 4) == 4, IOError, path,
+              ": truncated IDX file (fewer than 4 header bytes)");
+  EMBER_CHECK(magic[0] == 0 && magic[1] == 0, IOError, path, ": not an IDX file (magic number starts ",
+              int{magic[0]}, ", ", int{magic[1]}, ", expected 0, 0)");
+  EMBER_CHECK(magic[2] == 0x08, IOError, path, ": IDX element type 0x", std::hex, int{magic[2]},
+              " is not supported (expected 0x08, unsigned byte)");
+  const int ndims = magic[3];
+  EMBER_CHECK(ndims >= 1 && ndims <= 4, IOError, path, ": IDX file with ", ndims, " dims (expected 1 to 4)");
+  std::array<uint8_t, 16> raw{};
+  EMBER_CHECK(gz_read(f.get(), path, raw.data(), static_cast<size_t>(4 * ndims)) == static_cast<size_t>(4 * ndims),
+              IOError, path, ": truncated IDX header (", ndims, " dims announced)");
+  IdxArray a;
+  int64_t expected = 1;
+  for (int d = 0; d < ndims; ++d) {
+    const int64_t size = big_endian32(raw.data() + 4 * d);
+    EMBER_CHECK(size > 0, IOError, path, ": IDX dim ", d, " has size 0");
+    // expected * size <= kMaxBytes, checked without overflowing.
+    EMBER_CHECK(size <= kMaxBytes / expected, IOError, path, ": IDX header claims more than ", kMaxBytes, " bytes");
+    expected *= size;
+    a.dims.push_back(size);
+  }
+  // Read what is there (at most one byte past the claim, to detect extra
+  // data), growing the buffer chunk by chunk rather than trusting the header.
+  constexpr size_t kChunk = size_t{1} << 22;
+  size_t have = 0;
+  const size_t want = static_cast<size_t>(expected) + 1;
+  while (have < want) {
+    const size_t ask = std::min(kChunk, want - have);
+    a.data.resize(have + ask);
+    const size_t got = gz_read(f.get(), path, a.data.data() + have, ask);
+    have += got;
+    if (got < ask) break;
+  }
+  a.data.resize(have);
+  EMBER_CHECK(have == static_cast<size_t>(expected), IOError, path, ": header says ", expected,
+              " data bytes, the file ", have < static_cast<size_t>(expected) ? "holds only " : "holds more than ",
+              have < static_cast<size_t>(expected) ? std::to_string(have) : std::to_string(expected),
+              have < static_cast<size_t>(expected) ? " (truncated)" : "");
+  return a;
+}
+
+void write_idx(const std::string& path, const std::vector<int64_t>& dims, const std::vector<uint8_t>& data, bool gzip) {
+  std::vector<uint8_t> bytes = {0, 0, 0x08, static_cast<uint8_t>(dims.size())};
+  int64_t count = 1;
+  for (int64_t d : dims) {
+    count *= d;
+    for (int s = 24; s >= 0; s -= 8) bytes.push_back(static_cast<uint8_t>(static_cast<uint32_t>(d) >> s));
+  }
+  EMBER_CHECK(count == static_cast<int64_t>(data.size()), ValueError, "write_idx(", path, "): dims hold ", count,
+              " elements, data has ", data.size());
+  bytes.insert(bytes.end(), data.begin(), data.end());
+  if (gzip) {
+    GzPtr f = open_gz(path, "wb");
+    EMBER_CHECK(gzwrite(f.get(), bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()),
+                IOError, path, ": write failed");
+  } else {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    EMBER_CHECK(f.good(), IOError, path, ": write failed");
+  }
+}
+
+ImageSet read_idx_images(const std::string& images_path, const std::string& labels_path, int64_t num_classes) {
+  IdxArray im = read_idx(images_path);
+  IdxArray lb = read_idx(labels_path);
+  EMBER_CHECK(im.dims.size() == 3, IOError, images_path, ": expected an (n, height, width) IDX array, got ",
+              im.dims.size(), " dims");
+  EMBER_CHECK(lb.dims.size() == 1, IOError, labels_path, ": expected an (n) IDX label array, got ", lb.dims.size(),
+              " dims");
+  EMBER_CHECK(im.dims[0] == lb.dims[0], IOError, images_path, " holds ", im.dims[0], " images but ", labels_path,
+              " holds ", lb.dims[0], " labels");
+  ImageSet s;
+  s.n = im.dims[0];
+  s.channels = 1;
+  s.height = im.dims[1];
+  s.width = im.dims[2];
+  s.pixels = std::move(im.data);
+  s.labels.reserve(lb.data.size());
+  for (size_t i = 0; i < lb.data.size(); ++i) {
+    EMBER_CHECK(lb.data[i] < num_classes, IOError, labels_path, ": label ", int{lb.data[i]}, " at index ", i,
+                " is not below the ", num_classes, " classes");
+    s.labels.push_back(lb.data[i]);
+  }
+  for (int64_t c = 0; c < num_classes; ++c) s.class_names.push_back(std::to_string(c));
+  return s;
+}
+
+namespace {
+constexpr int64_t kCifarSide = 32, kCifarPixels = 3 * kCifarSide * kCifarSide, kCifarRecord = kCifarPixels + 1;
+}
+
+ImageSet read_cifar10_batches(const std::vector<std::string>& paths) {
+  ImageSet s;
+  s.channels = 3;
+  s.height = s.width = kCifarSide;
+  for (const std::string& path : paths) {
+    EMBER_CHECK(fs::is_regular_file(path), IOError, path, ": no such file");
+    const auto bytes = static_cast<int64_t>(fs::file_size(path));
+    EMBER_CHECK(bytes > 0 && bytes % kCifarRecord == 0, IOError, path, ": ", bytes,
+                " bytes is not a whole number of CIFAR-10 records (1 label byte + 3072 pixel bytes each; truncated "
+                "or not a CIFAR-10 batch)");
+    EMBER_CHECK(bytes <= kMaxBytes, IOError, path, ": too large for a CIFAR-10 batch");
+    std::ifstream f(path, std::ios::binary);
+    std::vector<uint8_t> raw(static_cast<size_t>(bytes));  // sized by the file, not by a header
+    f.read(reinterpret_cast<char*>(raw.data()), bytes);
+    EMBER_CHECK(f.gcount() == bytes, IOError, path, ": read ", f.gcount(), " of ", bytes, " bytes");
+    const int64_t records = bytes / kCifarRecord;
+    s.pixels.reserve(s.pixels.size() + static_cast<size_t>(records * kCifarPixels));
+    for (int64_t r = 0; r < records; ++r) {
+      const uint8_t* rec = raw.data() + r * kCifarRecord;
+      EMBER_CHECK(rec[0] < 10, IOError, path, ": record ", r, " has label ", int{rec[0]},
+                  " (CIFAR-10 labels are 0-9; is this a CIFAR-100 file?)");
+      s.labels.push_back(rec[0]);
+      s.pixels.insert(s.pixels.end(), rec + 1, rec + kCifarRecord);
+    }
+    s.n += records;
+  }
+  s.class_names = class_names("cifar10");
+  s.name = "cifar10";
+  return s;
+}
+
+void write_cifar10_batch(const std::string& path, const ImageSet& set) {
+  EMBER_CHECK(set.channels == 3 && set.height == kCifarSide && set.width == kCifarSide, ValueError,
+              "write_cifar10_batch(", path, "): images must be 3x32x32");
+  std::ofstream f(path, std::ios::binary);
+  for (int64_t i = 0; i < set.n; ++i) {
+    f.put(static_cast<char>(set.labels[static_cast<size_t>(i)]));
+    f.write(reinterpret_cast<const char*>(set.pixels.data() + i * kCifarPixels), kCifarPixels);
+  }
+  EMBER_CHECK(f.good(), IOError, path, ": write failed");
+}
+
+std::vector<std::string> class_names(const std::string& dataset) {
+  if (dataset == "fashion-mnist")
+    return {"T-shirt/top", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "ankle boot"};
+  if (dataset == "cifar10")
+    return {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+  return {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+}
+
+namespace {
+// The first of the candidate names that exists in dir.
+std::string find_file(const std::string& dir, const std::vector<std::string>& names, const std::string& what) {
+  std::string tried;
+  for (const std::string& n : names) {
+    const fs::path p = fs::path(dir) / n;
+    if (fs::is_regular_file(p)) return p.string();
+    tried += (tried.empty() ? "" : ", ") + n;
+  }
+  throw IOError(detail::cat_str(dir, ": no ", what, " file (looked for ", tried, ")"));
+}
+}  // namespace
+
+ImageSet load_dataset(const std::string& dataset, const std::string& dir, bool train) {
+  ImageSet s;
+  if (dataset == "fashion-mnist" || dataset == "mnist") {
+    const std::string split = train ? "train" : "t10k";
+    auto names = [&](const std::string& kind) {
+      return std::vector<std::string>{split + "-" + kind + "-ubyte.gz", split + "-" + kind + "-ubyte",
+                                      split + "-" + kind.substr(0, kind.find('-')) + "." + kind.substr(kind.find('-') + 1) +
+                                          "-ubyte"};
+    };
+    const std::string images = find_file(dir, names("images-idx3"), split + " images");
+    const std::string labels = find_file(dir, names("labels-idx1"), split + " labels");
+    s = read_idx_images(images, labels);
+  } else if (dataset == "cifar10") {
+    std::string root = dir;
+    if (!fs::exists(fs::path(root) / "test_batch.bin") && fs::is_directory(fs::path(root) / "cifar-10-batches-bin"))
+      root = (fs::path(root) / "cifar-10-batches-bin").string();
+    std::vector<std::string> paths;
+    if (train) {
+      for (int b = 1; b <= 5; ++b) paths.push_back(find_file(root, {"data_batch_" + std::to_string(b) + ".bin"}, "CIFAR-10 training batch"));
+    } else {
+      paths.push_back(find_file(root, {"test_batch.bin"}, "CIFAR-10 test batch"));
+    }
+    s = read_cifar10_batches(paths);
+  } else {
+    throw ValueError("load_dataset: unknown data set \"" + dataset + "\" (fashion-mnist, mnist or cifar10)");
+  }
+  s.class_names = class_names(dataset);
+  s.name = dataset;
+  return s;
+}
+
+std::string default_data_dir(const std::string& dataset) {
+  if (dataset == "fashion-mnist") return "/usr/share/datasets/fashion-mnist";
+  return "data/" + dataset;
+}
+
+}  // namespace ember::nn::data
