@@ -3,7 +3,7 @@
 // and the three ways it finds what a GPU punishes: a barrier only part of a
 // block reaches (an error), a missing barrier under a shuffled schedule
 // (wrong results), and a missing barrier under ThreadSanitizer (a race
-// report: tests/cuda/tsan_race.cpp, run by CTest).
+// report: tests/cuda/sanitize_emu.cpp, run by CTest).
 #include <doctest/doctest.h>
 
 #include <numeric>
