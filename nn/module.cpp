@@ -32,6 +32,22 @@ Tensor Module::register_parameter(const std::string& name, Tensor t, bool requir
   return t;
 }
 
+Module& Module::to(Device device) {
+  std::vector<std::pair<std::string, Tensor>> all;
+  collect("", true, true, true, all);
+  for (auto& [name, t] : all) {
+    if (!t.defined() || t.device() == device) continue;
+    Tensor moved = t.detach().to(device);
+    // Swap the storage under the existing impl: every handle follows.
+    TensorImpl* impl = t.unsafe_impl();
+    impl->storage = moved.storage();
+    impl->strides = moved.strides();
+    impl->offset = moved.offset();
+    t.zero_grad(true);
+  }
+  return *this;
+}
+
 Tensor Module::register_buffer(const std::string& name, Tensor t) {
   check_name(name, type_name());
   EMBER_CHECK(!has_name(params_, name) && !has_name(buffers_, name) && !has_name(children_, name), ValueError,

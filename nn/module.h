@@ -62,6 +62,14 @@ class Module {
   bool is_training() const { return training_; }
   void zero_grad(bool set_to_none = true);
 
+  // ---- device -----------------------------------------------------------------
+  // Moves every parameter and buffer (recursively) to device, in place as
+  // PyTorch's module.to(device): the handles that layers (and optimizers)
+  // hold see the move. Gradients are dropped. Create the optimizer after
+  // moving (its state is allocated where the parameters are at the first
+  // step). Parameters that shared storage are moved separately.
+  Module& to(Device device);
+
   // ---- state ----------------------------------------------------------------
   StateDict state_dict() const;
   // Copies values into the registered tensors (in place, so optimizers keep

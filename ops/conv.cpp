@@ -2,6 +2,7 @@
 // composed as weight (O, C*kh*kw) @ unfold(x) + bias, so conv2d's backward is
 // that of matmul and unfold.
 #include <ember/ops/conv.h>
+#include <ember/ops/conv_kernels.h>
 
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
@@ -13,13 +14,8 @@
 
 namespace ember {
 
-struct WindowGeom {
-  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, Ho, Wo;
-};
-
-// cols[n, (c*kh + i)*kw + j, oh*Wo + ow] = x[n, c, oh*sh - ph + i, ow*sw - pw + j] (0 outside).
+// Tables declared in ops/conv_kernels.h (with WindowGeom).
 KernelTable<void(const Tensor& x, Tensor& cols, const WindowGeom& g)> im2col_kernel("unfold");
-// dx[n, c, h, w] = sum of the cols entries that read it (dx zeroed by the kernel).
 KernelTable<void(const Tensor& cols, Tensor& dx, const WindowGeom& g)> col2im_kernel("fold");
 
 namespace {

@@ -19,15 +19,12 @@
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
 #include <ember/ops/reduce.h>
+#include <ember/optim/adam_kernel.h>
 
 namespace ember::optim {
 
-struct AdamStep {
-  double lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2;
-  bool decoupled;
-};
-
 KernelTable<void(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s)> adam_kernel("adam_step");
+KernelTable<void(std::vector<AdamParam>& params, const AdamStep& s)> adam_multi_kernel("adam_step (all parameters)");
 // Sum of squares of a contiguous tensor, accumulated in float64: the gradient
 // norm of clip_grad_norm_ in one read of each gradient, with no temporaries.
 KernelTable<double(const Tensor& x)> sum_squares_kernel("sum_squares");
@@ -239,6 +236,7 @@ void Adam::step() {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     ParamGroup& g = groups_[gi];
     const AdamStep s{g.lr, opts_.beta1, opts_.beta2, opts_.eps, g.weight_decay, bc1, bc2, decoupled_};
+    std::vector<AdamParam> batch;  // the group's parameters, when one launch can take them all
     for (size_t i = 0; i < g.params.size(); ++i) {
       Tensor& p = g.params[i];
       if (!p.grad().defined()) continue;
@@ -250,9 +248,15 @@ void Adam::step() {
         v = zeros_like(p);
       }
       const Tensor grad = p.grad().contiguous();
-      adam_kernel(p.device(), p, grad, m, v, s);
+      if (adam_multi_kernel.has(p.device().type) &&
+          (batch.empty() || (batch[0].p.device() == p.device() && batch[0].p.dtype() == p.dtype()))) {
+        batch.push_back({p, grad, m, v});
+      } else {
+        adam_kernel(p.device(), p, grad, m, v, s);
+      }
       p.bump_version();
     }
+    if (!batch.empty()) adam_multi_kernel(batch[0].p.device(), batch, s);
   }
 }
 

@@ -5,8 +5,10 @@
 //   1. float64 gradcheck with contiguous inputs;
 //   2. float64 gradcheck with non-contiguous inputs (each input is a
 //      transposed or strided view of a larger buffer);
-//   3. forward and backward on every available backend (CPU now; CUDA when
-//      a CUDA backend is registered) against the CPU result in float32.
+//   3. forward and backward on every other available backend ("cuda": the
+//      SIMT-emulated backend in the tests, a GPU where there is one), with
+//      contiguous and with non-contiguous inputs made on that device,
+//      against the CPU result in float32.
 // Broadcasting is covered by rows whose inputs have different shapes.
 //
 // Adding an op: add a row to the family's file (conformance_<family>.cpp):

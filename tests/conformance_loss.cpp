@@ -13,7 +13,7 @@ using ember::Reduction;
 Tensor with_ignored(const Tensor& target, int64_t ignore_index) {
   std::vector<int64_t> v = target.to_vector<int64_t>();
   for (size_t i = 0; i < v.size(); i += 3) v[i] = ignore_index;
-  return ember::from_vector(v, target.shape());
+  return ember::from_vector(v, target.shape()).to(target.device());
 }
 
 Register rows({

@@ -154,6 +154,11 @@ Result run_trained(const Config& c, Generator& g) {
   if (c.epochs > 0) rc.epochs = c.epochs;
   if (c.batch > 0) rc.batch = c.batch;
   if (c.lr > 0) rc.lr = c.lr;
+  // --device cuda: the model and the data move once; the loop runs there.
+  const Device dev(c.device);
+  model->to(dev);
+  x = x.to(dev), y = y.to(dev), x_test = x_test.to(dev);
+  if (x_val.defined()) x_val = x_val.to(dev), y_val = y_val.to(dev);
   r.history = ar::fit(*model, x, y, x_val, y_val, rc, g);
 
   NoGradGuard ng;
@@ -261,7 +266,10 @@ int main(int argc, char** argv) {
   app.add_option("--seed", c.seed, "random seed (default 4); runs are deterministic for a seed and thread count");
   app.add_option("--threads", c.threads, "threads (default: all cores, or EMBER_NUM_THREADS)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--device", c.device, "cpu (cuda arrives with the CUDA backend)")->check(CLI::IsMember({"cpu"}));
+  app.add_option("--device", c.device,
+                 "cpu (default) or cuda / cuda:N for single-head, transformer and encoder (needs a build with "
+                 "the CUDA backend and a GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3"}));
   app.add_option("--out", c.out, "output directory (default out/attention_regression)");
   app.add_flag("--quiet", c.quiet, "print only the summary line");
   try {
@@ -271,6 +279,10 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   if (c.model == "nw-param" && c.epochs == 0) c.epochs = 50;
+  if ((c.model == "nw" || c.model == "nw-param") && c.device != "cpu") {
+    std::fprintf(stderr, "attention_regression: --device %s: the nw models run on the cpu only\n", c.device.c_str());
+    return 2;
+  }
   try {
     if (c.threads > 0) set_num_threads(c.threads);
     Generator g(c.seed);

@@ -68,7 +68,7 @@ inline History fit(nn::Module& model, const Tensor& x, const Tensor& y, const Te
     const Tensor perm = randperm(n, &g);
     double total = 0;
     for (int64_t b = 0; b < nbatches; ++b) {
-      const Tensor idx = perm.narrow(0, b * r.batch, std::min<int64_t>(r.batch, n - b * r.batch));
+      const Tensor idx = perm.narrow(0, b * r.batch, std::min<int64_t>(r.batch, n - b * r.batch)).to(x.device());
       opt.zero_grad();
       Tensor loss = mse_loss(model(index_select(x, 0, idx)), index_select(y, 0, idx));
       loss.backward();

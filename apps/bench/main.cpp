@@ -36,6 +36,17 @@ using namespace ember;
 
 namespace {
 
+// --device: where every workload's tensors and models live. On a GPU each
+// timed call ends by reading one element back, which waits for the stream
+// (a ~10 us copy included in the times).
+Device g_dev = kCPU;
+TensorOptions on_dev(DType dt = kFloat32) { return TensorOptions(dt, g_dev); }
+void sync() {
+  if (g_dev.is_cpu()) return;
+  static const Tensor probe = zeros({1}, on_dev());
+  (void)probe.item();
+}
+
 struct Timing {
   double median_ms = 0, min_ms = 0, max_ms = 0;
 };
@@ -43,10 +54,12 @@ struct Timing {
 // warmup untimed calls, then each of steps calls timed on its own.
 Timing time_steps(int warmup, int steps, const std::function<void()>& body) {
   for (int i = 0; i < warmup; ++i) body();
+  sync();
   std::vector<double> ms;
   for (int i = 0; i < steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     body();
+    sync();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
@@ -141,19 +154,20 @@ struct Bench {
     const uint64_t f0 = profiler::matmul_flops();
     body();
     const double gflop = static_cast<double>(profiler::matmul_flops() - f0) * 1e-9;
-    reset_peak_memory_stats();
+    reset_peak_memory_stats(g_dev);
     const Timing t = time_steps(warmup, steps, body);
-    record(name, batch, t, gflop, static_cast<double>(memory_stats().peak_allocated) / 1048576.0);
+    record(name, batch, t, gflop, static_cast<double>(memory_stats(g_dev).peak_allocated) / 1048576.0);
   }
 
   void attention_regression() {
     for (int64_t batch : {32, 256}) {
       ar::TokenTransformer model;
+      model.to(g_dev);
       model.train();
       optim::Adam opt(model.parameters(), optim::AdamOptions{1e-3, 0.9, 0.999, 1e-8, 1e-6});
       Generator g(1);
       std::vector<Tensor> xs;  // 8 batches in turn, so the model keeps learning
-      for (int i = 0; i < 8; ++i) xs.push_back(uniform({batch, 50}, 0, 5, TensorOptions(kFloat32), &g));
+      for (int i = 0; i < 8; ++i) xs.push_back(uniform({batch, 50}, 0, 5, on_dev(), &g));
       int it = 0;
       step("attention_regression train step", batch, [&] {
         const Tensor& x = xs[it++ % 8];
@@ -171,12 +185,13 @@ struct Bench {
     const int64_t batch = 128;
     nn::VisionTransformerOptions o;  // 28x28, patch 7, width 64, depth 4, 4 heads, MLP 128
     nn::VisionTransformer model(o);
+    model.to(g_dev);
     model.train();
     optim::AdamW opt(optim::weight_decay_groups(model.named_parameters(), 0.05), optim::AdamW::defaults());
     Generator g(2);
     std::vector<std::pair<Tensor, Tensor>> data;  // 8 batches in turn
     for (int i = 0; i < 8; ++i)
-      data.emplace_back(randn({batch, 1, 28, 28}, kFloat32, &g), randint(0, 10, {batch}, TensorOptions(kInt64), &g));
+      data.emplace_back(randn({batch, 1, 28, 28}, on_dev(), &g), randint(0, 10, {batch}, on_dev(kInt64), &g));
     int it = 0;
     step("vit train step", batch, [&] {
       const auto& [x, t] = data[it++ % 8];
@@ -199,9 +214,10 @@ struct Bench {
                                    {"linear 1600x256 -> 64", 1600, 64, 256},  {"linear 12800x64 -> 192", 12800, 192, 64},
                                    {"linear 12800x256 -> 64", 12800, 64, 256}, {"linear 2176x64 -> 128", 2176, 128, 64}};
     for (const S& s : shapes) {
-      const Tensor x = randn({s.m, s.k}), w = randn({s.n, s.k});
+      const Tensor x = randn({s.m, s.k}, on_dev()), w = randn({s.n, s.k}, on_dev());
       const double gflop = 2.0 * s.m * s.n * s.k * 1e-9;
       record(std::string("ember ") + s.name, s.m, time_steps(warmup, steps * 5, [&] { linear(x, w); }), gflop, 0);
+      if (!g_dev.is_cpu()) continue;  // raw OpenBLAS: the CPU comparison only
       std::vector<float> c(s.m * s.n);
       openblas_set_num_threads(num_threads());
       const Timing raw = time_steps(warmup, steps * 5, [&] {
@@ -212,7 +228,7 @@ struct Bench {
       record(std::string("openblas ") + s.name, s.m, raw, gflop, 0);
     }
     for (int64_t b : {128, 1024}) {  // attention scores: (B*H, 50, 16) @ (B*H, 16, 50)
-      const Tensor q = randn({b, 50, 16}), k = randn({b, 16, 50});
+      const Tensor q = randn({b, 50, 16}, on_dev()), k = randn({b, 16, 50}, on_dev());
       record("ember bmm scores 50x16 @ 16x50", b, time_steps(warmup, steps * 5, [&] { matmul(q, k); }),
              2.0 * b * 50 * 50 * 16 * 1e-9, 0);
     }
@@ -232,30 +248,31 @@ struct Bench {
     };
     const double mb64 = 64.0 * 1048576;
     {
-      const Tensor x = randn({16384, 1024});
-      const Tensor y = softmax(x, -1), g = randn({16384, 1024});
+      const Tensor x = randn({16384, 1024}, on_dev());
+      const Tensor y = softmax(x, -1), g = randn({16384, 1024}, on_dev());
       row("softmax forward", 2 * mb64, [&] { softmax(x, -1); });
       Tensor xr = x.detach().requires_grad_();
       const Tensor yr = softmax(xr, -1);
       row("softmax backward", 3 * mb64, [&] { autograd::backward({yr}, {g}, true); xr.mutable_grad() = Tensor(); });
     }
     {
-      const Tensor x = randn({65536, 256}), w = ones({256}), b = zeros({256}), g = randn({65536, 256});
+      const Tensor x = randn({65536, 256}, on_dev()), w = ones({256}, on_dev()), b = zeros({256}, on_dev()),
+                   g = randn({65536, 256}, on_dev());
       row("layer_norm forward", 2 * mb64, [&] { layer_norm(x, {256}, w, b); });
       Tensor xr = x.detach().requires_grad_();
       const Tensor yr = layer_norm(xr, {256}, w, b);
       row("layer_norm backward (dx)", 3 * mb64, [&] { autograd::backward({yr}, {g}, true); xr.mutable_grad() = Tensor(); });
     }
     {
-      const Tensor x = randn({1 << 24}), g = randn({1 << 24});
+      const Tensor x = randn({1 << 24}, on_dev()), g = randn({1 << 24}, on_dev());
       row("gelu forward", 2 * mb64, [&] { gelu(x); });
       Tensor xr = x.detach().requires_grad_();
       const Tensor yr = gelu(xr);
       row("gelu backward", 3 * mb64, [&] { autograd::backward({yr}, {g}, true); xr.mutable_grad() = Tensor(); });
     }
     {
-      const Tensor logits = randn({65536, 256});
-      const Tensor t = randint(0, 256, {65536});
+      const Tensor logits = randn({65536, 256}, on_dev());
+      const Tensor t = randint(0, 256, {65536}, on_dev(kInt64));
       row("cross_entropy forward", mb64, [&] { cross_entropy(logits, t); });
       Tensor lr = logits.detach().requires_grad_();
       const Tensor loss = cross_entropy(lr, t);
@@ -265,6 +282,7 @@ struct Bench {
 
   void adamw() {
     nn::VisionTransformer model(nn::VisionTransformerOptions{});
+    model.to(g_dev);
     optim::AdamW opt(optim::weight_decay_groups(model.named_parameters(), 0.05), optim::AdamW::defaults());
     for (Tensor& p : model.parameters()) p.mutable_grad() = ones_like(p);
     table_header("optimizer");
@@ -273,8 +291,8 @@ struct Bench {
   }
 
   void overhead() {
-    const Tensor a = tensor({1.0}), b = tensor({2.0});
-    const Tensor ga = tensor({1.0}).requires_grad_(), gb = tensor({2.0}).requires_grad_();
+    const Tensor a = tensor({1.0}, on_dev()), b = tensor({2.0}, on_dev());
+    const Tensor ga = tensor({1.0}, on_dev()).requires_grad_(), gb = tensor({2.0}, on_dev()).requires_grad_();
     std::printf("\nframework overhead per op, 1-element float32 tensors\n%-34s %10s\n", "op", "us/op");
     auto row = [&](const char* name, const std::function<void()>& body) {
       const int n = 20000;
@@ -307,7 +325,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--warmup", b.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
   app.add_option("--threads", threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  app.add_option("--device", device, "cpu (cuda arrives with the CUDA backend)")->check(CLI::IsMember({"cpu"}));
+  app.add_option("--device", device,
+                 "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU; the machine line and "
+                 "the raw OpenBLAS rows stay CPU figures)")
+      ->check(CLI::IsMember({"cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3"}));
   app.add_option("--json", json, "write one record per workload and batch size to this file");
   try {
     app.parse(argc, argv);
@@ -317,6 +338,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (threads > 0) set_num_threads(threads);
+    g_dev = Device(device);
     manual_seed(0);
     auto want = [&](const char* w) { return workload == "all" || workload == w; };
     if (workload != "overhead") b.measure_machine();

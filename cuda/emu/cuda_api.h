@@ -1,0 +1,86 @@
+// The emulated CUDA runtime and cuBLAS: the subset of cudart and cuBLAS the
+// backend calls, with the same names and signatures, over host memory and
+// OpenBLAS. Device memory is host memory, copies are memcpy, a stream is a
+// token (everything runs synchronously), and there is one device unless
+// EMBER_EMU_DEVICES says otherwise.
+//
+// defines: cudaError_t, cudaMalloc/Free, cudaMemcpy(Async), cudaMemsetAsync,
+// streams, device queries, cublasHandle_t, cublas{S,D}gemm(StridedBatched).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <ember/cuda/emu/simt.h>
+
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorNoDevice = 100,
+};
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
+};
+struct CUstream_st;
+using cudaStream_t = CUstream_st*;
+inline constexpr unsigned cudaStreamNonBlocking = 1;
+
+const char* cudaGetErrorString(cudaError_t e);
+const char* cudaGetErrorName(cudaError_t e);
+cudaError_t cudaGetDeviceCount(int* count);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int* device);
+cudaError_t cudaMalloc(void** ptr, size_t nbytes);
+cudaError_t cudaFree(void* ptr);
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t nbytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t nbytes, cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t nbytes, cudaStream_t stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaDeviceSynchronize();
+cudaError_t cudaGetLastError();
+cudaError_t cudaPeekAtLastError();
+struct cudaDeviceProp {
+  char name[256];
+  int multiProcessorCount;
+  int major, minor;
+  size_t totalGlobalMem;
+};
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
+
+// ---- cuBLAS (column-major, as the real one) -------------------------------------------
+enum cublasStatus_t {
+  CUBLAS_STATUS_SUCCESS = 0,
+  CUBLAS_STATUS_NOT_INITIALIZED = 1,
+  CUBLAS_STATUS_INVALID_VALUE = 7,
+};
+enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
+enum cublasMath_t { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TF32_TENSOR_OP_MATH = 3 };
+struct cublasContext;
+using cublasHandle_t = cublasContext*;
+
+const char* cublasGetStatusString(cublasStatus_t s);
+cublasStatus_t cublasCreate(cublasHandle_t* handle);
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode);
+cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const float* alpha, const float* A, int lda, const float* B, int ldb, const float* beta,
+                           float* C, int ldc);
+cublasStatus_t cublasDgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const double* alpha, const double* A, int lda, const double* B, int ldb,
+                           const double* beta, double* C, int ldc);
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const float* alpha, const float* A, int lda, long long strideA,
+                                         const float* B, int ldb, long long strideB, const float* beta, float* C,
+                                         int ldc, long long strideC, int batch);
+cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const double* alpha, const double* A, int lda, long long strideA,
+                                         const double* B, int ldb, long long strideB, const double* beta, double* C,
+                                         int ldc, long long strideC, int batch);

@@ -1,0 +1,94 @@
+// CUDA kernel of ops/matmul.cpp: every product (mm, bmm, matmul, linear and
+// their backward) arrives as one GemmDesc and goes to cuBLAS.
+//
+// cuBLAS is column-major; a row-major matrix is its transpose in column-major
+// terms, so row-major C = op(A) op(B) is computed as column-major
+// C^T = op(B)^T op(A)^T: operands swapped, m and n swapped, and each
+// operand's transpose flag passed through unchanged (no copies). Batch dims
+// that merge into one stride per operand (including stride 0 for a
+// broadcast operand) become one cublas?gemmStridedBatched call; any other
+// batch dims are walked on the host around it. TF32 is off unless
+// cuda::set_allow_tf32(true).
+#include <climits>
+
+#include <ember/core/dtype_dispatch.h>
+#include <ember/cuda/common.h>
+#include <ember/ops/matmul.h>
+
+namespace ember::cuda {
+namespace {
+
+cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const float* alpha, const float* A, int lda, long long sa, const float* B, int ldb,
+                            long long sb, const float* beta, float* C, int ldc, long long sc, int batch) {
+  return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+}
+cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const double* alpha, const double* A, int lda, long long sa, const double* B, int ldb,
+                            long long sb, const double* beta, double* C, int ldc, long long sc, int batch) {
+  return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+}
+
+void cuda_gemm(const GemmDesc& d) {
+  for (int64_t v : {d.m, d.n, d.k, d.lda, d.ldb, d.ldc})
+    EMBER_CHECK(v <= INT_MAX, ValueError, "matmul: size ", v, " exceeds the 32-bit range of cuBLAS (m=", d.m,
+                ", n=", d.n, ", k=", d.k, ")");
+  // Merge batch dims: dim i folds into dim i-1 when every operand's stride
+  // of i-1 equals stride(i) * size(i). The innermost merged dim is cuBLAS's
+  // batch; the rest (rare: a broadcast in the middle) loop here.
+  int nb = 0;
+  int64_t size[kMaxDims], sa[kMaxDims], sb[kMaxDims], sc[kMaxDims];
+  for (int i = 0; i < d.batch.size(); ++i) {
+    if (d.batch[i] == 1) continue;
+    if (nb > 0 && sa[nb - 1] == d.a_batch_strides[i] * d.batch[i] && sb[nb - 1] == d.b_batch_strides[i] * d.batch[i] &&
+        sc[nb - 1] == d.c_batch_strides[i] * d.batch[i]) {
+      size[nb - 1] *= d.batch[i];
+      sa[nb - 1] = d.a_batch_strides[i];
+      sb[nb - 1] = d.b_batch_strides[i];
+      sc[nb - 1] = d.c_batch_strides[i];
+      continue;
+    }
+    size[nb] = d.batch[i];
+    sa[nb] = d.a_batch_strides[i];
+    sb[nb] = d.b_batch_strides[i];
+    sc[nb] = d.c_batch_strides[i];
+    ++nb;
+  }
+  const int64_t inner = nb ? size[nb - 1] : 1;
+  EMBER_CHECK(inner <= INT_MAX, ValueError, "matmul: batch of ", inner, " exceeds cuBLAS's 32-bit range");
+  int64_t outer = 1;
+  for (int i = 0; i + 1 < nb; ++i) outer *= size[i];
+  const int dev = d.c.device().index;
+  cublasHandle_t h = cublas_handle(dev);
+  const cublasOperation_t op_a = d.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = d.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  dispatch_floating(d.c.dtype(), "matmul", [&](auto tag) {
+    using T = decltype(tag);
+    const T* A = static_cast<const T*>(d.a.data_ptr());
+    const T* B = static_cast<const T*>(d.b.data_ptr());
+    T* C = static_cast<T*>(d.c.data_ptr());
+    const T alpha = 1, beta = static_cast<T>(d.beta);
+    for (int64_t o = 0; o < outer; ++o) {
+      int64_t rest = o, oa = 0, ob = 0, oc = 0;
+      for (int i = nb - 2; i >= 0; --i) {
+        const int64_t idx = rest % size[i];
+        rest /= size[i];
+        oa += idx * sa[i];
+        ob += idx * sb[i];
+        oc += idx * sc[i];
+      }
+      const long long ia = nb ? sa[nb - 1] : 0, ib = nb ? sb[nb - 1] : 0, ic = nb ? sc[nb - 1] : 0;
+      // Column-major: C^T [n x m] = op(B)^T [n x k] @ op(A)^T [k x m].
+      EMBER_CUBLAS_CHECK(gemm_batched(h, op_b, op_a, static_cast<int>(d.n), static_cast<int>(d.m),
+                                      static_cast<int>(d.k), &alpha, B + ob, static_cast<int>(d.ldb), ib, A + oa,
+                                      static_cast<int>(d.lda), ia, &beta, C + oc, static_cast<int>(d.ldc), ic,
+                                      static_cast<int>(inner)));
+    }
+  });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(gemm_kernel, CUDA, cuda_gemm);
+
+}  // namespace ember::cuda

@@ -1,0 +1,169 @@
+// CUDA kernels of optim/optimizer.cpp: the fused Adam/AdamW step, one pass
+// over p, g, m, v (four loads, three stores per element), per parameter and
+// for a whole parameter group in as few launches as possible (PyTorch's
+// multi-tensor apply: the kernel receives up to kMaxTensors parameters by
+// value and a table mapping each block to a chunk of one of them). The
+// formula is the CPU kernel's, term by term (optim/adam_kernel.h).
+#include <vector>
+
+#include <ember/core/dtype_dispatch.h>
+#include <ember/cuda/block_reduce.cuh>
+#include <ember/cuda/common.h>
+#include <ember/ops/functors.h>
+#include <ember/optim/adam_kernel.h>
+
+namespace ember::optim {
+extern KernelTable<double(const Tensor& x)> sum_squares_kernel;
+}
+
+namespace ember::cuda {
+namespace {
+
+template <class T>
+struct AdamScalars {
+  T b1, b2, eps, step_size, bc2_sqrt, wd, decay;
+  bool decoupled;
+};
+
+template <class T>
+__device__ __forceinline__ void adam_element(T& p, T g, T& m, T& v, const AdamScalars<T>& c) {
+  T grad = g;
+  T param = p;
+  if (c.decoupled) param *= c.decay;  // AdamW: decay the weight itself
+  else grad += c.wd * param;          // Adam: L2 through the gradient
+  const T mi = c.b1 * m + (T(1) - c.b1) * grad;
+  const T vi = c.b2 * v + (T(1) - c.b2) * grad * grad;
+  m = mi;
+  v = vi;
+  p = param - c.step_size * mi / (fn::sqrt_(vi) / c.bc2_sqrt + c.eps);
+}
+
+// Kernel parameters stay under the classic 4 KiB limit.
+constexpr int kMaxTensors = 32;
+constexpr int kMaxBlocks = 160;
+constexpr int64_t kChunk = 16384;  // elements per block
+
+template <class T>
+struct AdamChunks {
+  T* p[kMaxTensors];
+  const T* g[kMaxTensors];
+  T* m[kMaxTensors];
+  T* v[kMaxTensors];
+  int64_t n[kMaxTensors];
+  uint8_t tensor[kMaxBlocks];  // block -> tensor
+  int32_t chunk[kMaxBlocks];   // block -> chunk of that tensor
+};
+
+template <class T>
+__global__ void adam_multi_kernel_impl(AdamChunks<T> list, AdamScalars<T> c) {
+  const int t = list.tensor[blockIdx.x];
+  const int64_t begin = int64_t(list.chunk[blockIdx.x]) * kChunk;
+  const int64_t end = begin + kChunk < list.n[t] ? begin + kChunk : list.n[t];
+  T* p = list.p[t];
+  const T* g = list.g[t];
+  T* m = list.m[t];
+  T* v = list.v[t];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) adam_element(p[i], g[i], m[i], v[i], c);
+}
+
+template <class T>
+__global__ void adam_kernel_impl(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
+                                 int64_t n, AdamScalars<T> c) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    adam_element(p[i], g[i], m[i], v[i], c);
+}
+
+template <class T>
+AdamScalars<T> scalars(const optim::AdamStep& s) {
+  return {static_cast<T>(s.beta1),
+          static_cast<T>(s.beta2),
+          static_cast<T>(s.eps),
+          static_cast<T>(s.lr / s.bias_correction1),
+          static_cast<T>(std::sqrt(s.bias_correction2)),
+          static_cast<T>(s.weight_decay),
+          static_cast<T>(1.0 - s.lr * s.weight_decay),
+          s.decoupled};
+}
+
+void cuda_adam_multi(std::vector<optim::AdamParam>& params, const optim::AdamStep& s) {
+  if (params.empty()) return;
+  const Device dev = params[0].p.device();
+  dispatch_floating(params[0].p.dtype(), "adam_step", [&](auto tag) {
+    using T = decltype(tag);
+    const AdamScalars<T> c = scalars<T>(s);
+    AdamChunks<T> list{};
+    int ntensors = 0, nblocks = 0;
+    auto flush = [&] {
+      if (nblocks > 0) EMBER_CUDA_LAUNCH(adam_multi_kernel_impl<T>, nblocks, 256, 0, dev.index, list, c);
+      ntensors = nblocks = 0;
+    };
+    for (optim::AdamParam& a : params) {
+      const int64_t n = a.p.numel();
+      const int64_t chunks = (n + kChunk - 1) / kChunk;
+      for (int64_t k = 0; k < chunks; ++k) {
+        // A new entry for this tensor at its first chunk or after a flush.
+        if (k == 0 || nblocks == 0) {
+          if (ntensors == kMaxTensors) flush();
+          list.p[ntensors] = static_cast<T*>(a.p.data_ptr());
+          list.g[ntensors] = static_cast<const T*>(a.g.data_ptr());
+          list.m[ntensors] = static_cast<T*>(a.m.data_ptr());
+          list.v[ntensors] = static_cast<T*>(a.v.data_ptr());
+          list.n[ntensors] = n;
+          ++ntensors;
+        }
+        list.tensor[nblocks] = static_cast<uint8_t>(ntensors - 1);
+        list.chunk[nblocks] = static_cast<int32_t>(k);
+        if (++nblocks == kMaxBlocks) flush();
+      }
+    }
+    flush();
+  });
+}
+
+void cuda_adam(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const optim::AdamStep& s) {
+  const int64_t n = p.numel();
+  if (n == 0) return;
+  dispatch_floating(p.dtype(), "adam_step", [&](auto tag) {
+    using T = decltype(tag);
+    EMBER_CUDA_LAUNCH(adam_kernel_impl<T>, blocks_for(n, 256, 8192), 256, 0, p.device().index,
+                      static_cast<T*>(p.data_ptr()), static_cast<const T*>(g.data_ptr()), static_cast<T*>(m.data_ptr()),
+                      static_cast<T*>(v.data_ptr()), n, scalars<T>(s));
+  });
+}
+
+// clip_grad_norm_'s sum of squares in float64: one partial per block, added
+// on the host in block order (a fixed grid for a given size: deterministic).
+template <class T>
+__global__ void sum_squares_kernel_impl(const T* __restrict__ x, int64_t n, double* __restrict__ partial) {
+  __shared__ double scratch[32];
+  double s = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const double v = static_cast<double>(x[i]);
+    s += v * v;
+  }
+  s = block_reduce(s, SumOp{}, 0.0, scratch);
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+double cuda_sum_squares(const Tensor& x) {
+  const int64_t n = x.numel();
+  if (n == 0) return 0.0;
+  const unsigned blocks = blocks_for(n, 256, 1024);
+  Tensor partial = empty({static_cast<int64_t>(blocks)}, TensorOptions(DType::Float64, x.device()));
+  dispatch_floating(x.dtype(), "sum_squares", [&](auto tag) {
+    using T = decltype(tag);
+    EMBER_CUDA_LAUNCH(sum_squares_kernel_impl<T>, blocks, 256, 0, x.device().index,
+                      static_cast<const T*>(x.data_ptr()), n, static_cast<double*>(partial.data_ptr()));
+  });
+  double total = 0;
+  for (double v : partial.cpu().to_vector<double>()) total += v;
+  return total;
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(optim::sum_squares_kernel, CUDA, cuda_sum_squares);
+EMBER_REGISTER_KERNEL(optim::adam_kernel, CUDA, cuda_adam);
+EMBER_REGISTER_KERNEL(optim::adam_multi_kernel, CUDA, cuda_adam_multi);
+
+}  // namespace ember::cuda

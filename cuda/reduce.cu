@@ -1,0 +1,71 @@
+// CUDA kernel of ops/reduce.cpp: sum over the middle dim of a contiguous
+// [A, R, B] block. B == 1 (rows): one block per row, shuffles then shared
+// memory. B > 1 (columns): one thread per output column, reading a row of B
+// at a time, so neighbouring threads read neighbouring addresses.
+#include <type_traits>
+
+#include <ember/core/dispatch.h>
+#include <ember/core/dtype_dispatch.h>
+#include <ember/cuda/block_reduce.cuh>
+#include <ember/ops/reduce.h>
+
+namespace ember {
+extern KernelTable<void(const Tensor& x3, Tensor& out)> sum_kernel;
+}
+
+namespace ember::cuda {
+namespace {
+
+template <class T>
+using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, T>;
+
+template <class T>
+__global__ void sum_rows_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t A, int64_t R) {
+  __shared__ Acc<T> scratch[32];
+  for (int64_t a = blockIdx.x; a < A; a += gridDim.x) {
+    const T* row = x + a * R;
+    Acc<T> s = 0;
+    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) s += row[r];
+    s = block_reduce(s, SumOp{}, Acc<T>(0), scratch);
+    if (threadIdx.x == 0) out[a] = static_cast<T>(s);
+  }
+}
+
+template <class T>
+__global__ void sum_cols_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t A, int64_t R, int64_t B) {
+  const int64_t n = A * B;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t a = i / B, b = i % B;
+    const T* p = x + a * R * B + b;
+    Acc<T> s = 0;
+    for (int64_t r = 0; r < R; ++r) s += p[r * B];
+    out[i] = static_cast<T>(s);
+  }
+}
+
+void cuda_sum(const Tensor& x3, Tensor& out) {
+  const int64_t A = x3.size(0), R = x3.size(1), B = x3.size(2);
+  const int dev = x3.device().index;
+  dispatch_numeric(x3.dtype(), "sum", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(x3.data_ptr());
+    T* o = static_cast<T*>(out.data_ptr());
+    if (A * B == 0) return;
+    if (R == 0) {
+      EMBER_CUDA_CHECK(cudaMemsetAsync(o, 0, sizeof(T) * A * B, stream(dev)));
+      return;
+    }
+    if (B == 1) {
+      const int threads = R >= 1024 ? 256 : (R >= 128 ? 128 : 32);
+      EMBER_CUDA_LAUNCH(sum_rows_kernel<T>, blocks_for(A, 1, 65535), threads, 0, dev, x, o, A, R);
+    } else {
+      EMBER_CUDA_LAUNCH(sum_cols_kernel<T>, blocks_for(A * B, 256, 4096), 256, 0, dev, x, o, A, R, B);
+    }
+  });
+}
+
+}  // namespace
+
+EMBER_REGISTER_KERNEL(sum_kernel, CUDA, cuda_sum);
+
+}  // namespace ember::cuda
