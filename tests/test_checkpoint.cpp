@@ -20,11 +20,7 @@ using test::error_of;
 namespace fs = std::filesystem;
 
 namespace {
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / "ember_checkpoint_tests";
-  fs::create_directories(dir);
-  return dir / name;
-}
+fs::path scratch(const std::string& name) { return test::scratch_path("ember_checkpoint_tests", name); }
 // A file made of an 8-byte length, the given header and data bytes.
 std::string write_raw(const std::string& name, const std::string& header, const std::string& data,
                       int64_t claimed_len = -1) {

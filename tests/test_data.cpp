@@ -27,11 +27,7 @@ using test::error_of;
 namespace fs = std::filesystem;
 
 namespace {
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / "ember_data_tests";
-  fs::create_directories(dir);
-  return dir / name;
-}
+fs::path scratch(const std::string& name) { return test::scratch_path("ember_data_tests", name); }
 void write_bytes(const fs::path& p, const std::vector<uint8_t>& b) {
   std::ofstream f(p, std::ios::binary);
   f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,14 @@ inline ember::Tensor pattern_input(const ember::Shape& s, double offset) {
   using namespace ember;
   const Tensor i = arange(0, static_cast<double>(s.numel()), 1, kFloat64);
   return mul(cos(add(mul(i, 0.3), offset)), 0.5).reshape(s).to(kFloat32);
+}
+
+// A path for file `name` in a per-suite folder under the system's temp dir
+// (created if missing), for tests that write files.
+inline std::filesystem::path scratch_path(const std::string& suite, const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / suite;
+  std::filesystem::create_directories(dir);
+  return dir / name;
 }
 
 }  // namespace test
