@@ -2,6 +2,7 @@
 #include <ember/core/autograd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include <ember/core/anomaly.h>
@@ -35,6 +36,10 @@ class AccumulateGrad final : public Node {
       if (acc.shape() != leaf.shape()) acc = acc.reshape(leaf.shape());
     } else {
       accumulate_(acc, g);
+    }
+    if (const auto& m = leaf_->autograd; m && !m->post_accumulate_grad_hooks.empty()) {
+      const auto hooks = m->post_accumulate_grad_hooks;  // a hook may remove itself
+      for (const auto& [id, hook] : hooks) hook(leaf);
     }
   }
   void release() override {}  // holds no saved tensors; it may run again
@@ -179,6 +184,29 @@ void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, std::vector<T
 void retain_output_grad(Node& node, uint32_t output_nr, const std::shared_ptr<TensorImpl>& t) {
   if (node.retained_.size() <= output_nr) node.retained_.resize(output_nr + 1);
   node.retained_[output_nr] = t;
+}
+
+// ---- hooks ------------------------------------------------------------------
+uint64_t register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook) {
+  EMBER_CHECK(leaf.defined() && leaf.is_leaf() && leaf.requires_grad(), AutogradError,
+              "register_post_accumulate_grad_hook: the tensor must be a leaf that requires grad",
+              leaf.defined() ? detail::cat_str(" (shape ", leaf.shape().str(), leaf.is_leaf() ? ", a leaf" : ", not a leaf",
+                                               leaf.requires_grad() ? ")" : ", requires_grad false)")
+                             : std::string(" (undefined tensor)"));
+  EMBER_CHECK(hook != nullptr, ValueError, "register_post_accumulate_grad_hook: empty hook");
+  static std::atomic<uint64_t> next_id{1};
+  const uint64_t id = next_id++;
+  meta_of(leaf).post_accumulate_grad_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+bool remove_post_accumulate_grad_hook(const Tensor& leaf, uint64_t id) {
+  if (!leaf.defined() || !leaf.unsafe_impl()->autograd) return false;
+  auto& hooks = leaf.unsafe_impl()->autograd->post_accumulate_grad_hooks;
+  const auto it = std::find_if(hooks.begin(), hooks.end(), [&](const auto& h) { return h.first == id; });
+  if (it == hooks.end()) return false;
+  hooks.erase(it);
+  return true;
 }
 
 // ---- the backward pass ------------------------------------------------------

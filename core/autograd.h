@@ -71,6 +71,9 @@ struct AutogradMeta {
   uint32_t output_nr = 0;                  // which output of grad_fn this is
   bool requires_grad = false;              // leaves only; non-leaves have grad_fn
   bool retains_grad = false;
+  // Leaves: run after backward accumulated into grad(), with their ids
+  // (register_post_accumulate_grad_hook).
+  std::vector<std::pair<uint64_t, std::function<void(const Tensor&)>>> post_accumulate_grad_hooks;
 };
 
 // A tensor kept for backward: a detached alias (sharing data, no graph edge,
@@ -223,6 +226,19 @@ void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output,
   auto node = std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn));
   connect(node, inputs, {output});
 }
+
+// A function run on a leaf each time a backward pass has accumulated a
+// gradient into its grad() (PyTorch's register_post_accumulate_grad_hook):
+// the leaf's gradient from this pass is then complete, while the rest of the
+// pass may still be running. DistributedDataParallel starts reducing a
+// bucket of gradients from here, so communication overlaps the remaining
+// backward. Hooks run in registration order, with grad mode off, on the
+// thread that runs backward; an exception from a hook ends the backward pass.
+// The leaf must require grad; returns an id for remove_post_accumulate_grad_hook.
+using PostAccumulateGradHook = std::function<void(const Tensor& leaf)>;
+uint64_t register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook);
+// Removes the hook with that id; false if the leaf has no such hook.
+bool remove_post_accumulate_grad_hook(const Tensor& leaf, uint64_t id);
 
 // Runs backward from roots, seeded with grads (undefined grads mean ones for
 // one-element roots). Gradients accumulate into the grad() of leaves.

@@ -46,7 +46,39 @@ uint64_t stream_seed(uint64_t seed, uint64_t a, uint64_t b) { return mix(mix(mix
 constexpr uint64_t kShuffleStream = ~uint64_t{0};
 }  // namespace
 
-DataLoader::DataLoader(const ImageSet& set, LoaderOptions opts) : set_(set), opts_(std::move(opts)) {
+DistributedSampler::DistributedSampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle,
+                                       uint64_t seed, bool drop_last)
+    : n_(dataset_size), num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle), seed_(seed), drop_last_(drop_last) {
+  EMBER_CHECK(num_replicas > 0 && rank >= 0 && rank < num_replicas, ValueError, "DistributedSampler: rank ", rank,
+              " of ", num_replicas, " replicas");
+  EMBER_CHECK(dataset_size > 0, ValueError, "DistributedSampler: empty data set");
+  EMBER_CHECK(!drop_last || dataset_size >= num_replicas, ValueError, "DistributedSampler: drop_last with ",
+              dataset_size, " samples leaves nothing for ", num_replicas, " replicas");
+  num_samples_ = drop_last ? n_ / num_replicas_ : (n_ + num_replicas_ - 1) / num_replicas_;
+}
+
+std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
+  std::vector<int64_t> o(static_cast<size_t>(n_));
+  std::iota(o.begin(), o.end(), int64_t{0});
+  if (shuffle_) {
+    std::mt19937_64 rng(stream_seed(seed_, static_cast<uint64_t>(epoch), kShuffleStream));
+    std::shuffle(o.begin(), o.end(), rng);
+  }
+  // Pad with the order's first samples (repeated whole when the padding is
+  // longer than the set), or drop the tail; then deal out round-robin.
+  const auto total = static_cast<size_t>(total_size());
+  for (size_t i = 0; o.size() < total; ++i) o.push_back(o[i]);
+  o.resize(total);
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<size_t>(num_samples_));
+  for (size_t i = static_cast<size_t>(rank_); i < total; i += static_cast<size_t>(num_replicas_)) mine.push_back(o[i]);
+  return mine;
+}
+
+DataLoader::DataLoader(const ImageSet& set, LoaderOptions opts)
+    : set_(set),
+      opts_(std::move(opts)),
+      sampler_(set.n > 0 ? set.n : 1, opts_.num_replicas, opts_.rank, opts_.shuffle, opts_.seed) {
   EMBER_CHECK(opts_.batch_size > 0, ValueError, "DataLoader: batch_size must be positive, got ", opts_.batch_size);
   EMBER_CHECK(set.n > 0, ValueError, "DataLoader: empty data set");
   EMBER_CHECK(opts_.normalize.mean.empty() ||
@@ -66,27 +98,23 @@ DataLoader::DataLoader(const ImageSet& set, LoaderOptions opts) : set_(set), opt
 DataLoader::~DataLoader() { stop(); }
 
 int64_t DataLoader::num_batches() const {
-  return opts_.drop_last ? set_.n / opts_.batch_size : (set_.n + opts_.batch_size - 1) / opts_.batch_size;
+  const int64_t n = sampler_.num_samples();
+  return opts_.drop_last ? n / opts_.batch_size : (n + opts_.batch_size - 1) / opts_.batch_size;
 }
 
-std::vector<int64_t> DataLoader::order(int64_t epoch) const {
-  std::vector<int64_t> o(static_cast<size_t>(set_.n));
-  std::iota(o.begin(), o.end(), int64_t{0});
-  if (opts_.shuffle) {
-    std::mt19937_64 rng(stream_seed(opts_.seed, static_cast<uint64_t>(epoch), kShuffleStream));
-    std::shuffle(o.begin(), o.end(), rng);
-  }
-  return o;
-}
+std::vector<int64_t> DataLoader::order(int64_t epoch) const { return sampler_.indices(epoch); }
 
 Batch DataLoader::batch(int64_t epoch, int64_t index) const { return make(order(epoch), epoch, index); }
 
 Batch DataLoader::make(const std::vector<int64_t>& order, int64_t epoch, int64_t index) const {
   EMBER_CHECK(index >= 0 && index < num_batches(), IndexError, "DataLoader: batch ", index, " of ", num_batches());
-  const int64_t first = index * opts_.batch_size, B = std::min(opts_.batch_size, set_.n - first);
+  const auto n = static_cast<int64_t>(order.size());
+  const int64_t first = index * opts_.batch_size, B = std::min(opts_.batch_size, n - first);
   const int64_t C = set_.channels, H = set_.height, W = set_.width, size = C * H * W, plane = H * W;
   const AugmentOptions& aug = opts_.augment;
-  std::mt19937_64 rng(stream_seed(opts_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index)));
+  // Each rank's batch b has its own stream; with one replica it is b's.
+  const int64_t stream = index * opts_.num_replicas + opts_.rank;
+  std::mt19937_64 rng(stream_seed(opts_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(stream)));
   std::uniform_real_distribution<double> u01(0.0, 1.0);
 
   Batch b;

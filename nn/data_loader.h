@@ -9,6 +9,12 @@
 // a pure function of (seed, epoch, index). So the background thread's
 // timing never changes a result, and resuming at (epoch, batch) needs no
 // loader state beyond those two numbers.
+//
+// Data-parallel training shards each epoch with a DistributedSampler: rank r
+// of N takes every N-th sample of the epoch's shuffled order (padded like
+// PyTorch's so every rank gets the same count), and its batch b draws from an
+// RNG seeded by (seed, e, b * N + r). A rank's batch is then a pure function
+// of (seed, epoch, index, rank, N); with N = 1 it is exactly the batch above.
 #pragma once
 
 #include <condition_variable>
@@ -61,6 +67,34 @@ struct AugmentOptions {
   bool any() const { return crop_padding > 0 || hflip || erase_prob > 0 || mixup_alpha > 0 || cutmix_alpha > 0; }
 };
 
+// Which samples each of num_replicas processes sees in an epoch, as PyTorch's
+// torch.utils.data.distributed.DistributedSampler: the epoch's order (a
+// shuffle seeded by (seed, epoch), the identity without shuffle) is padded by
+// repeating its first samples up to a multiple of num_replicas (or, with
+// drop_last, cut down to one), and rank r takes positions r, r + N, r + 2N,
+// ... So every rank gets num_samples() samples, the ranks together see every
+// sample of the set once per epoch, plus total_size() - n padding repeats
+// (none with drop_last, which instead leaves out n mod N samples), and any
+// process can recompute any rank's shard from (seed, epoch).
+class DistributedSampler {
+ public:
+  DistributedSampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle = true, uint64_t seed = 0,
+                     bool drop_last = false);
+  int64_t num_samples() const { return num_samples_; }  // per rank
+  int64_t total_size() const { return num_samples_ * num_replicas_; }
+  int64_t num_replicas() const { return num_replicas_; }
+  int64_t rank() const { return rank_; }
+  // The dataset indices of this rank in epoch's order.
+  std::vector<int64_t> indices(int64_t epoch) const;
+
+ private:
+  int64_t n_, num_replicas_, rank_;
+  bool shuffle_;
+  uint64_t seed_;
+  bool drop_last_;
+  int64_t num_samples_;
+};
+
 struct LoaderOptions {
   int64_t batch_size = 128;
   bool shuffle = true;
@@ -70,6 +104,10 @@ struct LoaderOptions {
   ChannelStats normalize;   // empty: images are pixel / 255
   bool background = true;   // prepare batches on a background thread
   int64_t prefetch = 2;     // batches prepared ahead
+  // Data-parallel sharding: this loader serves rank's shard of every epoch
+  // (DistributedSampler, padded); batch_size and drop_last apply to the
+  // shard. 1 and 0: the whole set.
+  int64_t num_replicas = 1, rank = 0;
 };
 
 struct Batch {
@@ -90,7 +128,8 @@ class DataLoader {
 
   int64_t num_batches() const;
   const LoaderOptions& options() const { return opts_; }
-  // The sample order of an epoch (identity without shuffle).
+  // The sample order of an epoch (identity without shuffle): this rank's
+  // shard when sharded.
   std::vector<int64_t> order(int64_t epoch) const;
   // Batch index of epoch, built on the caller's thread (what next() returns).
   Batch batch(int64_t epoch, int64_t index) const;
@@ -108,6 +147,7 @@ class DataLoader {
 
   const ImageSet& set_;
   LoaderOptions opts_;
+  DistributedSampler sampler_;
   std::vector<int64_t> order_;
   int64_t epoch_ = 0, next_index_ = 0;
   double wait_seconds_ = 0;

@@ -7,9 +7,11 @@ set -euo pipefail
 
 # The one list of system packages Ember needs. dataset-fashion-mnist is the
 # ViT demo's default data set (/usr/share/datasets/fashion-mnist); clang and
-# libclang-rt-14-dev (libFuzzer) build the fuzz targets (make fuzz).
+# libclang-rt-14-dev (libFuzzer) build the fuzz targets (make fuzz);
+# libopenmpi-dev and openmpi-bin (mpirun) give data-parallel training and
+# its tests (docs/DISTRIBUTED.md).
 PACKAGES=(build-essential cmake pkg-config libopenblas-dev doctest-dev nlohmann-json3-dev libcli11-dev libstb-dev zlib1g-dev
-          dataset-fashion-mnist clang libclang-rt-14-dev)
+          dataset-fashion-mnist clang libclang-rt-14-dev libopenmpi-dev openmpi-bin)
 
 say() { printf 'scripts/setup.sh: %s\n' "$*" >&2; }
 

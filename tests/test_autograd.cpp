@@ -3,6 +3,7 @@
 // lifetime, and a user-defined op made through the public path.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -194,4 +195,40 @@ TEST_CASE("autograd: dtype rules for gradients") {
   sum(mul(a, b)).backward();
   CHECK(a.grad().dtype() == kFloat64);
   CHECK(b.grad().dtype() == kFloat32);
+}
+
+TEST_CASE("autograd: post-accumulate-grad hooks see each leaf's finished gradient") {
+  // y = w1 * x + w2 * (w1 * x): w1 is used twice, so its hook must run once,
+  // after both paths delivered (dy/dw1 = x + w2 x = 3 * 2 = 6; dy/dw2 = w1 x = 2).
+  Tensor w1 = tensor({1.0}).requires_grad_(), w2 = tensor({2.0}).requires_grad_();
+  const Tensor x = tensor({2.0});
+  std::vector<std::pair<std::string, double>> seen;
+  const uint64_t h1 = autograd::register_post_accumulate_grad_hook(
+      w1, [&](const Tensor& leaf) { seen.emplace_back("w1", leaf.grad().item()); });
+  autograd::register_post_accumulate_grad_hook(w2, [&](const Tensor& leaf) { seen.emplace_back("w2", leaf.grad().item()); });
+  Tensor a = mul(w1, x);
+  add(a, mul(w2, a)).backward();
+  std::sort(seen.begin(), seen.end());
+  CHECK(seen == std::vector<std::pair<std::string, double>>{{"w1", 6.0}, {"w2", 2.0}});
+
+  // A second backward without zero_grad: the hook sees the accumulated sum.
+  seen.clear();
+  add(mul(w1, x), mul(w2, mul(w1, x))).backward();
+  std::sort(seen.begin(), seen.end());
+  CHECK(seen == std::vector<std::pair<std::string, double>>{{"w1", 12.0}, {"w2", 4.0}});
+
+  // Removed hooks stop; an unknown id is reported.
+  CHECK(autograd::remove_post_accumulate_grad_hook(w1, h1));
+  CHECK_FALSE(autograd::remove_post_accumulate_grad_hook(w1, h1));
+  seen.clear();
+  mul(w1, x).backward();
+  CHECK(seen.empty());
+  CHECK(w1.grad().item() == 14.0);
+
+  // Only leaves that require grad take hooks.
+  const auto noop = [](const Tensor&) {};
+  CHECK(contains(error_of<AutogradError>([&] { autograd::register_post_accumulate_grad_hook(a, noop); }),
+                 "not a leaf"));
+  CHECK(contains(error_of<AutogradError>([&] { autograd::register_post_accumulate_grad_hook(tensor({1.0}), noop); }),
+                 "requires_grad false"));
 }

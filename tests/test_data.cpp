@@ -7,6 +7,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -244,6 +245,87 @@ TEST_CASE("DataLoader: batching, drop_last, shuffling per epoch, determinism") {
   // Pixel values identify the samples: batch 0 of epoch 1 holds order(1)[0..3].
   const std::vector<float> px = b.batch(1, 0).images.to_vector<float>();
   for (int i = 0; i < 4; ++i) CHECK(px[static_cast<size_t>(4 * i)] == doctest::Approx(e1[static_cast<size_t>(i)] / 255.0));
+}
+
+TEST_CASE("DistributedSampler: PyTorch's shards, covering the set once per epoch plus the padding") {
+  // PyTorch's answer for 10 samples on 4 replicas, no shuffle: the order
+  // 0..9 padded with 0, 1, dealt out round-robin.
+  const std::vector<std::vector<int64_t>> want = {{0, 4, 8}, {1, 5, 9}, {2, 6, 0}, {3, 7, 1}};
+  for (int64_t r = 0; r < 4; ++r) CHECK(DistributedSampler(10, 4, r, false).indices(0) == want[static_cast<size_t>(r)]);
+  // drop_last cuts to a multiple instead: 0..7.
+  CHECK(DistributedSampler(10, 4, 1, false, 0, true).indices(0) == std::vector<int64_t>{1, 5});
+
+  for (int64_t n : {1, 7, 10, 12}) {
+    for (int64_t replicas : {1, 2, 3, 4, 5}) {
+      for (bool drop_last : {false, true}) {
+        if (drop_last && n < replicas) continue;
+        CAPTURE(n);
+        CAPTURE(replicas);
+        CAPTURE(drop_last);
+        const int64_t each = drop_last ? n / replicas : (n + replicas - 1) / replicas;
+        for (int64_t epoch : {0, 1}) {
+          std::vector<int> count(static_cast<size_t>(n), 0);
+          for (int64_t r = 0; r < replicas; ++r) {
+            const DistributedSampler sampler(n, replicas, r, true, 11, drop_last);
+            const std::vector<int64_t> mine = sampler.indices(epoch);
+            CHECK(static_cast<int64_t>(mine.size()) == each);
+            CHECK(sampler.indices(epoch) == mine);  // a pure function of (seed, epoch)
+            for (int64_t i : mine) ++count[static_cast<size_t>(i)];
+          }
+          int64_t seen = 0, repeats = 0;
+          for (int c : count) {
+            seen += c > 0;
+            repeats += std::max(0, c - 1);
+          }
+          if (drop_last) {
+            CHECK(seen == each * replicas);  // n mod replicas left out, none twice
+            CHECK(repeats == 0);
+          } else {
+            CHECK(seen == n);  // every sample at least once...
+            CHECK(repeats == each * replicas - n);  // ...and only the padding twice
+          }
+        }
+      }
+    }
+  }
+  // One replica is the loader's unsharded order; epochs and seeds differ.
+  const DistributedSampler one(10, 1, 0, true, 7);
+  LoaderOptions o;
+  o.seed = 7;
+  const ImageSet s = indexed_set(10);
+  CHECK(one.indices(2) == DataLoader(s, o).order(2));
+  CHECK(one.indices(2) != one.indices(3));
+  CHECK(one.indices(2) != DistributedSampler(10, 1, 0, true, 8).indices(2));
+  CHECK(contains(error_of<ValueError>([] { DistributedSampler(10, 2, 2); }), "rank 2 of 2 replicas"));
+}
+
+TEST_CASE("DataLoader: sharded loaders split every epoch between the ranks") {
+  const ImageSet s = indexed_set(10);
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.seed = 3;
+  o.augment.hflip = true;
+  o.num_replicas = 2;
+  std::vector<int64_t> samples;
+  std::vector<std::vector<float>> first_batches;
+  for (int64_t r = 0; r < 2; ++r) {
+    o.rank = r;
+    DataLoader dl(s, o);
+    CHECK(dl.num_batches() == 3);  // 5 samples each: 2, 2, 1
+    CHECK(dl.order(1) == DistributedSampler(10, 2, r, true, 3).indices(1));
+    dl.start_epoch(1);
+    Batch b;
+    while (dl.next(b)) {
+      // Pixel values identify the samples (uint8 i / 255).
+      const std::vector<float> px = b.images.to_vector<float>();
+      for (int64_t i = 0; i < b.images.size(0); ++i) samples.push_back(std::lround(px[static_cast<size_t>(4 * i)] * 255));
+      CHECK(b.images.to_vector<float>() == dl.batch(1, b.index).images.to_vector<float>());
+    }
+  }
+  std::sort(samples.begin(), samples.end());
+  std::vector<int64_t> ids(10);
+  std::iota(ids.begin(), ids.end(), 0);
+  CHECK(samples == ids);
 }
 
 TEST_CASE("DataLoader: normalisation and deterministic augmentation") {

@@ -15,6 +15,12 @@
 // rollout over the patches of test images). --resume continues a run exactly:
 // batches are pure functions of (seed, epoch, index), so the resumed run
 // equals an uninterrupted one bit for bit (same thread count).
+//
+// --distributed trains data-parallel over the processes of mpirun or srun
+// (docs/DISTRIBUTED.md): each rank takes its shard of every epoch
+// (DistributedSampler) in batches of --batch-size, DistributedDataParallel
+// averages the gradients, and rank 0 alone prints and writes the outputs;
+// evaluation is split between the ranks and summed.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -24,6 +30,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -62,7 +69,7 @@ struct Config {
   double lr = 2e-3, weight_decay = 0.05, warmup_epochs = 1, min_lr = 1e-5, label_smoothing = 0.1, clip = 1.0;
   uint64_t seed = 0;
   int threads = 0;
-  bool eval_only = false, quiet = false;
+  bool eval_only = false, quiet = false, distributed = false;
   // model
   int64_t patch = 7, width = 64, depth = 4, heads = 4, mlp = 128, stem = 0;
   double dropout = 0;
@@ -204,7 +211,7 @@ StateDict take_prefixed(const StateDict& in, const std::string& prefix) {
 }
 
 void save_checkpoint(const std::string& path, const Config& c, const nn::Module& model, const optim::Optimizer& opt,
-                     const optim::LRScheduler& sched, const TrainState& s) {
+                     const optim::LRScheduler& sched, const TrainState& s, int world) {
   StateDict all;
   add_prefixed(all, "model.", model.state_dict());
   add_prefixed(all, "optimizer.", opt.state_dict());
@@ -218,6 +225,7 @@ void save_checkpoint(const std::string& path, const Config& c, const nn::Module&
                       {"eval_seconds", s.eval_seconds},
                       {"generator_seed", default_generator().seed()},
                       {"generator_offset", default_generator().offset()},
+                      {"world_size", world},
                       {"history", history_json(s.history)}};
   save_safetensors(path, all,
                    {{"format", "ember-vit-checkpoint/1"}, {"config", to_json(c).dump()}, {"state", state.dump()}});
@@ -228,15 +236,16 @@ struct Evaluation {
   std::vector<int64_t> confusion;  // true * C + predicted
 };
 
-Evaluation evaluate(nn::VisionTransformer& model, data::DataLoader& loader, int64_t num_classes) {
+// Rank r of N evaluates batches r, r + N, ...; the sums are then added up
+// across the ranks.
+Evaluation evaluate(nn::VisionTransformer& model, const data::DataLoader& loader, int64_t num_classes) {
   NoGradGuard no_grad;
   model.eval();
   Evaluation ev;
   ev.confusion.assign(static_cast<size_t>(num_classes * num_classes), 0);
   int64_t n = 0, correct = 0;
-  loader.start_epoch(0);
-  data::Batch b;
-  while (loader.next(b)) {
+  for (int64_t i = distributed::rank(); i < loader.num_batches(); i += distributed::world_size()) {
+    const data::Batch b = loader.batch(0, i);
     const Tensor logits = model(b.images);
     ev.loss += cross_entropy(logits, b.labels, Reduction::Sum).item();
     const std::vector<int64_t> pred = argmax(logits, 1).to_vector<int64_t>(), y = b.labels.to_vector<int64_t>();
@@ -245,6 +254,15 @@ Evaluation evaluate(nn::VisionTransformer& model, data::DataLoader& loader, int6
       ++ev.confusion[static_cast<size_t>(y[i] * num_classes + pred[i])];
     }
     n += static_cast<int64_t>(y.size());
+  }
+  if (distributed::world_size() > 1) {
+    Tensor sums = tensor({ev.loss, static_cast<double>(correct), static_cast<double>(n)}, kFloat64);
+    Tensor confusion = from_vector(ev.confusion);
+    distributed::all_reduce(sums);
+    distributed::all_reduce(confusion);
+    const std::vector<double> v = sums.to_vector<double>();
+    ev.loss = v[0], correct = std::llround(v[1]), n = std::llround(v[2]);
+    ev.confusion = confusion.to_vector<int64_t>();
   }
   model.train();
   ev.loss /= static_cast<double>(n);
@@ -294,7 +312,12 @@ std::string fmt(const char* f, double v) {
 
 int run(Config c, const CLI::App& app) {
   if (c.threads > 0) set_num_threads(c.threads);
-  fs::create_directories(c.out);
+  if (c.distributed) distributed::init();
+  // Rank 0 prints and writes; the others train silently (world: 1 without --distributed).
+  const int world = distributed::world_size();
+  const bool lead = distributed::rank() == 0;
+  if (!lead) c.quiet = true;
+  if (lead) fs::create_directories(c.out);
   const std::string out = c.out;
 
   // --resume and --eval-only take the run's configuration from the file.
@@ -329,6 +352,8 @@ int run(Config c, const CLI::App& app) {
   lo.seed = c.seed;
   lo.augment = augment_options(c);
   lo.normalize = norm;
+  lo.num_replicas = world;  // each rank's shard of every epoch
+  lo.rank = distributed::rank();
   data::LoaderOptions eo;
   eo.batch_size = c.eval_batch;
   eo.shuffle = false;
@@ -385,6 +410,11 @@ int run(Config c, const CLI::App& app) {
     s.data_wait_seconds = st.at("data_wait_seconds");
     s.eval_seconds = st.at("eval_seconds");
     s.history = history_from(st.at("history"));
+    // The shards, the steps per epoch and so the schedule depend on the number of processes.
+    const int saved_world = st.value("world_size", 1);
+    if (saved_world != world)
+      throw UsageError(from + " was written by a run of " + std::to_string(saved_world) +
+                       " process(es); resume it with as many (this run has " + std::to_string(world) + ")");
     default_generator().manual_seed(st.at("generator_seed"));
     default_generator().set_offset(st.at("generator_offset"));
     if (!c.quiet)
@@ -393,13 +423,22 @@ int run(Config c, const CLI::App& app) {
                   static_cast<long long>(steps_per_epoch));
   }
 
+  // Every rank starts from rank 0's weights; backward averages the gradients.
+  std::unique_ptr<nn::DistributedDataParallel> ddp;
+  if (c.distributed) ddp = std::make_unique<nn::DistributedDataParallel>(model);
+  const int64_t global_batch = c.batch_size * world;
+
   if (!c.quiet)
     std::printf("ViT on %s: %lld training / %lld test images %lldx%lldx%lld, %lld parameters, %d epochs of %lld steps, "
-                "%d threads (data loaded in %.1fs; channel mean %.4f std %.4f)\n",
+                "%d threads%s (data loaded in %.1fs; channel mean %.4f std %.4f)\n",
                 c.data.c_str(), static_cast<long long>(train.n), static_cast<long long>(test.n),
                 static_cast<long long>(train.channels), static_cast<long long>(train.height),
                 static_cast<long long>(train.width), static_cast<long long>(model->num_parameters()), c.epochs,
-                static_cast<long long>(steps_per_epoch), num_threads(), load_seconds, norm.mean[0], norm.std[0]);
+                static_cast<long long>(steps_per_epoch), num_threads(),
+                c.distributed ? (" x " + std::to_string(world) + " processes, " + std::to_string(c.batch_size) +
+                                 " images each per step").c_str()
+                              : "",
+                load_seconds, norm.mean[0], norm.std[0]);
 
   const std::string ckpt_path = (fs::path(out) / "checkpoint.safetensors").string();
   std::signal(SIGINT, on_sigint);
@@ -413,7 +452,7 @@ int run(Config c, const CLI::App& app) {
       train_seconds += s.history[i].train_seconds;
       if (s.history[i].test_accuracy > best) best = s.history[i].test_accuracy, best_epoch = static_cast<int64_t>(i + 1);
     }
-    const double images = static_cast<double>(s.history.size()) * static_cast<double>(steps_per_epoch * c.batch_size);
+    const double images = static_cast<double>(s.history.size()) * static_cast<double>(steps_per_epoch * global_batch);
     json per = json::object();
     for (const char* key : {"train_loss", "test_loss", "test_accuracy", "train_seconds", "wall_seconds", "lr"}) {
       json a = json::array();
@@ -436,6 +475,8 @@ int run(Config c, const CLI::App& app) {
               {"test_images", test.n},
               {"parameters", model->num_parameters()},
               {"threads", num_threads()},
+              {"processes", world},
+              {"global_batch_size", global_batch},
               {"device", c.device},
               {"config", to_json(c)},
               {"per_epoch", per}};
@@ -456,30 +497,39 @@ int run(Config c, const CLI::App& app) {
                    mul(cross_entropy(logits, b.labels_mix, Reduction::Mean, -100, c.label_smoothing), 1.0 - b.lam));
       opt.zero_grad();
       loss.backward();
+      if (ddp) ddp->synchronize();
       if (c.clip > 0) optim::clip_grad_norm_(model->parameters(), c.clip);
       opt.step();
       sched.step();
-      const double l = loss.item();
+      // The step's loss and images over all ranks, and whether any was interrupted.
+      Tensor step = tensor({loss.item() * static_cast<double>(b.images.size(0)), static_cast<double>(b.images.size(0)),
+                            g_interrupted ? 1.0 : 0.0},
+                           kFloat64);
+      if (c.distributed) distributed::all_reduce(step);
+      const std::vector<double> sums = step.to_vector<double>();
+      const bool interrupted = sums[2] > 0;
       s.step_seconds += seconds_since(t0);
-      s.loss_sum += l * static_cast<double>(b.images.size(0));
-      s.seen += b.images.size(0);
+      s.loss_sum += sums[0];
+      s.seen += std::llround(sums[1]);
       s.batch = b.index + 1;
       if (s.batch % 8 == 0 || s.batch == steps_per_epoch) {
         const double ips = static_cast<double>(s.seen) / std::max(1e-9, s.step_seconds);
-        const double eta = static_cast<double>((steps_per_epoch - s.batch) * c.batch_size) / ips;
+        const double eta = static_cast<double>((steps_per_epoch - s.batch) * global_batch) / ips;
         bar.update(fmt("epoch %3.0f", static_cast<double>(epoch + 1)) + "/" + std::to_string(c.epochs), s.batch,
                    steps_per_epoch,
                    fmt("loss %.4f", s.loss_sum / static_cast<double>(s.seen)) + fmt("  lr %.2e", sched.get_last_lr()[0]) +
                        fmt("  %.0f img/s", ips) + fmt("  ETA %.0fs", eta));
       }
-      if (g_interrupted) {
+      if (interrupted) {
         bar.clear();
         s.data_wait_seconds += loader.wait_seconds() - wait_before;
         s.epoch = epoch;
-        save_checkpoint(ckpt_path, c, *model, opt, sched, s);
-        write_metrics(false);
-        std::printf("interrupted: saved %s at epoch %lld, batch %lld; continue with --resume %s\n", ckpt_path.c_str(),
-                    static_cast<long long>(epoch + 1), static_cast<long long>(s.batch), ckpt_path.c_str());
+        if (lead) {
+          save_checkpoint(ckpt_path, c, *model, opt, sched, s, world);
+          write_metrics(false);
+          std::printf("interrupted: saved %s at epoch %lld, batch %lld; continue with --resume %s\n", ckpt_path.c_str(),
+                      static_cast<long long>(epoch + 1), static_cast<long long>(s.batch), ckpt_path.c_str());
+        }
         return 130;
       }
     }
@@ -491,27 +541,31 @@ int run(Config c, const CLI::App& app) {
                          s.step_seconds, seconds_since(t_epoch), sched.get_last_lr()[0]});
     s.epoch = epoch + 1;
     s.batch = 0, s.loss_sum = 0, s.step_seconds = 0, s.seen = 0;
-    save_checkpoint(ckpt_path, c, *model, opt, sched, s);
-    nn::save(*model, (fs::path(out) / "model.safetensors").string(),
-             {{"config", to_json(c).dump()}, {"epoch", std::to_string(s.epoch)},
-              {"test_accuracy", fmt("%.6f", last.accuracy)}});
-    write_metrics(s.epoch == c.epochs);
-    vit::plot_curves(s.history, out, "ViT on " + c.data);
+    if (lead) {
+      save_checkpoint(ckpt_path, c, *model, opt, sched, s, world);
+      nn::save(*model, (fs::path(out) / "model.safetensors").string(),
+               {{"config", to_json(c).dump()}, {"epoch", std::to_string(s.epoch)},
+                {"test_accuracy", fmt("%.6f", last.accuracy)}});
+      write_metrics(s.epoch == c.epochs);
+      vit::plot_curves(s.history, out, "ViT on " + c.data);
+    }
     const vit::EpochRecord& e = s.history.back();
     bar.clear();
     if (!c.quiet)
       std::printf("epoch %2lld/%d  train loss %.4f  test loss %.4f  test acc %.2f%%  %.1fs (%.0f img/s)  lr %.2e\n",
                   static_cast<long long>(s.epoch), c.epochs, e.train_loss, e.test_loss, 100 * e.test_accuracy,
-                  e.train_seconds, static_cast<double>(steps_per_epoch * c.batch_size) / e.train_seconds, e.lr);
+                  e.train_seconds, static_cast<double>(steps_per_epoch * global_batch) / e.train_seconds, e.lr);
     std::fflush(stdout);
     if (c.stop_after > 0 && s.epoch >= c.stop_after && s.epoch < c.epochs) {
-      std::printf("stopped after epoch %lld (--stop-after); continue with --resume %s\n",
-                  static_cast<long long>(s.epoch), ckpt_path.c_str());
+      if (lead)
+        std::printf("stopped after epoch %lld (--stop-after); continue with --resume %s\n",
+                    static_cast<long long>(s.epoch), ckpt_path.c_str());
       return 0;
     }
   }
   if (s.history.empty()) throw UsageError("nothing to train: the checkpoint has finished all " + std::to_string(c.epochs) + " epochs");
   if (last.confusion.empty()) last = evaluate(*model, test_loader, test.num_classes());
+  if (!lead) return 0;
   vit::plot_confusion(last.confusion, test.class_names, (fs::path(out) / "confusion.png").string(),
                       "ViT on " + c.data + ": confusion matrix (test)");
   write_attention(*model, test, norm, c, (fs::path(out) / "attention.png").string());
@@ -519,7 +573,7 @@ int run(Config c, const CLI::App& app) {
   for (const auto& e : s.history) train_seconds += e.train_seconds, best = std::max(best, e.test_accuracy);
   std::printf("vit: %s test accuracy %.2f%% (best %.2f%%) after %zu epochs, %.1fs training (%.0f img/s, %d threads) -> %s\n",
               c.data.c_str(), 100 * s.history.back().test_accuracy, 100 * best, s.history.size(), train_seconds,
-              static_cast<double>(s.history.size() * steps_per_epoch * c.batch_size) / train_seconds, num_threads(),
+              static_cast<double>(s.history.size() * steps_per_epoch * global_batch) / train_seconds, num_threads(),
               out.c_str());
   return 0;
 }
@@ -535,7 +589,10 @@ int main(int argc, char** argv) {
                  "directory of the data files (default: /usr/share/datasets/fashion-mnist for fashion-mnist, "
                  "data/<name> otherwise; IDX files plain or .gz, CIFAR-10 binary batches)");
   app.add_option("--epochs", c.epochs, "training epochs (default 8)")->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", c.batch_size, "images per step (default 128)")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", c.batch_size,
+                 "images per step (default 128); with --distributed, per process: a step of N processes sees N times "
+                 "as many")
+      ->check(CLI::PositiveNumber);
   app.add_option("--lr", c.lr, "peak learning rate of AdamW (default 2e-3)")->check(CLI::PositiveNumber);
   app.add_option("--weight-decay", c.weight_decay,
                  "AdamW weight decay on weight matrices; none on biases, norms, [CLS], positions (default 0.05)")
@@ -558,6 +615,10 @@ int main(int argc, char** argv) {
   app.add_flag("--eval-only", c.eval_only, "evaluate --weights on the test set and exit");
   app.add_option("--weights", c.weights, "checkpoint.safetensors or model.safetensors for --eval-only");
   app.add_flag("--quiet", c.quiet, "print only the summary line");
+  app.add_flag("--distributed", c.distributed,
+               "data-parallel over the processes of mpirun/srun (mpirun -np N build/bin/vit --distributed): each "
+               "trains on its shard of every epoch, gradients are averaged, rank 0 prints and writes the outputs "
+               "(docs/DISTRIBUTED.md)");
   app.add_option("--patch-size", c.patch, "patch side in pixels; must divide the image size (default 7)")
       ->check(CLI::PositiveNumber);
   app.add_option("--width", c.width, "embedding width (default 64)")->check(CLI::PositiveNumber);
@@ -599,6 +660,7 @@ int main(int argc, char** argv) {
   if (c.eval_only && c.weights.empty()) return usage("--eval-only needs --weights CHECKPOINT");
   if (!c.eval_only && !c.weights.empty()) return usage("--weights is for --eval-only (use --resume to continue training)");
   if (c.eval_only && !c.resume.empty()) return usage("--eval-only and --resume do not go together");
+  if (c.eval_only && c.distributed) return usage("--eval-only runs in one process; drop --distributed");
   try {
     return run(c, app);
   } catch (const UsageError& e) {
