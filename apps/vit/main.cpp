@@ -571,10 +571,10 @@ int run(Config c, const CLI::App& app) {
   write_attention(*model, test, norm, c, (fs::path(out) / "attention.png").string());
   double train_seconds = 0, best = 0;
   for (const auto& e : s.history) train_seconds += e.train_seconds, best = std::max(best, e.test_accuracy);
-  std::printf("vit: %s test accuracy %.2f%% (best %.2f%%) after %zu epochs, %.1fs training (%.0f img/s, %d threads) -> %s\n",
+  std::printf("vit: %s test accuracy %.2f%% (best %.2f%%) after %zu epochs, %.1fs training (%.0f img/s, %d threads%s) -> %s\n",
               c.data.c_str(), 100 * s.history.back().test_accuracy, 100 * best, s.history.size(), train_seconds,
               static_cast<double>(s.history.size() * steps_per_epoch * global_batch) / train_seconds, num_threads(),
-              out.c_str());
+              c.distributed ? (" x " + std::to_string(world) + " processes").c_str() : "", out.c_str());
   return 0;
 }
 
