@@ -4,6 +4,7 @@
 # uninterrupted one (metrics and weights, bit for bit); --eval-only on the
 # saved weights reproduces the recorded accuracy; bad flags exit with 2.
 # Variables: APP, MAKE_DATA, OUT (a scratch directory).
+include(${CMAKE_CURRENT_LIST_DIR}/smoke_vit_resume.cmake)
 file(REMOVE_RECURSE "${OUT}")
 execute_process(COMMAND "${MAKE_DATA}" "${OUT}/data" RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -56,19 +57,7 @@ execute_process(COMMAND "${APP}" --resume "${OUT}/part/checkpoint.safetensors" -
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "vit --resume exited with ${rc}")
 endif()
-file(READ "${OUT}/part/metrics.json" part)
-foreach(key train_loss test_loss test_accuracy lr)
-  string(JSON a GET "${full}" per_epoch ${key})
-  string(JSON b GET "${part}" per_epoch ${key})
-  if(NOT a STREQUAL b)
-    message(FATAL_ERROR "resumed run differs in ${key}: ${b} vs uninterrupted ${a}")
-  endif()
-endforeach()
-file(SHA256 "${OUT}/full/model.safetensors" h_full)
-file(SHA256 "${OUT}/part/model.safetensors" h_part)
-if(NOT h_full STREQUAL h_part)
-  message(FATAL_ERROR "resumed run's weights differ from the uninterrupted run's")
-endif()
+check_resumed_equals_uninterrupted("${OUT}/full" "${OUT}/part" "resumed run")
 
 # --eval-only reproduces the recorded accuracy.
 execute_process(COMMAND "${APP}" --eval-only --weights "${OUT}/full/model.safetensors" --data-dir "${OUT}/data"

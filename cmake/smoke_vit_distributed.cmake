@@ -6,6 +6,7 @@
 # --distributed in a process started on its own (a world of one) trains
 # exactly as without it. Variables: APP, MAKE_DATA, OUT (a scratch
 # directory), MPIEXEC (the launcher command for 2 processes, a list).
+include(${CMAKE_CURRENT_LIST_DIR}/smoke_vit_resume.cmake)
 file(REMOVE_RECURSE "${OUT}")
 execute_process(COMMAND "${MAKE_DATA}" "${OUT}/data" RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -45,19 +46,7 @@ execute_process(COMMAND ${MPIEXEC} "${APP}" --distributed --resume "${OUT}/part/
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "vit --distributed --resume exited with ${rc}")
 endif()
-file(READ "${OUT}/part/metrics.json" part)
-foreach(key train_loss test_loss test_accuracy lr)
-  string(JSON a GET "${full}" per_epoch ${key})
-  string(JSON b GET "${part}" per_epoch ${key})
-  if(NOT a STREQUAL b)
-    message(FATAL_ERROR "resumed 2-process run differs in ${key}: ${b} vs uninterrupted ${a}")
-  endif()
-endforeach()
-file(SHA256 "${OUT}/full/model.safetensors" h_full)
-file(SHA256 "${OUT}/part/model.safetensors" h_part)
-if(NOT h_full STREQUAL h_part)
-  message(FATAL_ERROR "the resumed 2-process run's weights differ from the uninterrupted run's")
-endif()
+check_resumed_equals_uninterrupted("${OUT}/full" "${OUT}/part" "the resumed 2-process run")
 
 # One process cannot continue a 2-process run (its shards and schedule differ).
 execute_process(COMMAND "${APP}" --resume "${OUT}/part/checkpoint.safetensors" --data-dir "${OUT}/data" --quiet
