@@ -5,6 +5,7 @@
 // The multi-process suite is tests/distributed/ (mpiexec -n 2).
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,23 @@ struct HalfUsed : nn::Module {
 };
 
 }  // namespace
+
+// First in this file, so that a run of the whole binary reaches it before
+// any test initialises the group (CTest runs each case in its own process).
+TEST_CASE("distributed: a build without MPI refuses to be one of several launched processes") {
+  if (distributed::mpi_available() || distributed::is_initialized()) {
+    MESSAGE("skipped: ", distributed::mpi_available() ? "this build has MPI" : "the group is already initialised");
+    return;
+  }
+  ::setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  const std::string msg = error_of<DeviceError>([] { distributed::init(); });
+  ::unsetenv("OMPI_COMM_WORLD_RANK");
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  CHECK(contains(msg, "started by mpirun (Open MPI) as rank 1 of 2, but Ember was built without MPI"));
+  CHECK(contains(msg, "-DEMBER_MPI=ON"));
+  CHECK_FALSE(distributed::is_initialized());
+}
 
 TEST_CASE("distributed: a process started on its own is a world of one") {
   distributed::init();

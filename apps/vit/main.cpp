@@ -51,8 +51,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-// The first Ctrl-C asks the loop to save and stop after the current step; a
-// second one, with the default handler back, ends the program at once.
+// The first Ctrl-C (or SIGUSR1) asks the loop to save and stop after the
+// current step; a second Ctrl-C, with the default handler back, ends the
+// program at once.
 extern "C" void on_sigint(int) {
   g_interrupted = true;
   std::signal(SIGINT, SIG_DFL);  // async-signal-safe
@@ -442,6 +443,9 @@ int run(Config c, const CLI::App& app) {
 
   const std::string ckpt_path = (fs::path(out) / "checkpoint.safetensors").string();
   std::signal(SIGINT, on_sigint);
+  // mpirun ends the job on Ctrl-C but forwards SIGUSR1 to every rank:
+  // `kill -USR1 <mpirun's pid>` saves and stops a distributed run.
+  std::signal(SIGUSR1, on_sigint);
   app::ProgressBar bar(!c.quiet);
   Evaluation last;
 
