@@ -3,9 +3,11 @@
 # and the CUDA decision exist.
 #  - EMBER_MPI (AUTO, ON, OFF): MPI for CPU tensors and for starting the
 #    process group (Debian: libopenmpi-dev, openmpi-bin). Only MPI's C API is
-#    used (MPI_CXX_SKIP_MPICXX: no C++ bindings library). Linked PUBLIC into
-#    the static `ember`, whose consumers need libmpi too; the installed
-#    EmberConfig.cmake finds MPI again and ember.pc names its libraries.
+#    called, through the CXX component (a consumer's project need not enable
+#    C); MPI_CXX_SKIP_MPICXX keeps the old C++ bindings out of the headers.
+#    Linked PUBLIC into the static `ember`, whose consumers need libmpi too;
+#    the installed EmberConfig.cmake finds MPI again and ember.pc names its
+#    libraries.
 #  - EMBER_NCCL (AUTO, ON, OFF; needs the CUDA backend and MPI): NCCL for CUDA
 #    tensors, cuda/collective_nccl.cu in ember_cuda (cuda/CMakeLists.txt),
 #    with nccl.h and libnccl from the CUDA toolkit or NCCL_HOME.

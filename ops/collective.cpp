@@ -150,6 +150,12 @@ void barrier() {
   if (world_size() > 1) group().transport->barrier();
 }
 
+void abort(int code) {
+  const Group& g = group();
+  if (g.transport && g.initialized && !g.finalized && world_size() > 1) g.transport->abort(code);
+  std::exit(code);
+}
+
 namespace detail {
 void register_device_backend(const char* name, void (*shutdown)()) {
   group().device_backends.push_back({name, shutdown});

@@ -44,8 +44,9 @@ const char* reduce_op_name(ReduceOp op);
 // calling it again does nothing. MPI is finalised at exit (or by finalize()).
 void init();
 bool is_initialized();
-// Waits for the collectives in flight and finalises MPI; later collectives
-// throw. Called at exit when init() initialised MPI.
+// Releases the device backends' communicators (NCCL) and finalises MPI;
+// later collectives throw. Registered to run at exit by init(); with NCCL,
+// call it before main returns, while the CUDA runtime is still up.
 void finalize();
 // This process's rank in [0, world_size()), and the number of processes; 0
 // and 1 before init().
@@ -62,6 +63,12 @@ bool nccl_available();
 
 // Blocks until every rank reached it.
 void barrier();
+
+// Ends every rank's process with exit code `code` (MPI_Abort): for a rank
+// that cannot go on while the others may be waiting for it in a collective,
+// where returning from main would leave them waiting (MPI_Finalize waits
+// for every rank). In a world of one, std::exit(code).
+[[noreturn]] void abort(int code);
 
 // ---- collectives on tensors -------------------------------------------------------
 // Each is in place on t (any strides) or returns a new tensor, is not
@@ -131,6 +138,7 @@ struct HostTransport {
   LaunchInfo (*init)();
   void (*finalize)();
   void (*barrier)();
+  void (*abort)(int code);
   void (*broadcast_bytes)(void* data, size_t n, int root);
   void (*all_gather_bytes)(const void* in, void* out, size_t n);
 };

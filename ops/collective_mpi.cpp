@@ -98,6 +98,8 @@ void mpi_finalize() {
 
 void mpi_barrier() { EMBER_MPI_CHECK(MPI_Barrier(g_comm)); }
 
+void mpi_abort(int code) { MPI_Abort(g_comm, code); }
+
 void mpi_broadcast_bytes(void* data, size_t n, int root) {
   EMBER_MPI_CHECK(MPI_Bcast(data, byte_count(n), MPI_BYTE, root, g_comm));
 }
@@ -106,7 +108,7 @@ void mpi_all_gather_bytes(const void* in, void* out, size_t n) {
   EMBER_MPI_CHECK(MPI_Allgather(in, byte_count(n), MPI_BYTE, out, byte_count(n), MPI_BYTE, g_comm));
 }
 
-constexpr detail::HostTransport kMpi{"mpi", mpi_init, mpi_finalize, mpi_barrier, mpi_broadcast_bytes,
+constexpr detail::HostTransport kMpi{"mpi", mpi_init, mpi_finalize, mpi_barrier, mpi_abort, mpi_broadcast_bytes,
                                      mpi_all_gather_bytes};
 
 // ---- CPU kernels --------------------------------------------------------------

@@ -665,15 +665,23 @@ int main(int argc, char** argv) {
   if (!c.eval_only && !c.weights.empty()) return usage("--weights is for --eval-only (use --resume to continue training)");
   if (c.eval_only && !c.resume.empty()) return usage("--eval-only and --resume do not go together");
   if (c.eval_only && c.distributed) return usage("--eval-only runs in one process; drop --distributed");
+  // In a distributed run a rank that fails ends the job: its peers may be
+  // waiting for it in a collective.
+  auto fail = [](int code) {
+    if (distributed::world_size() > 1) distributed::abort(code);
+    return code;
+  };
   try {
-    return run(c, app);
+    const int rc = run(c, app);
+    distributed::finalize();  // before exit, while the CUDA runtime is still up (NCCL)
+    return rc;
   } catch (const UsageError& e) {
-    return usage(e.what());
+    return fail(usage(e.what()));
   } catch (const Error& e) {
     std::fprintf(stderr, "vit: %s\n", e.what());
-    return 1;
+    return fail(1);
   } catch (const nlohmann::json::exception& e) {
     std::fprintf(stderr, "vit: bad checkpoint metadata: %s\n", e.what());
-    return 1;
+    return fail(1);
   }
 }
