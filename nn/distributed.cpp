@@ -179,7 +179,13 @@ void DistributedDataParallel::launch(size_t bucket) {
       slot.zero_();  // no gradient on this rank (synchronize() after an unused parameter)
     }
   }
-  b.work = distributed::all_reduce_async(b.flat, distributed::ReduceOp::Mean);
+  // The last bucket starts when backward has nothing left to overlap with:
+  // finish() waits for it at once, so it takes the faster blocking form.
+  if (bucket + 1 == buckets_.size()) {
+    distributed::all_reduce(b.flat, distributed::ReduceOp::Mean);
+  } else {
+    b.work = distributed::all_reduce_async(b.flat, distributed::ReduceOp::Mean);
+  }
 }
 
 void DistributedDataParallel::finish() {

@@ -115,9 +115,10 @@ class Work {
 // ---- the transport seam ---------------------------------------------------------
 // Kernels take contiguous tensors, of the same shape and dtype on every rank,
 // and see only Sum, Max and Min (Mean is Sum, then a scale), and only when
-// world_size() > 1.
+// world_size() > 1. all_reduce_kernel may finish before returning when
+// `blocking` (the caller waits at once) and must not when it is false.
 extern KernelTable<void(Tensor& t, int root)> broadcast_kernel;
-extern KernelTable<Work(Tensor& t, ReduceOp op)> all_reduce_kernel;
+extern KernelTable<Work(Tensor& t, ReduceOp op, bool blocking)> all_reduce_kernel;
 extern KernelTable<void(const Tensor& in, Tensor& out)> all_gather_kernel;
 
 namespace detail {

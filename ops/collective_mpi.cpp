@@ -129,7 +129,12 @@ struct MpiWork final : Work::Impl {
   void wait() override { EMBER_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE)); }
 };
 
-Work cpu_all_reduce(Tensor& t, ReduceOp op) {
+Work cpu_all_reduce(Tensor& t, ReduceOp op, bool blocking) {
+  if (blocking) {
+    EMBER_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count(t, "all_reduce"), mpi_type(t.dtype()), mpi_op(op),
+                                  g_comm));
+    return Work();
+  }
   auto w = std::make_shared<MpiWork>();
   w->buffer = t;
   EMBER_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count(t, "all_reduce"), mpi_type(t.dtype()), mpi_op(op),
