@@ -4,12 +4,8 @@
 # uninterrupted one (metrics and weights, bit for bit); --eval-only on the
 # saved weights reproduces the recorded accuracy; bad flags exit with 2.
 # Variables: APP, MAKE_DATA, OUT (a scratch directory).
-include(${CMAKE_CURRENT_LIST_DIR}/smoke_vit_resume.cmake)
-file(REMOVE_RECURSE "${OUT}")
-execute_process(COMMAND "${MAKE_DATA}" "${OUT}/data" RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "make_vit_smoke_data exited with ${rc}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/smoke_vit_common.cmake)
+make_smoke_data()
 set(tiny --data-dir "${OUT}/data" --epochs 2 --batch-size 32 --width 16 --depth 2 --heads 2 --mlp 32 --lr 3e-3
          --warmup-epochs 0.5 --threads 2 --quiet --mixup 0.2 --cutmix 1.0 --erase 0.25)
 

@@ -6,12 +6,8 @@
 # --distributed in a process started on its own (a world of one) trains
 # exactly as without it. Variables: APP, MAKE_DATA, OUT (a scratch
 # directory), MPIEXEC (the launcher command for 2 processes, a list).
-include(${CMAKE_CURRENT_LIST_DIR}/smoke_vit_resume.cmake)
-file(REMOVE_RECURSE "${OUT}")
-execute_process(COMMAND "${MAKE_DATA}" "${OUT}/data" RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "make_vit_smoke_data exited with ${rc}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/smoke_vit_common.cmake)
+make_smoke_data()
 set(tiny --data-dir "${OUT}/data" --epochs 2 --batch-size 16 --width 16 --depth 2 --heads 2 --mlp 32 --lr 3e-3
          --warmup-epochs 0.5 --threads 1 --quiet)
 
