@@ -224,6 +224,15 @@ void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output,
   connect(node, inputs, {output});
 }
 
+// Records an op that has no backward yet. Its outputs are part of the graph
+// as any differentiable op's are (so a forward with inputs that require grad,
+// e.g. evaluation without NoGradGuard, works and costs nothing more), but a
+// backward that sends a gradient into it throws AutogradError naming the op,
+// instead of leaving the inputs' gradients silently missing. Use it for a
+// user op whose derivative is not written yet; an op that records nothing at
+// all cuts the graph like detach() (see docs/CUSTOM_OPS.md).
+void record_no_backward(const char* name, TensorRefs inputs, OutputRefs outputs);
+
 // Runs backward from roots, seeded with grads (undefined grads mean ones for
 // one-element roots). Gradients accumulate into the grad() of leaves.
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,

@@ -44,7 +44,10 @@ class KernelTable<R(Args...)> {
   Fn get(Device device) const {
     Fn fn = fns_[static_cast<int>(device.type)];
     EMBER_CHECK(fn != nullptr, DeviceError, name_, ": no kernel for device ", device.str(),
-                device.is_cuda() ? " (was Ember built with EMBER_CUDA?)" : "");
+                " is registered in this program (EMBER_REGISTER_KERNEL(<table>, ", device.is_cuda() ? "CUDA" : "CPU",
+                ", fn) registers one",
+                device.is_cuda() ? "; Ember's own CUDA kernels come with linking its CUDA backend" : "",
+                "; docs/CUSTOM_OPS.md)");
     return fn;
   }
 
