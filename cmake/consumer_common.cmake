@@ -2,7 +2,7 @@
 # way a user would (check_consumer, check_custom_op, check_fetchcontent):
 # run() runs a command in WORK and fails the test with the command line, and
 # build_project() configures and builds a CMake project with the compiler
-# and generator of Ember's build. Variables: WORK, CXX, GENERATOR.
+# and generator of Ember's build (2 jobs). Variables: WORK, CXX, GENERATOR.
 function(run)
   execute_process(COMMAND ${ARGN} WORKING_DIRECTORY "${WORK}" RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
@@ -14,7 +14,7 @@ endfunction()
 # build_project(<source dir> <build dir> [cmake -D arguments...])
 function(build_project source build)
   run(${CMAKE_COMMAND} -S "${source}" -B "${build}" -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX} ${ARGN})
-  run(${CMAKE_COMMAND} --build "${build}")
+  run(${CMAKE_COMMAND} --build "${build}" --parallel 2)
 endfunction()
 
 file(REMOVE_RECURSE "${WORK}")
