@@ -76,6 +76,12 @@ function(ember_add_cuda_sources target mode)
                           "(enable_language(CUDA), or LANGUAGES CXX CUDA in project())")
     endif()
     target_sources(${target} PRIVATE ${ARGN})
+    # The C++20 flag (above) in the caller's directory too: with a vendored
+    # Ember, this file was included in Ember's directory, not the caller's.
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION -std=c++20 PARENT_SCOPE)
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION -std=c++20 PARENT_SCOPE)
+    endif()
     ember_cuda_compile_settings(${target})
     target_link_libraries(${target} PRIVATE Ember::ember_cuda)
   else()
