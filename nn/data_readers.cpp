@@ -166,12 +166,12 @@ IdxArray read_idx_from_memory(const void* data, size_t size, const std::string& 
     a.dims.push_back(size);
   }
   // Read what is there (at most one byte past the claim, to detect extra
-  // data), growing the buffer chunk by chunk rather than trusting the header.
-  constexpr size_t kChunk = size_t{1} << 22;
+  // data), growing the buffer with the bytes that arrive, from 64 KiB and
+  // doubling, rather than trusting the header.
   size_t have = 0;
   const size_t want = static_cast<size_t>(expected) + 1;
   while (have < want) {
-    const size_t ask = std::min(kChunk, want - have);
+    const size_t ask = std::min(std::max(have, size_t{1} << 16), want - have);
     a.data.resize(have + ask);
     const size_t got = in.read(a.data.data() + have, ask);
     have += got;
