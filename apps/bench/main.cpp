@@ -11,7 +11,12 @@
 //   adamw                 one AdamW step over the ViT's parameters
 //   overhead              framework cost per op on 1-element tensors
 //
-//   build/bin/bench [--workload all|NAME] [--steps N] [--warmup N] [--threads K] [--json FILE]
+//   build/bin/bench [--workload all|NAME] [--steps N] [--warmup N] [--threads K] [--device cpu|cuda] [--json FILE]
+//
+// --device cuda runs every workload on the GPU (models, optimizer state and
+// data there; every timed call synchronised) and measures the references on
+// the device too: SGEMM peak through cuBLAS, bandwidth as a device-to-device
+// copy. The machine line (CPU) is printed either way.
 #include <CLI/CLI.hpp>
 #include <cblas.h>
 #include <sys/resource.h>
@@ -41,7 +46,7 @@ namespace {
 // (a ~10 us copy included in the times).
 Device g_dev = kCPU;
 TensorOptions on_dev(DType dt = kFloat32) { return TensorOptions(dt, g_dev); }
-void sync() {
+void sync_device() {
   if (g_dev.is_cpu()) return;
   static const Tensor probe = zeros({1}, on_dev());
   (void)probe.item();
@@ -54,12 +59,12 @@ struct Timing {
 // warmup untimed calls, then each of steps calls timed on its own.
 Timing time_steps(int warmup, int steps, const std::function<void()>& body) {
   for (int i = 0; i < warmup; ++i) body();
-  sync();
+  sync_device();
   std::vector<double> ms;
   for (int i = 0; i < steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     body();
-    sync();
+    sync_device();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
@@ -98,17 +103,22 @@ struct Bench {
   int steps = 20, warmup = 20;
   double sgemm_peak = 0;  // GFLOP/s, raw OpenBLAS on a large square, this thread count
   double triad_gbs = 0;   // GB/s, a = b + s c over arrays far larger than the caches
+  // The references the fractions are taken against: the CPU's, or on a GPU
+  // measure_device()'s.
+  double peak = 0, bandwidth = 0;
+  const char* bandwidth_name = "triad";
   nlohmann::ordered_json records = nlohmann::ordered_json::array();
 
   void record(const std::string& workload, int64_t batch, const Timing& t, double gflop_per_step, double extra_mb) {
     const double gflops = t.median_ms > 0 ? gflop_per_step / (t.median_ms * 1e-3) : 0;
+    const double fraction = peak > 0 ? gflops / peak : 0;
     nlohmann::ordered_json r = {{"workload", workload},
                                 {"batch", batch},
                                 {"median_ms", t.median_ms},
                                 {"min_ms", t.min_ms},
                                 {"max_ms", t.max_ms},
                                 {"gflops", gflops},
-                                {"fraction_of_sgemm_peak", sgemm_peak > 0 ? gflops / sgemm_peak : 0},
+                                {"fraction_of_sgemm_peak", fraction},
                                 {"peak_tensor_mb", extra_mb},
                                 {"peak_rss_mb", peak_rss_mb()},
                                 {"rss_growth_mb", peak_rss_mb() - rss_at_reset_mb},
@@ -116,7 +126,7 @@ struct Bench {
     records.push_back(r);
     std::printf("%-34s %6lld %9.3f %9.3f %9.3f %9.1f %6.0f%% %9.1f %9.1f\n", workload.c_str(),
                 static_cast<long long>(batch), t.median_ms, t.min_ms, t.max_ms, gflops,
-                100 * (sgemm_peak > 0 ? gflops / sgemm_peak : 0), extra_mb, peak_rss_mb());
+                100 * fraction, extra_mb, peak_rss_mb());
   }
 
   static void table_header(const char* what) {
@@ -145,6 +155,26 @@ struct Bench {
     triad_gbs = 3.0 * 4 * m / (tt.min_ms * 1e-3) * 1e-9;
     std::printf("machine: SGEMM peak %.1f GFLOP/s (OpenBLAS, 2048^3, %d thread(s)); triad %.1f GB/s\n", sgemm_peak,
                 num_threads(), triad_gbs);
+    peak = sgemm_peak;
+    bandwidth = triad_gbs;
+  }
+
+  // On a GPU: float32 GEMM peak through Ember's matmul (cuBLAS, 4096^3) and
+  // memory bandwidth as a 256 MB device-to-device copy (read + write).
+  void measure_device() {
+    const int64_t n = 4096;
+    const Tensor a = randn({n, n}, on_dev()), b = randn({n, n}, on_dev());
+    const Timing t = time_steps(1, 5, [&] { matmul(a, b); });
+    peak = 2.0 * n * n * n / (t.min_ms * 1e-3) * 1e-9;
+    const int64_t m = 1 << 26;
+    const Tensor x = randn({m}, on_dev());
+    Tensor y = empty({m}, on_dev());
+    const Timing tc = time_steps(1, 5, [&] { y.copy_(x); });
+    bandwidth = 2.0 * 4 * m / (tc.min_ms * 1e-3) * 1e-9;
+    bandwidth_name = "device copy";
+    std::printf("device %s: SGEMM peak %.1f GFLOP/s (cuBLAS through matmul, 4096^3); copy %.1f GB/s; the fractions "
+                "below are of these\n",
+                g_dev.str().c_str(), peak, bandwidth);
   }
 
   // A training step; FLOPs from Ember's matmul counter over one step.
@@ -236,15 +266,15 @@ struct Bench {
 
   // GB/s: bytes each kernel must read and write, over its median time.
   void kernels() {
-    std::printf("\nmemory-bound kernels on 64 MB tensors, GB/s against the triad's %.1f GB/s\n", triad_gbs);
-    std::printf("%-34s %9s %9s %9s\n", "kernel", "median ms", "GB/s", "of triad");
+    std::printf("\nmemory-bound kernels on 64 MB tensors, GB/s against the %s's %.1f GB/s\n", bandwidth_name, bandwidth);
+    std::printf("%-34s %9s %9s %9s\n", "kernel", "median ms", "GB/s", g_dev.is_cpu() ? "of triad" : "of copy");
     auto row = [&](const char* name, double bytes, const std::function<void()>& body) {
       const Timing t = time_steps(2, std::max(3, steps / 2), body);
       const double gbs = bytes / (t.median_ms * 1e-3) * 1e-9;
-      std::printf("%-34s %9.3f %9.1f %8.0f%%\n", name, t.median_ms, gbs, 100 * gbs / triad_gbs);
+      std::printf("%-34s %9.3f %9.1f %8.0f%%\n", name, t.median_ms, gbs, 100 * gbs / bandwidth);
       records.push_back({{"workload", std::string("kernel ") + name}, {"batch", 0}, {"median_ms", t.median_ms},
                          {"min_ms", t.min_ms}, {"max_ms", t.max_ms}, {"gflops", 0}, {"gb_per_s", gbs},
-                         {"fraction_of_triad", gbs / triad_gbs}, {"peak_rss_mb", peak_rss_mb()}});
+                         {"fraction_of_triad", gbs / bandwidth}, {"peak_rss_mb", peak_rss_mb()}});
     };
     const double mb64 = 64.0 * 1048576;
     {
@@ -339,9 +369,11 @@ int main(int argc, char** argv) {
   try {
     if (threads > 0) set_num_threads(threads);
     g_dev = Device(device);
+    if (!g_dev.is_cpu()) sync_device();  // no GPU: the clear error now, before the CPU measurements
     manual_seed(0);
     auto want = [&](const char* w) { return workload == "all" || workload == w; };
     if (workload != "overhead") b.measure_machine();
+    if (workload != "overhead" && !g_dev.is_cpu()) b.measure_device();
     if (want("attention_regression") || want("vit")) Bench::table_header("training steps (forward, backward, clipping, optimizer)");
     if (want("attention_regression")) b.attention_regression();
     if (want("vit")) b.vit();
@@ -352,8 +384,11 @@ int main(int argc, char** argv) {
     if (!json.empty()) {
       std::ofstream f(json);
       f << nlohmann::ordered_json{{"threads", num_threads()},
+                                  {"device", g_dev.str()},
                                   {"sgemm_peak_gflops", b.sgemm_peak},
                                   {"triad_gb_per_s", b.triad_gbs},
+                                  {"reference_gflops", b.peak},
+                                  {"reference_gb_per_s", b.bandwidth},
                                   {"records", b.records}}
                .dump(2)
         << "\n";

@@ -1,6 +1,6 @@
 // Ember's flagship demo: a Vision Transformer trained from scratch on a real
 // image data set (Fashion-MNIST by default, MNIST or CIFAR-10 from
-// --data-dir), on the CPU.
+// --data-dir), on the CPU or a CUDA GPU (--device cuda).
 //
 // Recipe (the defaults): patch 7, width 64, depth 4, 4 heads, MLP 128, no
 // dropout; AdamW (weight decay on matrices only, none on biases, norms, [CLS]
@@ -14,7 +14,11 @@
 // accuracy.png, confusion.png and attention.png (the [CLS] token's attention
 // rollout over the patches of test images). --resume continues a run exactly:
 // batches are pure functions of (seed, epoch, index), so the resumed run
-// equals an uninterrupted one bit for bit (same thread count).
+// equals an uninterrupted one bit for bit (same thread count and device).
+// Checkpoints hold CPU tensors whatever the device (a run saved on cuda
+// resumes on cpu and the other way round); with --device cuda the model, the
+// optimizer state and every batch live on the GPU, and only the per-batch
+// loss, evaluation counts and the rollout's weights come back to the host.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -120,7 +124,15 @@ struct Evaluation {
   std::vector<int64_t> confusion;  // true * C + predicted
 };
 
-Evaluation evaluate(nn::VisionTransformer& model, data::DataLoader& loader, int64_t num_classes) {
+// A batch from the loader (built on the CPU by its thread) moved to dev.
+data::Batch& to_device(data::Batch& b, Device dev) {
+  b.images = b.images.to(dev);
+  b.labels = b.labels.to(dev);
+  if (b.labels_mix.defined()) b.labels_mix = b.labels_mix.to(dev);
+  return b;
+}
+
+Evaluation evaluate(nn::VisionTransformer& model, data::DataLoader& loader, int64_t num_classes, Device dev) {
   NoGradGuard no_grad;
   model.eval();
   Evaluation ev;
@@ -129,6 +141,7 @@ Evaluation evaluate(nn::VisionTransformer& model, data::DataLoader& loader, int6
   loader.start_epoch(0);
   data::Batch b;
   while (loader.next(b)) {
+    to_device(b, dev);
     const Tensor logits = model(b.images);
     ev.loss += cross_entropy(logits, b.labels, Reduction::Sum).item();
     const std::vector<int64_t> pred = argmax(logits, 1).to_vector<int64_t>(), y = b.labels.to_vector<int64_t>();
@@ -146,7 +159,7 @@ Evaluation evaluate(nn::VisionTransformer& model, data::DataLoader& loader, int6
 
 // The attention rollout of the first 8 test images.
 void write_attention(nn::VisionTransformer& model, const data::ImageSet& test, const data::ChannelStats& norm,
-                     const Config& c, const std::string& path) {
+                     const Config& c, const std::string& path, Device dev) {
   NoGradGuard no_grad;
   model.eval();
   data::LoaderOptions lo;
@@ -154,7 +167,8 @@ void write_attention(nn::VisionTransformer& model, const data::ImageSet& test, c
   lo.shuffle = false;
   lo.normalize = norm;
   lo.background = false;
-  const data::Batch b = data::DataLoader(test, lo).batch(0, 0);
+  data::Batch b = data::DataLoader(test, lo).batch(0, 0);
+  to_device(b, dev);
   for (size_t i = 0; i < model.blocks->size(); ++i) model.blocks->at<nn::TransformerEncoderLayer>(i).keep_attention_weights = true;
   const std::vector<int64_t> pred = argmax(model(b.images), 1).to_vector<int64_t>();
   std::vector<Tensor> weights;
@@ -218,6 +232,8 @@ int run(Config c, const CLI::App& app) {
 
   manual_seed(c.seed);  // initialisation, then dropout
   auto model = make_model(c, train);
+  const Device dev(c.device);
+  model->to(dev);  // before the optimizer takes its handles; checkpoints load into it across devices
   data::LoaderOptions lo;
   lo.batch_size = c.batch_size;
   lo.shuffle = true;
@@ -234,7 +250,7 @@ int run(Config c, const CLI::App& app) {
   if (c.eval_only) {
     StateDict weights = take_prefixed(ckpt, "model.");
     model->load_state_dict(weights.empty() ? ckpt : weights);
-    const Evaluation ev = evaluate(*model, test_loader, test.num_classes());
+    const Evaluation ev = evaluate(*model, test_loader, test.num_classes(), dev);
     json m = {{"weights", c.weights}, {"test_accuracy", ev.accuracy}, {"test_loss", ev.loss}, {"test_images", test.n},
               {"recorded_test_accuracy", recorded ? json(*recorded) : json()}, {"config", to_json(c)}};
     std::ofstream(fs::path(out) / "eval.json") << m.dump(2) << "\n";
@@ -279,11 +295,11 @@ int run(Config c, const CLI::App& app) {
 
   if (!c.quiet)
     std::printf("ViT on %s: %lld training / %lld test images %lldx%lldx%lld, %lld parameters, %d epochs of %lld steps, "
-                "%d threads (data loaded in %.1fs; channel mean %.4f std %.4f)\n",
+                "%d threads, %s (data loaded in %.1fs; channel mean %.4f std %.4f)\n",
                 c.data.c_str(), static_cast<long long>(train.n), static_cast<long long>(test.n),
                 static_cast<long long>(train.channels), static_cast<long long>(train.height),
                 static_cast<long long>(train.width), static_cast<long long>(model->num_parameters()), c.epochs,
-                static_cast<long long>(steps_per_epoch), num_threads(), load_seconds, norm.mean[0], norm.std[0]);
+                static_cast<long long>(steps_per_epoch), num_threads(), dev.str().c_str(), load_seconds, norm.mean[0], norm.std[0]);
 
   const std::string ckpt_path = (fs::path(out) / "checkpoint.safetensors").string();
   std::signal(SIGINT, on_sigint);
@@ -333,6 +349,7 @@ int run(Config c, const CLI::App& app) {
     data::Batch b;
     while (loader.next(b)) {
       const auto t0 = Clock::now();
+      to_device(b, dev);
       const Tensor logits = (*model)(b.images);
       Tensor loss = cross_entropy(logits, b.labels, Reduction::Mean, -100, c.label_smoothing);
       if (b.labels_mix.defined())  // mixup/cutmix: the same mixture of the two targets' losses
@@ -369,7 +386,7 @@ int run(Config c, const CLI::App& app) {
     }
     s.data_wait_seconds += loader.wait_seconds() - wait_before;
     const auto t_eval = Clock::now();
-    last = evaluate(*model, test_loader, test.num_classes());
+    last = evaluate(*model, test_loader, test.num_classes(), dev);
     s.eval_seconds += seconds_since(t_eval);
     s.history.push_back({s.loss_sum / static_cast<double>(std::max<int64_t>(1, s.seen)), last.loss, last.accuracy,
                          s.step_seconds, seconds_since(t_epoch), sched.get_last_lr()[0]});
@@ -395,10 +412,10 @@ int run(Config c, const CLI::App& app) {
     }
   }
   if (s.history.empty()) throw UsageError("nothing to train: the checkpoint has finished all " + std::to_string(c.epochs) + " epochs");
-  if (last.confusion.empty()) last = evaluate(*model, test_loader, test.num_classes());
+  if (last.confusion.empty()) last = evaluate(*model, test_loader, test.num_classes(), dev);
   vit::plot_confusion(last.confusion, test.class_names, (fs::path(out) / "confusion.png").string(),
                       "ViT on " + c.data + ": confusion matrix (test)");
-  write_attention(*model, test, norm, c, (fs::path(out) / "attention.png").string());
+  write_attention(*model, test, norm, c, (fs::path(out) / "attention.png").string(), dev);
   double train_seconds = 0, best = 0;
   for (const auto& e : s.history) train_seconds += e.train_seconds, best = std::max(best, e.test_accuracy);
   std::printf("vit: %s test accuracy %.2f%% (best %.2f%%) after %zu epochs, %.1fs training (%.0f img/s, %d threads) -> %s\n",
@@ -435,7 +452,10 @@ int main(int argc, char** argv) {
   app.add_option("--seed", c.seed, "random seed (default 0); runs are deterministic for a seed and thread count");
   app.add_option("--threads", c.threads, "threads (default: all cores, or EMBER_NUM_THREADS)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--device", c.device, "cpu (cuda is not wired into this demo yet)");
+  app.add_option("--device", c.device,
+                 "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU); checkpoints move "
+                 "between devices")
+      ->check(CLI::IsMember({"cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3"}));
   app.add_option("--out", c.out, "output directory (default out/vit)");
   app.add_option("--resume", c.resume,
                  "continue the run saved in this checkpoint (its configuration is used; --epochs may extend it)");
@@ -476,10 +496,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "vit: %s\n", msg.c_str());
     return 2;
   };
-  if (c.device == "cuda")
-    return usage("--device cuda: not wired into this demo yet (the CUDA backend exists: attention_regression and bench "
-                 "take --device cuda, and a ViT training step on cuda is tested against the CPU); use --device cpu");
-  if (c.device != "cpu") return usage("--device " + c.device + ": unknown device (cpu)");
   if (c.eval_only && c.weights.empty()) return usage("--eval-only needs --weights CHECKPOINT");
   if (!c.eval_only && !c.weights.empty()) return usage("--weights is for --eval-only (use --resume to continue training)");
   if (c.eval_only && !c.resume.empty()) return usage("--eval-only and --resume do not go together");
