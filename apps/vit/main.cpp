@@ -29,6 +29,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include <ember/ember.h>
@@ -38,12 +39,16 @@
 #include "plot.h"
 #include "progress.h"
 #include "report.h"
+#include "run_config.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
 namespace data = ember::nn::data;
 using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
+using vit::Config;
+using vit::TrainState;
+using vit::to_json;
 
 namespace {
 
@@ -56,85 +61,6 @@ extern "C" void on_sigint(int) {
 }
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// Everything that defines a run; stored in checkpoints so --resume and
-// --eval-only rebuild the same model and recipe.
-struct Config {
-  std::string data = "fashion-mnist", data_dir, out = "out/vit", device = "cpu", resume, weights;
-  int epochs = 8;  // 88.6% on Fashion-MNIST (README); 10 give 89.1% in 25% more time
-  int64_t batch_size = 128;
-  double lr = 2e-3, weight_decay = 0.05, warmup_epochs = 1, min_lr = 1e-5, label_smoothing = 0.1, clip = 1.0;
-  uint64_t seed = 0;
-  int threads = 0;
-  bool eval_only = false, quiet = false;
-  // model
-  int64_t patch = 7, width = 64, depth = 4, heads = 4, mlp = 128, stem = 0;
-  double dropout = 0;
-  // augmentation
-  int64_t crop_padding = 0;
-  std::string hflip = "auto";  // on for fashion-mnist and cifar10, off for mnist (digits are not symmetric)
-  double erase = 0, mixup = 0, cutmix = 0;
-  // smoke runs and tests
-  int64_t limit_train = 0, limit_test = 0;
-  int stop_after = 0;
-  int64_t eval_batch = 1000;
-};
-
-json to_json(const Config& c) {
-  return {{"data", c.data},
-          {"epochs", c.epochs},
-          {"batch_size", c.batch_size},
-          {"lr", c.lr},
-          {"weight_decay", c.weight_decay},
-          {"warmup_epochs", c.warmup_epochs},
-          {"min_lr", c.min_lr},
-          {"label_smoothing", c.label_smoothing},
-          {"clip", c.clip},
-          {"seed", c.seed},
-          {"patch_size", c.patch},
-          {"width", c.width},
-          {"depth", c.depth},
-          {"heads", c.heads},
-          {"mlp", c.mlp},
-          {"stem_channels", c.stem},
-          {"dropout", c.dropout},
-          {"crop_padding", c.crop_padding},
-          {"hflip", c.hflip},
-          {"erase_prob", c.erase},
-          {"mixup_alpha", c.mixup},
-          {"cutmix_alpha", c.cutmix},
-          {"limit_train", c.limit_train},
-          {"limit_test", c.limit_test}};
-}
-
-// The recipe and model fields of a stored configuration (the run's own
-// paths, thread count and verbosity stay as given).
-void from_json(const json& j, Config& c) {
-  c.data = j.at("data");
-  c.epochs = j.at("epochs");
-  c.batch_size = j.at("batch_size");
-  c.lr = j.at("lr");
-  c.weight_decay = j.at("weight_decay");
-  c.warmup_epochs = j.at("warmup_epochs");
-  c.min_lr = j.at("min_lr");
-  c.label_smoothing = j.at("label_smoothing");
-  c.clip = j.at("clip");
-  c.seed = j.at("seed");
-  c.patch = j.at("patch_size");
-  c.width = j.at("width");
-  c.depth = j.at("depth");
-  c.heads = j.at("heads");
-  c.mlp = j.at("mlp");
-  c.stem = j.at("stem_channels");
-  c.dropout = j.at("dropout");
-  c.crop_padding = j.at("crop_padding");
-  c.hflip = j.at("hflip");
-  c.erase = j.at("erase_prob");
-  c.mixup = j.at("mixup_alpha");
-  c.cutmix = j.at("cutmix_alpha");
-  c.limit_train = j.at("limit_train");
-  c.limit_test = j.at("limit_test");
-}
 
 // A user error in the flags: reported with exit code 2.
 struct UsageError : std::runtime_error {
@@ -171,32 +97,6 @@ data::AugmentOptions augment_options(const Config& c) {
   return a;
 }
 
-// Where training stands; stored in the checkpoint next to the tensors.
-struct TrainState {
-  int64_t epoch = 0;  // epochs completed
-  int64_t batch = 0;  // batches of the current epoch completed (non-zero only after Ctrl-C)
-  double loss_sum = 0, step_seconds = 0;  // of the current, partial epoch
-  int64_t seen = 0;
-  std::vector<vit::EpochRecord> history;
-  double data_wait_seconds = 0, eval_seconds = 0;
-};
-
-json history_json(const std::vector<vit::EpochRecord>& h) {
-  json a = json::array();
-  for (const auto& e : h)
-    a.push_back({{"train_loss", e.train_loss}, {"test_loss", e.test_loss}, {"test_accuracy", e.test_accuracy},
-                 {"train_seconds", e.train_seconds}, {"wall_seconds", e.wall_seconds}, {"lr", e.lr}});
-  return a;
-}
-
-std::vector<vit::EpochRecord> history_from(const json& a) {
-  std::vector<vit::EpochRecord> h;
-  for (const auto& e : a)
-    h.push_back({e.at("train_loss"), e.at("test_loss"), e.at("test_accuracy"), e.at("train_seconds"),
-                 e.at("wall_seconds"), e.at("lr")});
-  return h;
-}
-
 void add_prefixed(StateDict& out, const std::string& prefix, const StateDict& in) {
   for (const auto& [n, t] : in) out.emplace_back(prefix + n, t);
 }
@@ -213,18 +113,10 @@ void save_checkpoint(const std::string& path, const Config& c, const nn::Module&
   add_prefixed(all, "model.", model.state_dict());
   add_prefixed(all, "optimizer.", opt.state_dict());
   add_prefixed(all, "scheduler.", sched.state_dict());
-  const json state = {{"epoch", s.epoch},
-                      {"batch", s.batch},
-                      {"loss_sum", s.loss_sum},
-                      {"step_seconds", s.step_seconds},
-                      {"seen", s.seen},
-                      {"data_wait_seconds", s.data_wait_seconds},
-                      {"eval_seconds", s.eval_seconds},
-                      {"generator_seed", default_generator().seed()},
-                      {"generator_offset", default_generator().offset()},
-                      {"history", history_json(s.history)}};
-  save_safetensors(path, all,
-                   {{"format", "ember-vit-checkpoint/1"}, {"config", to_json(c).dump()}, {"state", state.dump()}});
+  TrainState st = s;
+  st.generator_seed = default_generator().seed();
+  st.generator_offset = default_generator().offset();
+  save_safetensors(path, all, vit::checkpoint_metadata(c, st));
 }
 
 struct Evaluation {
@@ -314,16 +206,20 @@ int run(Config c, const CLI::App& app) {
   // --resume and --eval-only take the run's configuration from the file.
   StateDict ckpt;
   std::map<std::string, std::string> meta;
+  std::optional<double> recorded;  // --eval-only: the accuracy the file recorded
   const std::string from = c.eval_only ? c.weights : c.resume;
   if (!from.empty()) {
     ckpt = load_safetensors(from, &meta);
-    if (meta.count("config")) {
+    // Every stored field is checked (run_config.h); a model larger than the
+    // file's tensors is refused before it is built.
+    if (meta.count("config") || !c.eval_only) {
+      int64_t stored_values = 0;
+      for (const auto& [name, t] : ckpt) stored_values += t.numel();
       const int epochs = c.epochs;
-      from_json(json::parse(meta.at("config")), c);
+      c = vit::read_config(meta, from, stored_values, c);
       if (app.count("--epochs") && !c.eval_only) c.epochs = epochs;  // extending a run: the schedule stretches
-    } else if (!c.eval_only) {
-      throw IOError(from + ": not an ember ViT checkpoint (no configuration in its metadata)");
     }
+    if (c.eval_only) recorded = vit::recorded_accuracy(meta, from);
   }
   if (c.data_dir.empty()) c.data_dir = data::default_data_dir(c.data);
 
@@ -355,21 +251,14 @@ int run(Config c, const CLI::App& app) {
     StateDict weights = take_prefixed(ckpt, "model.");
     model->load_state_dict(weights.empty() ? ckpt : weights);
     const Evaluation ev = evaluate(*model, test_loader, test.num_classes(), dev);
-    std::string recorded;
-    if (meta.count("state")) {
-      const auto h = history_from(json::parse(meta.at("state")).at("history"));
-      if (!h.empty()) recorded = fmt("%.4f", h.back().test_accuracy);
-    } else if (meta.count("test_accuracy")) {
-      recorded = meta.at("test_accuracy");
-    }
     json m = {{"weights", c.weights}, {"test_accuracy", ev.accuracy}, {"test_loss", ev.loss}, {"test_images", test.n},
-              {"recorded_test_accuracy", recorded.empty() ? json() : json(std::stod(recorded))}, {"config", to_json(c)}};
+              {"recorded_test_accuracy", recorded ? json(*recorded) : json()}, {"config", to_json(c)}};
     std::ofstream(fs::path(out) / "eval.json") << m.dump(2) << "\n";
     vit::plot_confusion(ev.confusion, test.class_names, (fs::path(out) / "confusion.png").string(),
                         "ViT on " + c.data + ": confusion matrix (test)");
     std::printf("eval %s: test accuracy %.2f%% (%lld images), test loss %.4f%s\n", c.weights.c_str(),
                 100 * ev.accuracy, static_cast<long long>(test.n), ev.loss,
-                recorded.empty() ? "" : ("; recorded at save: " + fmt("%.2f%%", 100 * std::stod(recorded))).c_str());
+                recorded ? ("; recorded at save: " + fmt("%.2f%%", 100 * *recorded)).c_str() : "");
     return 0;
   }
 
@@ -392,17 +281,12 @@ int run(Config c, const CLI::App& app) {
     model->load_state_dict(take_prefixed(ckpt, "model."));
     opt.load_state_dict(take_prefixed(ckpt, "optimizer."));
     sched.load_state_dict(take_prefixed(ckpt, "scheduler."));
-    const json st = json::parse(meta.at("state"));
-    s.epoch = st.at("epoch");
-    s.batch = st.at("batch");
-    s.loss_sum = st.at("loss_sum");
-    s.step_seconds = st.at("step_seconds");
-    s.seen = st.at("seen");
-    s.data_wait_seconds = st.at("data_wait_seconds");
-    s.eval_seconds = st.at("eval_seconds");
-    s.history = history_from(st.at("history"));
-    default_generator().manual_seed(st.at("generator_seed"));
-    default_generator().set_offset(st.at("generator_offset"));
+    s = vit::read_train_state(meta, c.resume);
+    if (s.batch > steps_per_epoch)
+      throw IOError(c.resume + ": stored training state: batch " + std::to_string(s.batch) + " is beyond the " +
+                    std::to_string(steps_per_epoch) + " batches of an epoch");
+    default_generator().manual_seed(s.generator_seed);
+    default_generator().set_offset(s.generator_offset);
     if (!c.quiet)
       std::printf("resuming %s at epoch %lld, batch %lld of %lld\n", c.resume.c_str(),
                   static_cast<long long>(s.epoch + 1), static_cast<long long>(s.batch),
@@ -433,7 +317,7 @@ int run(Config c, const CLI::App& app) {
     json per = json::object();
     for (const char* key : {"train_loss", "test_loss", "test_accuracy", "train_seconds", "wall_seconds", "lr"}) {
       json a = json::array();
-      for (const json& e : history_json(s.history)) a.push_back(e.at(key));
+      for (const json& e : to_json(s.history)) a.push_back(e.at(key));
       per[key] = a;
     }
     json m = {{"data", c.data},
