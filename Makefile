@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 30
 SANITIZER_ENV := ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 \
                  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 EMBER_CACHING_ALLOCATOR=0
 
-.PHONY: all deps build demo test test-sanitize fuzz bench clean
+.PHONY: all deps build demo test test-sanitize fuzz bench docs clean
 
 all: build
 
@@ -57,6 +57,18 @@ fuzz: deps
 # python3-torch is installed (it is never needed to build or test Ember).
 bench: build
 	/usr/bin/python3 tools/bench_compare.py --build $(BUILD_DIR)
+
+# The API reference: HTML from the headers' doc comments and the guides, in
+# $(BUILD_DIR)/docs/html, with Doxygen (Debian package doxygen). Optional:
+# `make deps` does not install it; without it this says how to get it.
+EMBER_VERSION := $(shell sed -n '/^project.Ember VERSION/s/.*VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+docs:
+	@command -v doxygen >/dev/null 2>&1 || { \
+	  echo "make docs: doxygen is not installed. Install it (Debian/Ubuntu: sudo apt-get install doxygen) and run make docs again." >&2; \
+	  exit 1; }
+	@mkdir -p $(BUILD_DIR)/docs
+	EMBER_VERSION=$(EMBER_VERSION) EMBER_DOCS_OUT=$(BUILD_DIR)/docs doxygen docs/Doxyfile
+	@echo "API reference: $(BUILD_DIR)/docs/html/index.html (warnings, if any: $(BUILD_DIR)/docs/warnings.log)"
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)

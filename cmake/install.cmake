@@ -3,7 +3,12 @@
 # gives P/lib/libember.a, the headers under P/include/ember/ (the real files:
 # the build tree only links to the source folders), the CMake package
 # (P/lib/cmake/Ember: find_package(Ember 0.1 CONFIG REQUIRED), target
-# Ember::ember) and P/lib/pkgconfig/ember.pc.
+# Ember::ember) and P/lib/pkgconfig/ember.pc. The CUDA backends come as
+# object files with their own targets, each in its own export file so that
+# a CPU-only consumer needs no CUDA toolkit: Ember::ember_cuda_emu (the
+# emulated backend, component cuda_emu) and, when nvcc built it,
+# Ember::ember_cuda (component cuda), with cmake/EmberCuda.cmake's
+# ember_add_cuda_sources() for kernels of the user's own.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -15,19 +20,29 @@ install(TARGETS ember EXPORT EmberTargets
 foreach(part ${EMBER_HEADER_PARTS})
   if(EXISTS ${PROJECT_SOURCE_DIR}/${part})
     install(DIRECTORY ${PROJECT_SOURCE_DIR}/${part}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember/${part}
-            FILES_MATCHING PATTERN "*.h")
+            FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
   endif()
 endforeach()
 install(FILES ${EMBER_INCLUDE_ROOT}/ember/ember.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember)
 
 install(EXPORT EmberTargets NAMESPACE Ember:: DESTINATION ${EMBER_CMAKE_DIR})
+set(EMBER_HAS_CUDA_EMU OFF)
+if(TARGET ember_cuda_emu)
+  set(EMBER_HAS_CUDA_EMU ON)
+  install(TARGETS ember_cuda_emu EXPORT EmberCudaEmuTargets OBJECTS DESTINATION ${CMAKE_INSTALL_LIBDIR}/ember/cuda_emu)
+  install(EXPORT EmberCudaEmuTargets NAMESPACE Ember:: DESTINATION ${EMBER_CMAKE_DIR})
+endif()
+if(TARGET ember_cuda)
+  install(TARGETS ember_cuda EXPORT EmberCudaTargets OBJECTS DESTINATION ${CMAKE_INSTALL_LIBDIR}/ember/cuda)
+  install(EXPORT EmberCudaTargets NAMESPACE Ember:: DESTINATION ${EMBER_CMAKE_DIR})
+endif()
 configure_package_config_file(cmake/EmberConfig.cmake.in ${PROJECT_BINARY_DIR}/EmberConfig.cmake
                               INSTALL_DESTINATION ${EMBER_CMAKE_DIR})
 # 0.x: a minor version may break the API, so 0.1 accepts 0.1.* only.
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/EmberConfigVersion.cmake
                                  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/EmberConfig.cmake ${PROJECT_BINARY_DIR}/EmberConfigVersion.cmake
-        DESTINATION ${EMBER_CMAKE_DIR})
+              ${PROJECT_SOURCE_DIR}/cmake/EmberCuda.cmake DESTINATION ${EMBER_CMAKE_DIR})
 
 # pkg-config: the flags a consumer needs (C++20; -march=native when the
 # library was built with it, as its inline kernels assume the same target).

@@ -43,6 +43,20 @@ class AccumulateGrad final : public Node {
   std::shared_ptr<TensorImpl> leaf_;
 };
 
+// The node of an op recorded with record_no_backward: in the graph like any
+// other, and an error naming the op once a gradient reaches it.
+class NoBackwardNode final : public Node {
+ public:
+  using Node::Node;
+  void apply(BackwardContext&) override {
+    throw AutogradError(detail::cat_str(
+        "backward of '", name(), "': this op has no backward (it was recorded with autograd::record_no_backward), ",
+        "but the loss depends on its output, so its inputs' gradients cannot be computed. Write its backward ",
+        "with autograd::record (docs/CUSTOM_OPS.md), or keep it out of training: call it under NoGradGuard or on ",
+        "detach()ed inputs"));
+  }
+};
+
 }  // namespace
 
 bool grad_enabled() { return g_grad_enabled; }
@@ -176,6 +190,10 @@ void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, std::vector<T
   connect_outputs_impl(node, outputs);
 }
 
+void record_no_backward(const char* name, TensorRefs inputs, OutputRefs outputs) {
+  connect(std::make_shared<NoBackwardNode>(name), inputs, outputs);
+}
+
 void retain_output_grad(Node& node, uint32_t output_nr, const std::shared_ptr<TensorImpl>& t) {
   if (node.retained_.size() <= output_nr) node.retained_.resize(output_nr + 1);
   node.retained_[output_nr] = t;
@@ -210,7 +228,8 @@ void Engine::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& gr
     const Tensor& r = roots[i];
     EMBER_CHECK(r.requires_grad(), AutogradError,
                 "backward: the tensor does not require grad and has no grad_fn (shape ", r.shape().str(),
-                "); did you forget requires_grad_() on an input, or run the forward under NoGradGuard?");
+                "); did you forget requires_grad_() on an input, run the forward under NoGradGuard, or call an ",
+                "op of your own that records no backward (autograd::record)?");
     Tensor g = grads[i];
     if (!g.defined()) {
       EMBER_CHECK(r.numel() == 1, AutogradError, "backward: grad can be implicitly created only for ",
@@ -304,6 +323,14 @@ void Engine::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& gr
       } catch (const AnomalyError& e) {  // a kernel inside this backward produced it
         throw AnomalyError(std::string("backward of '") + n->name() + "': " + e.what());
       }
+      // A backward that leaves out the gradient of an input that needs one
+      // would make that input's gradient silently missing (a user op's
+      // closure forgetting a set_grad): name the op instead.
+      for (int i = 0; i < n->num_inputs(); ++i)
+        EMBER_CHECK(!n->next_edges_[static_cast<size_t>(i)].node || grad_inputs[static_cast<size_t>(i)].defined(),
+                    AutogradError, "backward of '", n->name(), "' set no gradient for its input ", i, " (shape ",
+                    n->input_meta(i).shape.str(), "), which requires grad: call ctx.set_grad(", i,
+                    ", ...) whenever ctx.needs_grad(", i, ") is true");
       if (__builtin_expect(detect_anomaly(), 0)) check_gradients(*n, grad_outputs, grad_inputs);
     }
     if (!retain_graph) n->release();

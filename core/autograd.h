@@ -1,31 +1,34 @@
-// Reverse-mode, define-by-run autograd: the graph, saved tensors, and the
-// one public way every op (built in or user-defined) records its backward.
-//
-// The picture is micrograd's: each op that ran on a tensor needing a gradient
-// leaves a Node holding a closure that maps the gradient of its outputs to
-// the gradients of its inputs; backward() orders the nodes topologically and
-// walks them once in reverse. An op records itself like this:
-//
-//   Tensor out = ...forward...;
-//   if (autograd::needs_grad({a, b}))
-//     autograd::record("mul", {a, b}, out,
-//         [sa = autograd::SavedTensor(a), sb = autograd::SavedTensor(b)](autograd::BackwardContext& ctx) {
-//           if (ctx.needs_grad(0)) ctx.set_grad(0, mul(ctx.grad_output(), sb.get()));
-//           if (ctx.needs_grad(1)) ctx.set_grad(1, mul(ctx.grad_output(), sa.get()));
-//         });
-//
-// What the engine does once, for all ops, so no backward formula has to:
-//  - sums a gradient over broadcast dims back to its input's shape;
-//  - skips inputs that need no gradient (needs_grad(i) is false for them: a
-//    frozen weight costs no weight-gradient GEMM);
-//  - accumulates gradients that reach a tensor along several paths;
-//  - checks that tensors saved for backward were not modified in place since
-//    (SavedTensor compares its storage's version counter);
-//  - frees each node's saved tensors after it ran unless retain_graph is set,
-//    and names the node if a second backward reaches it.
-// Backward formulas run with grad mode off, so they are not differentiated
-// again (no double backward), and they are written with Ember's own ops, so
-// they run on every device that has the forward kernels.
+/// \file
+/// Reverse-mode, define-by-run autograd: the graph, saved tensors, and the
+/// one public way every op (built in or user-defined) records its backward.
+///
+/// The picture is micrograd's: each op that ran on a tensor needing a gradient
+/// leaves a Node holding a closure that maps the gradient of its outputs to
+/// the gradients of its inputs; backward() orders the nodes topologically and
+/// walks them once in reverse. An op records itself like this:
+///
+/// \code
+///   Tensor out = ...forward...;
+///   if (autograd::needs_grad({a, b}))
+///     autograd::record("mul", {a, b}, out,
+///         [sa = autograd::SavedTensor(a), sb = autograd::SavedTensor(b)](autograd::BackwardContext& ctx) {
+///           if (ctx.needs_grad(0)) ctx.set_grad(0, mul(ctx.grad_output(), sb.get()));
+///           if (ctx.needs_grad(1)) ctx.set_grad(1, mul(ctx.grad_output(), sa.get()));
+///         });
+/// \endcode
+///
+/// What the engine does once, for all ops, so no backward formula has to:
+///  - sums a gradient over broadcast dims back to its input's shape;
+///  - skips inputs that need no gradient (needs_grad(i) is false for them: a
+///    frozen weight costs no weight-gradient GEMM);
+///  - accumulates gradients that reach a tensor along several paths;
+///  - checks that tensors saved for backward were not modified in place since
+///    (SavedTensor compares its storage's version counter);
+///  - frees each node's saved tensors after it ran unless retain_graph is set,
+///    and names the node if a second backward reaches it.
+/// Backward formulas run with grad mode off, so they are not differentiated
+/// again (no double backward), and they are written with Ember's own ops, so
+/// they run on every device that has the forward kernels.
 #pragma once
 
 #include <cstdint>
@@ -41,10 +44,14 @@
 namespace ember::autograd {
 
 // ---- grad mode --------------------------------------------------------------
+/// Whether ops record the graph on this thread (on by default; NoGradGuard
+/// turns it off for a scope, as torch.no_grad()).
+///@{
 bool grad_enabled();
 void set_grad_enabled(bool enabled);
+///@}
 
-// Disables graph recording in its scope (torch.no_grad()).
+/// Disables graph recording in its scope (torch.no_grad()).
 class NoGradGuard {
  public:
   NoGradGuard() : prev_(grad_enabled()) { set_grad_enabled(false); }
@@ -58,64 +65,75 @@ class NoGradGuard {
 
 class Node;
 
-// Where a gradient goes: input slot input_nr of node.
+/// Where a gradient goes: input slot input_nr of node.
 struct Edge {
-  std::shared_ptr<Node> node;
-  uint32_t input_nr = 0;
+  std::shared_ptr<Node> node;  ///< null when the input needs no gradient
+  uint32_t input_nr = 0;  ///< which output of node the gradient is for
 };
 
+/// Autograd's data on a tensor, created only once autograd touches it.
 struct AutogradMeta {
-  Tensor grad;
-  std::shared_ptr<Node> grad_fn;           // null for leaves
-  std::weak_ptr<Node> grad_accumulator;    // leaves: the node that adds into grad
-  uint32_t output_nr = 0;                  // which output of grad_fn this is
-  bool requires_grad = false;              // leaves only; non-leaves have grad_fn
-  bool retains_grad = false;
+  Tensor grad;  ///< the accumulated gradient (leaves, and non-leaves with retain_grad)
+  std::shared_ptr<Node> grad_fn;           ///< null for leaves
+  std::weak_ptr<Node> grad_accumulator;    ///< leaves: the node that adds into grad
+  uint32_t output_nr = 0;                  ///< which output of grad_fn this is
+  bool requires_grad = false;              ///< leaves only; non-leaves have grad_fn
+  bool retains_grad = false;  ///< retain_grad() was called
 };
 
-// A tensor kept for backward: a detached alias (sharing data, no graph edge,
-// so an op saving its own output makes no reference cycle) plus the version
-// of its storage at save time.
+/// A tensor kept for backward: a detached alias (sharing data, no graph edge,
+/// so an op saving its own output makes no reference cycle) plus the version
+/// of its storage at save time.
 class SavedTensor {
  public:
   SavedTensor() = default;
+  /// Saves t (an undefined t gives an undefined SavedTensor).
   explicit SavedTensor(const Tensor& t);
-  // The saved tensor; throws AutogradError if it was modified in place since
-  // it was saved (the engine adds the name of the op to the message).
+  /// The saved tensor; throws AutogradError if it was modified in place since
+  /// it was saved (the engine adds the name of the op to the message).
+  ///@{
   const Tensor& get() const;
   bool defined() const { return data_.defined(); }
+  ///@}
 
  private:
   Tensor data_;
   uint64_t version_ = 0;
 };
 
-// Shape, dtype and device of a forward input or output, kept by the node so
-// the engine can reduce broadcast gradients and make zeros for unused outputs
-// without keeping the tensors alive.
+/// Shape, dtype and device of a forward input or output, kept by the node so
+/// the engine can reduce broadcast gradients and make zeros for unused outputs
+/// without keeping the tensors alive.
 struct TensorMeta {
+  /// The tensor's shape, dtype and device.
+  ///@{
   Shape shape;
   DType dtype = DType::Float32;
   Device device;
+  ///@}
   TensorMeta() = default;
+  /// The metadata of t.
   explicit TensorMeta(const Tensor& t) : shape(t.shape()), dtype(t.dtype()), device(t.device()) {}
 };
 
-// What a backward closure sees: the gradients of the op's outputs, and slots
-// for the gradients of its inputs.
+/// What a backward closure sees: the gradients of the op's outputs, and slots
+/// for the gradients of its inputs.
 class BackwardContext {
  public:
+  /// The engine creates one per node it runs.
   BackwardContext(Node& node, std::vector<Tensor>& grad_outputs, std::vector<Tensor>& grad_inputs)
       : node_(node), grad_outputs_(grad_outputs), grad_inputs_(grad_inputs) {}
-  // Gradient w.r.t. output i (zeros when that output received none).
+  /// Gradient w.r.t. output i (zeros when that output received none).
   const Tensor& grad_output(int i = 0);
-  // Whether input i needs a gradient; do not compute it otherwise.
+  /// Whether input i needs a gradient; do not compute it otherwise.
   bool needs_grad(int i) const;
-  // Sets the gradient of input i. It may have the input's shape or any shape
-  // that broadcasts to it from the forward (the engine sums it back).
+  /// Sets the gradient of input i. It may have the input's shape or any shape
+  /// that broadcasts to it from the forward (the engine sums it back).
+  ///@{
   void set_grad(int i, Tensor grad);
   int num_inputs() const;
   const TensorMeta& input_meta(int i) const;
+  ///@}
 
  private:
   Node& node_;
@@ -123,26 +141,40 @@ class BackwardContext {
   std::vector<Tensor>& grad_inputs_;
 };
 
+/// A node of the graph: one recorded op, with an edge per input and the metadata of its outputs.
+/// Subclass it (apply) or, usually, use record().
 class Node {
  public:
+  /// A node named for errors (the op's name).
   Node(const char* name) : name_(name) {}  // NOLINT
   virtual ~Node() = default;
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
+  /// The op's name.
   const char* name() const { return name_; }
-  // Computes input gradients from output gradients.
+  /// Computes input gradients from output gradients.
   virtual void apply(BackwardContext& ctx) = 0;
-  // Frees what backward needed (saved tensors); called after backward unless
-  // the graph is retained.
+  /// Frees what backward needed (saved tensors); called after backward unless
+  /// the graph is retained.
+  ///@{
   virtual void release() { released_ = true; }
   bool released() const { return released_; }
+  ///@}
 
+  /// Inputs (edges) and outputs of the op.
+  ///@{
   int num_inputs() const { return static_cast<int>(next_edges_.size()); }
   int num_outputs() const { return static_cast<int>(output_meta_.size()); }
+  ///@}
+  /// Where each input's gradient goes.
   const std::vector<Edge>& next_edges() const { return next_edges_; }
+  /// Shape, dtype and device of input i / output i.
+  ///@{
   const TensorMeta& input_meta(int i) const { return input_meta_[i]; }
   const TensorMeta& output_meta(int i) const { return output_meta_[i]; }
+  ///@}
+  /// Adds an output (connect() calls it).
   void add_output_meta(const TensorMeta& m) { output_meta_.push_back(m); }
 
  private:
@@ -151,22 +183,27 @@ class Node {
   friend void retain_output_grad(Node&, uint32_t, const std::shared_ptr<TensorImpl>&);
 
   const char* name_;
-  std::vector<Edge> next_edges_;       // per forward input; null node: no grad needed
+  std::vector<Edge> next_edges_;       ///< per forward input; null node: no grad needed
   std::vector<TensorMeta> input_meta_;
   std::vector<TensorMeta> output_meta_;
-  // Non-leaf outputs whose grad() the user asked to keep (retain_grad).
+  /// Non-leaf outputs whose grad() the user asked to keep (retain_grad).
+  ///@{
   std::vector<std::weak_ptr<TensorImpl>> retained_;
   bool released_ = false;
-  // Engine scratch, valid during one backward pass.
+  ///@}
+  /// Engine scratch, valid during one backward pass.
+  ///@{
   int dependencies_ = 0;
   bool seen_ = false;
   std::vector<Tensor> buffer_;
+  ///@}
 };
 
-// A node whose backward is a closure (all built-in ops use this).
+/// A node whose backward is a closure (all built-in ops use this).
 template <class F>
 class FunctionNode final : public Node {
  public:
+  /// A node named name whose backward is fn.
   FunctionNode(const char* name, F fn) : Node(name), fn_(std::move(fn)) {}
   void apply(BackwardContext& ctx) override { (*fn_)(ctx); }
   void release() override {
@@ -178,29 +215,35 @@ class FunctionNode final : public Node {
   std::optional<F> fn_;
 };
 
+/// The inputs and outputs record() and connect() take: {a, b} without copies.
+///@{
 using TensorRefs = std::initializer_list<std::reference_wrapper<const Tensor>>;
 using OutputRefs = std::initializer_list<std::reference_wrapper<Tensor>>;
+///@}
 
-// True when grad mode is on and any input requires a gradient: the op must
-// record itself. Check this before building the closure, so ops on plain
-// tensors pay nothing for autograd.
+/// True when grad mode is on and any input requires a gradient: the op must
+/// record itself. Check this before building the closure, so ops on plain
+/// tensors pay nothing for autograd.
+///@{
 bool needs_grad(TensorRefs inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);
+///@}
 
-// Wires node into the graph: one edge per input (to its grad_fn, or to its
-// gradient accumulator for a leaf that requires grad), and makes node the
-// grad_fn of each output.
+/// Wires node into the graph: one edge per input (to its grad_fn, or to its
+/// gradient accumulator for a leaf that requires grad), and makes node the
+/// grad_fn of each output.
 void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, OutputRefs outputs);
-// The same for a variable number of inputs (cat, user ops taking a list).
+/// The same for a variable number of inputs (cat, user ops taking a list).
 void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, OutputRefs outputs);
 
-// The same for a variable number of outputs (split, chunk).
+/// The same for a variable number of outputs (split, chunk).
 void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, std::vector<Tensor>& outputs);
 
-// Makes backward store the gradient of output output_nr of node in t's grad().
+/// Makes backward store the gradient of output output_nr of node in t's grad().
 void retain_output_grad(Node& node, uint32_t output_nr, const std::shared_ptr<TensorImpl>& t);
 
-// Records an op with inputs and one or more outputs whose backward is fn.
+/// Records an op with inputs and one or more outputs whose backward is fn.
+///@{
 template <class F>
 void record(const char* name, TensorRefs inputs, Tensor& output, F&& fn) {
   auto node = std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn));
@@ -211,7 +254,10 @@ void record(const char* name, TensorRefs inputs, OutputRefs outputs, F&& fn) {
   auto node = std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn));
   connect(node, inputs, outputs);
 }
+///@}
 
+/// The same for a variable number of outputs (split, chunk), and for a list of inputs (cat).
+///@{
 template <class F>
 void record(const char* name, TensorRefs inputs, std::vector<Tensor>& outputs, F&& fn) {
   auto node = std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn));
@@ -223,19 +269,31 @@ void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output,
   auto node = std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn));
   connect(node, inputs, {output});
 }
+///@}
 
-// Runs backward from roots, seeded with grads (undefined grads mean ones for
-// one-element roots). Gradients accumulate into the grad() of leaves.
+/// Records an op that has no backward yet. Its outputs are part of the graph
+/// as any differentiable op's are (so a forward with inputs that require grad,
+/// e.g. evaluation without NoGradGuard, works and costs nothing more), but a
+/// backward that sends a gradient into it throws AutogradError naming the op,
+/// instead of leaving the inputs' gradients silently missing. Use it for a
+/// user op whose derivative is not written yet; an op that records nothing at
+/// all cuts the graph like detach() (see docs/CUSTOM_OPS.md).
+void record_no_backward(const char* name, TensorRefs inputs, OutputRefs outputs);
+
+/// Runs backward from roots, seeded with grads (undefined grads mean ones for
+/// one-element roots). Gradients accumulate into the grad() of leaves.
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph = false);
 
-// Gradient accumulation: a + b out of place, and acc += g in place (same
-// shape). Implemented with the elementwise ops (ops/elementwise.cpp).
+/// Gradient accumulation: a + b out of place, and acc += g in place (same
+/// shape). Implemented with the elementwise ops (ops/elementwise.cpp).
+///@{
 Tensor accumulate(const Tensor& a, const Tensor& b);
 void accumulate_(Tensor& acc, const Tensor& g);
+///@}
 
-// Sums grad over the dims that broadcasting expanded so it has shape `shape`.
-// Implemented with the reduction ops (ops/reduce.cpp).
+/// Sums grad over the dims that broadcasting expanded so it has shape `shape`.
+/// Implemented with the reduction ops (ops/reduce.cpp).
 Tensor sum_to(const Tensor& grad, const Shape& shape);
 
 }  // namespace ember::autograd

@@ -1,18 +1,23 @@
-// Kernel tables: how an op finds the kernel for its inputs' device.
-//
-// Each op family declares one KernelTable per kernel signature, e.g.
-//
-//   KernelTable<void(const Tensor& x, Tensor& y)> relu_kernel("relu");
-//
-// and each backend registers its function for its DeviceType:
-//
-//   EMBER_REGISTER_KERNEL(relu_kernel, CPU, relu_cpu);    // ops/activation.cpp
-//   EMBER_REGISTER_KERNEL(relu_kernel, CUDA, relu_cuda);  // cuda/activation.cu
-//
-// Calling the table with a device is one array load and an indirect call: no
-// string lookup, no virtual dispatch chain. A missing kernel is a DeviceError
-// naming the op and the device at the call, never a silent fallback. User ops
-// defined outside the library use exactly the same two lines.
+/// \file
+/// Kernel tables: how an op finds the kernel for its inputs' device.
+///
+/// Each op family declares one KernelTable per kernel signature, e.g.
+///
+/// \code
+///   KernelTable<void(const Tensor& x, Tensor& y)> relu_kernel("relu");
+/// \endcode
+///
+/// and each backend registers its function for its DeviceType:
+///
+/// \code
+///   EMBER_REGISTER_KERNEL(relu_kernel, CPU, relu_cpu);    // ops/activation.cpp
+///   EMBER_REGISTER_KERNEL(relu_kernel, CUDA, relu_cuda);  // cuda/activation.cu
+/// \endcode
+///
+/// Calling the table with a device is one array load and an indirect call: no
+/// string lookup, no virtual dispatch chain. A missing kernel is a DeviceError
+/// naming the op and the device at the call, never a silent fallback. User ops
+/// defined outside the library use exactly the same two lines.
 #pragma once
 
 #include <chrono>
@@ -29,25 +34,35 @@ namespace ember {
 template <class Fn>
 class KernelTable;
 
+/// A table of kernels with signature R(Args...), one per device type, named for errors and the profiler.
 template <class R, class... Args>
 class KernelTable<R(Args...)> {
  public:
+  /// The kernel's function type.
   using Fn = R (*)(Args...);
-  // constexpr so tables are constant-initialised: registrations in other
-  // translation units may run before or after this one's dynamic init.
+  /// constexpr so tables are constant-initialised: registrations in other
+  /// translation units may run before or after this one's dynamic init.
   explicit constexpr KernelTable(const char* op_name) : name_(op_name) {}
 
+  /// Registers fn for a device type (EMBER_REGISTER_KERNEL calls it).
   void set(DeviceType type, Fn fn) { fns_[static_cast<int>(type)] = fn; }
+  /// Whether a kernel is registered for a device type.
   bool has(DeviceType type) const { return fns_[static_cast<int>(type)] != nullptr; }
+  /// The op name given at construction.
   const char* name() const { return name_; }
 
+  /// The kernel of device's type; throws DeviceError naming the op and the device when none is registered.
   Fn get(Device device) const {
     Fn fn = fns_[static_cast<int>(device.type)];
     EMBER_CHECK(fn != nullptr, DeviceError, name_, ": no kernel for device ", device.str(),
-                device.is_cuda() ? " (was Ember built with EMBER_CUDA?)" : "");
+                " is registered in this program (EMBER_REGISTER_KERNEL(<table>, ", device.is_cuda() ? "CUDA" : "CPU",
+                ", fn) registers one",
+                device.is_cuda() ? "; Ember's own CUDA kernels come with linking its CUDA backend" : "",
+                "; docs/CUSTOM_OPS.md)");
     return fn;
   }
 
+  /// Calls the kernel of device with args (through the profiler and anomaly checks when they are on).
   template <class... A>
   R operator()(Device device, A&&... args) const {
     // One load and one branch for every hook (profiler, anomaly mode).
@@ -93,16 +108,21 @@ class KernelTable<R(Args...)> {
   Fn fns_[kNumDeviceTypes] = {};
 };
 
+/// Registers a kernel from a static initialiser (what EMBER_REGISTER_KERNEL expands to).
 struct KernelRegistrar {
+  /// table.set(type, fn).
   template <class Table, class Fn>
   KernelRegistrar(Table& table, DeviceType type, Fn fn) {
     table.set(type, fn);
   }
 };
 
+/// Token pasting after expansion (unique registrar names).
+///@{
 #define EMBER_CONCAT_IMPL(a, b) a##b
 #define EMBER_CONCAT(a, b) EMBER_CONCAT_IMPL(a, b)
-// Registers fn as table's kernel for DeviceType::device at static-init time.
+///@}
+/// Registers fn as table's kernel for DeviceType::device at static-init time.
 #define EMBER_REGISTER_KERNEL(table, device, fn)                                      \
   static ::ember::KernelRegistrar EMBER_CONCAT(ember_kernel_registrar_, __COUNTER__)( \
       table, ::ember::DeviceType::device, fn)

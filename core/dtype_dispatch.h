@@ -1,6 +1,9 @@
-// Runs a generic lambda with the C++ type of a runtime dtype:
-//   dispatch_floating(t.dtype(), "exp", [&](auto tag) { using T = decltype(tag); ... });
-// An unsupported dtype throws DTypeError naming the op.
+/// \file
+/// Runs a generic lambda with the C++ type of a runtime dtype:
+/// \code
+///   dispatch_floating(t.dtype(), "exp", [&](auto tag) { using T = decltype(tag); ... });
+/// \endcode
+/// An unsupported dtype throws DTypeError naming the op.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +13,7 @@
 
 namespace ember {
 
+/// Calls f(T{}) with T = float or double for a floating dtype; throws DTypeError naming op otherwise.
 template <class F>
 decltype(auto) dispatch_floating(DType dt, const char* op, F&& f) {
   switch (dt) {
@@ -21,7 +25,7 @@ decltype(auto) dispatch_floating(DType dt, const char* op, F&& f) {
   }
 }
 
-// float32, float64 and int64.
+/// float32, float64 and int64.
 template <class F>
 decltype(auto) dispatch_numeric(DType dt, const char* op, F&& f) {
   switch (dt) {
@@ -33,6 +37,7 @@ decltype(auto) dispatch_numeric(DType dt, const char* op, F&& f) {
   }
 }
 
+/// Calls f(T{}) with T = float, double, int64_t or bool.
 template <class F>
 decltype(auto) dispatch_all(DType dt, F&& f) {
   switch (dt) {

@@ -1,11 +1,12 @@
-// The geometry of an elementwise op, worked out once for every backend.
-//
-// Operand 0 is the output; inputs have already been broadcast to its shape
-// (expand gives broadcast dims stride 0). The plan drops size-1 dims and
-// merges adjacent dims that are contiguous for every operand, so a
-// contiguous op becomes one flat run and a transposed or broadcast one the
-// fewest nested loops. CPU loops (ops/cpu_loops.h) and CUDA kernels
-// (cuda/) both walk a plan; neither re-derives broadcasting.
+/// \file
+/// The geometry of an elementwise op, worked out once for every backend.
+///
+/// Operand 0 is the output; inputs have already been broadcast to its shape
+/// (expand gives broadcast dims stride 0). The plan drops size-1 dims and
+/// merges adjacent dims that are contiguous for every operand, so a
+/// contiguous op becomes one flat run and a transposed or broadcast one the
+/// fewest nested loops. CPU loops (ops/cpu_loops.h) and CUDA kernels
+/// (cuda/) both walk a plan; neither re-derives broadcasting.
 #pragma once
 
 #include <array>
@@ -15,14 +16,16 @@
 
 namespace ember {
 
+/// How N operands of one shape are walked: size-1 dims dropped, dims contiguous for every operand
+/// merged (make_plan).
 template <int N>
 struct ElementwisePlan {
-  int ndim = 0;                                     // >= 1 after planning
-  std::array<int64_t, kMaxDims> sizes{};            // outermost first
-  std::array<std::array<int64_t, kMaxDims>, N> strides{};  // per operand, in elements
-  int64_t numel = 0;
+  int ndim = 0;                                     ///< >= 1 after planning
+  std::array<int64_t, kMaxDims> sizes{};            ///< outermost first
+  std::array<std::array<int64_t, kMaxDims>, N> strides{};  ///< per operand, in elements
+  int64_t numel = 0;  ///< elements in all
 
-  // True when every operand is one dense run: the fast path.
+  /// True when every operand is one dense run: the fast path.
   bool contiguous() const {
     if (ndim != 1) return false;
     for (int k = 0; k < N; ++k)
@@ -31,7 +34,7 @@ struct ElementwisePlan {
   }
 };
 
-// ops[0] is the output; every operand must have its shape.
+/// ops[0] is the output; every operand must have its shape.
 template <int N>
 ElementwisePlan<N> make_plan(const std::array<const Tensor*, N>& ops) {
   ElementwisePlan<N> p;

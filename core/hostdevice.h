@@ -1,4 +1,5 @@
-// EMBER_HD marks functions compiled for both host and CUDA device code.
+/// \file
+/// EMBER_HD marks functions compiled for both host and CUDA device code.
 #pragma once
 
 #if defined(__CUDACC__)

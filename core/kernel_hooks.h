@@ -1,6 +1,7 @@
-// The switches every kernel-table call tests: the profiler and the anomaly
-// mode share one atomic word, so a call with both off costs one relaxed load
-// and one predictable branch (core/dispatch.h), however many hooks exist.
+/// \file
+/// The switches every kernel-table call tests: the profiler and the anomaly
+/// mode share one atomic word, so a call with both off costs one relaxed load
+/// and one predictable branch (core/dispatch.h), however many hooks exist.
 #pragma once
 
 #include <atomic>
@@ -8,7 +9,7 @@
 namespace ember::detail {
 
 enum : unsigned { kHookProfiler = 1u, kHookAnomaly = 2u };
-extern std::atomic<unsigned> g_kernel_hooks;  // defined in core/anomaly.cpp
+extern std::atomic<unsigned> g_kernel_hooks;  ///< defined in core/anomaly.cpp
 
 inline unsigned kernel_hooks() { return g_kernel_hooks.load(std::memory_order_relaxed); }
 inline void set_kernel_hook(unsigned bit, bool on) {

@@ -1,14 +1,17 @@
-// An op-level profiler: time and call count per kernel (forward and backward
-// kernels are separate tables, e.g. "softmax" and "softmax_backward"), plus
-// the matmul FLOPs, printed as a table like torch.profiler's key_averages.
-//
-//   { ember::profiler::Guard g;  train_step(); }   // or EMBER_PROFILE=1
-//   std::puts(ember::profiler::report().c_str());
-//
-// Kernel tables check one relaxed atomic word per call (core/kernel_hooks.h), so a disabled
-// profiler costs a predictable branch. Times are host wall times around the
-// kernel call; a CUDA backend's kernels are asynchronous and would need a
-// synchronisation to be timed (not done here).
+/// \file
+/// An op-level profiler: time and call count per kernel (forward and backward
+/// kernels are separate tables, e.g. "softmax" and "softmax_backward"), plus
+/// the matmul FLOPs, printed as a table like torch.profiler's key_averages.
+///
+/// \code
+///   { ember::profiler::Guard g;  train_step(); }   // or EMBER_PROFILE=1
+///   std::puts(ember::profiler::report().c_str());
+/// \endcode
+///
+/// Kernel tables check one relaxed atomic word per call (core/kernel_hooks.h), so a disabled
+/// profiler costs a predictable branch. Times are host wall times around the
+/// kernel call; a CUDA backend's kernels are asynchronous and would need a
+/// synchronisation to be timed (not done here).
 #pragma once
 
 #include <atomic>
@@ -24,10 +27,13 @@ namespace detail {
 extern std::atomic<uint64_t> g_matmul_flops;
 }  // namespace detail
 
+/// Whether the profiler records kernel times, and turning it on or off.
+///@{
 inline bool enabled() { return (ember::detail::kernel_hooks() & ember::detail::kHookProfiler) != 0; }
 void enable(bool on);
+///@}
 
-// Enables the profiler for a scope (restoring the previous state after).
+/// Enables the profiler for a scope (restoring the previous state after).
 class Guard {
  public:
   Guard() : was_(enabled()) { enable(true); }
@@ -39,23 +45,28 @@ class Guard {
   bool was_;
 };
 
-// Called by KernelTable when enabled.
+/// Called by KernelTable when enabled.
 void record_kernel(const char* name, double seconds);
 
-// Matmul FLOPs (2 m n k per product) counted always, profiler on or off:
-// the benchmarks divide them by step time.
+/// Matmul FLOPs (2 m n k per product) counted always, profiler on or off:
+/// the benchmarks divide them by step time.
+///@{
 inline void add_matmul_flops(uint64_t flops) { detail::g_matmul_flops.fetch_add(flops, std::memory_order_relaxed); }
 inline uint64_t matmul_flops() { return detail::g_matmul_flops.load(std::memory_order_relaxed); }
+///@}
 
+/// One kernel's totals: its table's name, how many calls, and the seconds they took.
 struct Row {
-  std::string name;
-  int64_t calls = 0;
-  double seconds = 0;
+  std::string name;    ///< the kernel table's name
+  int64_t calls = 0;   ///< calls recorded
+  double seconds = 0;  ///< their total time
 };
-// Kernels seen since the last reset, slowest first.
+/// Kernels seen since the last reset, slowest first.
+///@{
 std::vector<Row> rows();
 void reset();
-// The table: kernel, calls, total ms, % of the total, mean us per call.
+///@}
+/// The table: kernel, calls, total ms, % of the total, mean us per call.
 std::string report();
 
 }  // namespace ember::profiler

@@ -1,11 +1,12 @@
-// Seeded, reproducible random numbers from a counter-based generator.
-//
-// Philox4x32-10 (Salmon et al., 2011; what cuRAND and PyTorch's CUDA kernels
-// use) maps (key = seed, counter) to four random 32-bit words with no state
-// between calls. A Generator only hands out fresh counter ranges, so a kernel
-// can compute element i's random numbers independently on any thread or
-// device: the same seed gives the same values on CPU and CUDA, whatever the
-// thread count.
+/// \file
+/// Seeded, reproducible random numbers from a counter-based generator.
+///
+/// Philox4x32-10 (Salmon et al., 2011; what cuRAND and PyTorch's CUDA kernels
+/// use) maps (key = seed, counter) to four random 32-bit words with no state
+/// between calls. A Generator only hands out fresh counter ranges, so a kernel
+/// can compute element i's random numbers independently on any thread or
+/// device: the same seed gives the same values on CPU and CUDA, whatever the
+/// thread count.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +19,11 @@
 
 namespace ember {
 
+/// Four 32-bit random words: one Philox4x32-10 block.
 struct Philox4x32 {
-  uint32_t v[4];
+  uint32_t v[4];  ///< the random words
 
-  // Philox4x32-10 of counter (lo, hi, 0, 0) under key seed.
+  /// Philox4x32-10 of counter (lo, hi, 0, 0) under key seed.
   EMBER_HD static Philox4x32 generate(uint64_t seed, uint64_t counter) {
     uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32), c2 = 0, c3 = 0;
     uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
@@ -41,10 +43,10 @@ struct Philox4x32 {
   }
 };
 
-// Philox4x32-10 of counters c0 .. c0+N-1 at once, word w of counter c0+i in
-// out[w][i]: the same values as generate(), laid out so the compiler turns
-// the rounds into vector multiplies (CPU kernels; CUDA runs generate() per
-// thread).
+/// Philox4x32-10 of counters c0 .. c0+N-1 at once, word w of counter c0+i in
+/// out[w][i]: the same values as generate(), laid out so the compiler turns
+/// the rounds into vector multiplies (CPU kernels; CUDA runs generate() per
+/// thread).
 template <int N>
 inline void philox_lanes(uint64_t seed, uint64_t c0, uint32_t (&out)[4][N]) {
   uint32_t a[N], b[N], c[N], d[N];
@@ -80,9 +82,9 @@ inline void philox_lanes(uint64_t seed, uint64_t c0, uint32_t (&out)[4][N]) {
   }
 }
 
-// The 64 words of counters c0 .. c0+15 in element order: word j of counter
-// c0+i at out[4i + j], as rand() assigns them to elements. Kernels that draw
-// one word per element read this block front to back.
+/// The 64 words of counters c0 .. c0+15 in element order: word j of counter
+/// c0+i at out[4i + j], as rand() assigns them to elements. Kernels that draw
+/// one word per element read this block front to back.
 template <int N = 16>
 inline void philox_block(uint64_t seed, uint64_t c0, uint32_t (&out)[4 * N]) {
   uint32_t r[4][N];
@@ -146,8 +148,8 @@ inline void philox_lanes<16>(uint64_t seed, uint64_t c0, uint32_t (&out)[4][16])
   _mm512_storeu_si512(out[3], d);
 }
 
-// Element order by a 4x16 transpose in registers: interleave words within
-// each 128-bit lane (unpack), then move the 128-bit lanes into place.
+/// Element order by a 4x16 transpose in registers: interleave words within
+/// each 128-bit lane (unpack), then move the 128-bit lanes into place.
 template <>
 inline void philox_block<16>(uint64_t seed, uint64_t c0, uint32_t (&out)[64]) {
   __m512i a, b, c, d;
@@ -167,25 +169,33 @@ inline void philox_block<16>(uint64_t seed, uint64_t c0, uint32_t (&out)[64]) {
 #pragma GCC diagnostic pop
 #endif
 
-// Uniform float in [0, 1) from 24 random bits; double from 53.
+/// Uniform float in [0, 1) from 24 random bits; double from 53.
+///@{
 EMBER_HD inline float uniform_float(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
 EMBER_HD inline double uniform_double(uint32_t hi, uint32_t lo) {
   const uint64_t bits = (static_cast<uint64_t>(hi) << 21) ^ (lo >> 11);
   return static_cast<double>(bits & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
 }
+///@}
 
+/// A Philox random stream: a seed and the next counter, its whole state.
 class Generator {
  public:
+  /// A stream with this seed, at counter 0.
   explicit Generator(uint64_t seed = 0x5eed5eedULL) : seed_(seed) {}
+  /// Restarts the stream with a new seed.
   void manual_seed(uint64_t seed) {
     seed_ = seed;
     offset_ = 0;
   }
+  /// The seed.
   uint64_t seed() const { return seed_; }
-  // The next counter; used to save and restore the stream (checkpoints).
+  /// The next counter; used to save and restore the stream (checkpoints).
+  ///@{
   uint64_t offset() const { return offset_; }
   void set_offset(uint64_t offset) { offset_ = offset; }
-  // Reserves n consecutive counters and returns the first.
+  ///@}
+  /// Reserves n consecutive counters and returns the first.
   uint64_t reserve(uint64_t n) {
     const uint64_t start = offset_;
     offset_ += n;
@@ -197,9 +207,9 @@ class Generator {
   uint64_t offset_ = 0;
 };
 
-// The generator factories and dropout use when none is passed.
+/// The generator factories and dropout use when none is passed.
 Generator& default_generator();
-// Seeds the default generator (torch.manual_seed).
+/// Seeds the default generator (torch.manual_seed).
 void manual_seed(uint64_t seed);
 
 }  // namespace ember

@@ -1,15 +1,16 @@
-// Reading and writing safetensors files: an 8-byte little-endian header
-// length, a JSON header {name: {"dtype", "shape", "data_offsets"}} plus an
-// optional "__metadata__" map of strings, padded with spaces to a multiple
-// of 8, then the raw little-endian data.
-//
-// Reading validates everything before allocating by it: a header length
-// beyond the file, offsets out of range, overlapping or not matching the
-// dtype and shape, unknown dtypes, and malformed JSON all throw IOError
-// naming the file and the tensor. F32, F64, I64 and BOOL load as is; F16 and
-// BF16 are converted to float32. Writing is atomic: the data goes to a
-// temporary file in the same directory, is flushed to disk, then renamed
-// over the target, so a crash never leaves a half-written file in its place.
+/// \file
+/// Reading and writing safetensors files: an 8-byte little-endian header
+/// length, a JSON header {name: {"dtype", "shape", "data_offsets"}} plus an
+/// optional "__metadata__" map of strings, padded with spaces to a multiple
+/// of 8, then the raw little-endian data.
+///
+/// Reading validates everything before allocating by it: a header length
+/// beyond the file, offsets out of range, overlapping or not matching the
+/// dtype and shape, unknown dtypes, and malformed JSON all throw IOError
+/// naming the file and the tensor. F32, F64, I64 and BOOL load as is; F16 and
+/// BF16 are converted to float32. Writing is atomic: the data goes to a
+/// temporary file in the same directory, is flushed to disk, then renamed
+/// over the target, so a crash never leaves a half-written file in its place.
 #pragma once
 
 #include <cstddef>
@@ -20,21 +21,26 @@
 
 namespace ember {
 
+/// Writes tensors (in order, with their names) and string metadata to a safetensors file, atomically: a
+/// crash mid-write leaves the previous file. Throws IOError naming the file.
 void save_safetensors(const std::string& path, const StateDict& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
+/// Reads a safetensors file (F32, F64, I64 and BOOL as they are; F16 and BF16 converted to float32),
+/// checking every header field before it allocates; fills metadata when given. Throws IOError naming
+/// the file and the fault.
 StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
 
-// The same reader over bytes already in memory (a download, an archive
-// member, a fuzzer's input); `name` stands for the file in error messages.
+/// The same reader over bytes already in memory (a download, an archive
+/// member, a fuzzer's input); `name` stands for the file in error messages.
 StateDict load_safetensors_from_memory(const void* data, size_t size, const std::string& name = "<memory>",
                                        std::map<std::string, std::string>* metadata = nullptr);
 
 namespace detail {
-// Test-only seam: when set, save_safetensors calls it once, after the header
-// and the first tensor's data are in the temporary file and before the rest.
-// tests/test_crash_safety.cpp kills the process from it to check that a
-// crash mid-save leaves the previous file whole. Never set it otherwise.
+/// Test-only seam: when set, save_safetensors calls it once, after the header
+/// and the first tensor's data are in the temporary file and before the rest.
+/// tests/test_crash_safety.cpp kills the process from it to check that a
+/// crash mid-save leaves the previous file whole. Never set it otherwise.
 extern void (*g_safetensors_after_partial_write)();
 }  // namespace detail
 

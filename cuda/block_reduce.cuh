@@ -1,7 +1,8 @@
-// Warp and block reductions with shuffles: the building block of the row
-// kernels (sum, softmax, layer_norm, cross_entropy). A block reduce needs
-// blockDim.x a multiple of 32 and a __shared__ scratch of 32 values; every
-// thread of the block receives the result.
+/// \file
+/// Warp and block reductions with shuffles: the building block of the row
+/// kernels (sum, softmax, layer_norm, cross_entropy). A block reduce needs
+/// blockDim.x a multiple of 32 and a __shared__ scratch of 32 values; every
+/// thread of the block receives the result.
 #pragma once
 
 #include <ember/cuda/common.h>
@@ -24,7 +25,7 @@ __device__ __forceinline__ T warp_reduce(T v, Op op) {
   return v;
 }
 
-// scratch: __shared__ T[32], not used by anything else between the calls.
+/// scratch: __shared__ T[32], not used by anything else between the calls.
 template <class T, class Op>
 __device__ __forceinline__ T block_reduce(T v, Op op, T identity, T* scratch) {
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;

@@ -1,14 +1,15 @@
-// What every CUDA source of the backend includes: the CUDA runtime and
-// cuBLAS (real, or the emulated ones when EMBER_CUDA_EMULATE is defined),
-// the checked-call macros, the one launch helper, and the per-device stream
-// and cuBLAS handle.
-//
-// The same .cu source is compiled twice: by nvcc into ember_cuda (real
-// GPUs), and by the host compiler with EMBER_CUDA_EMULATE into
-// ember_cuda_emu, where kernels run on the SIMT emulator (cuda/emu/simt.h).
-// So kernels stay inside what both accept: C++20, the CUDA subset the
-// emulator implements, dynamic shared memory only through
-// EMBER_DYNAMIC_SHARED, launches only through EMBER_CUDA_LAUNCH.
+/// \file
+/// What every CUDA source of the backend includes: the CUDA runtime and
+/// cuBLAS (real, or the emulated ones when EMBER_CUDA_EMULATE is defined),
+/// the checked-call macros, the one launch helper, and the per-device stream
+/// and cuBLAS handle.
+///
+/// The same .cu source is compiled twice: by nvcc into ember_cuda (real
+/// GPUs), and by the host compiler with EMBER_CUDA_EMULATE into
+/// ember_cuda_emu, where kernels run on the SIMT emulator (cuda/emu/simt.h).
+/// So kernels stay inside what both accept: C++20, the CUDA subset the
+/// emulator implements, dynamic shared memory only through
+/// EMBER_DYNAMIC_SHARED, launches only through EMBER_CUDA_LAUNCH.
 #pragma once
 
 #include <cstddef>
@@ -27,10 +28,15 @@
 
 namespace ember::cuda {
 
-// Throws DeviceError: "<call> failed at <file>:<line>: <error name>: <text>".
+/// Throws DeviceError: "<call> failed at <file>:<line>: <error name>: <text>".
+///@{
 [[noreturn]] void throw_cuda_error(const char* call, const char* file, int line, cudaError_t e);
 [[noreturn]] void throw_cublas_error(const char* call, const char* file, int line, cublasStatus_t s);
+///@}
 
+/// EMBER_CUDA_CHECK(cudaXxx(...)) and EMBER_CUBLAS_CHECK(cublasXxx(...)):
+/// a failing call throws DeviceError naming the call, file, line and error.
+///@{
 #define EMBER_CUDA_CHECK(call)                                                                 \
   do {                                                                                         \
     const cudaError_t ember_cuda_err_ = (call);                                                \
@@ -43,35 +49,40 @@ namespace ember::cuda {
     if (ember_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                             \
       ::ember::cuda::throw_cublas_error(#call, __FILE__, __LINE__, ember_cublas_st_);          \
   } while (0)
+///@}
 
-// Number of CUDA devices; throws DeviceError "no CUDA device available: ..."
-// when there is no driver or no device. Only called once a CUDA tensor is
-// asked for, never at static initialisation.
+/// Number of CUDA devices; throws DeviceError "no CUDA device available: ..."
+/// when there is no driver or no device. Only called once a CUDA tensor is
+/// asked for, never at static initialisation.
 int device_count();
-// Checks that device exists (throws as device_count does) and makes it current.
+/// Checks that device exists (throws as device_count does) and makes it current.
 void set_device(int device);
-// The one stream of a device (non-blocking), created on first use; every
-// kernel, copy and cuBLAS call for that device goes to it.
+/// The one stream of a device (non-blocking), created on first use; every
+/// kernel, copy and cuBLAS call for that device goes to it.
+///@{
 cudaStream_t stream(int device);
 cublasHandle_t cublas_handle(int device);
-// Waits for the device's stream.
+///@}
+/// Waits for the device's stream.
 void synchronize(int device);
 
-// TF32 tensor-core products for float32 matmul: off by default (full
-// float32, like PyTorch's torch.backends.cuda.matmul.allow_tf32 = False).
+/// TF32 tensor-core products for float32 matmul: off by default (full
+/// float32, like PyTorch's torch.backends.cuda.matmul.allow_tf32 = False).
+///@{
 void set_allow_tf32(bool on);
 bool allow_tf32();
+///@}
 
-// Blocks for n items at threads per block, capped (kernels use grid-stride
-// loops, so any cap is correct).
+/// Blocks for n items at threads per block, capped (kernels use grid-stride
+/// loops, so any cap is correct).
 inline unsigned blocks_for(int64_t n, int threads, int64_t cap = 65535) {
   int64_t b = (n + threads - 1) / threads;
   if (b < 1) b = 1;
   return static_cast<unsigned>(b < cap ? b : cap);
 }
 
-// The launch helper: `kernel<<<grid, block, smem, stream>>>(args...)` under
-// nvcc, the emulator otherwise; the launch error is checked either way.
+/// The launch helper: `kernel<<<grid, block, smem, stream>>>(args...)` under
+/// nvcc, the emulator otherwise; the launch error is checked either way.
 template <class... P, class... A>
 void launch(const char* file, int line, const char* name, void (*kernel)(P...), dim3 grid, dim3 block,
             size_t smem, cudaStream_t st, A&&... args) {
@@ -87,15 +98,18 @@ void launch(const char* file, int line, const char* name, void (*kernel)(P...), 
 #endif
 }
 
-// EMBER_CUDA_LAUNCH(kernel, grid, block, shared_bytes, device, args...);
-// wrap a template kernel in parentheses: EMBER_CUDA_LAUNCH((k<T, F>), ...).
+/// EMBER_CUDA_LAUNCH(kernel, grid, block, shared_bytes, device, args...);
+/// wrap a template kernel in parentheses: EMBER_CUDA_LAUNCH((k<T, F>), ...).
 #define EMBER_CUDA_LAUNCH(kernel, grid, block, smem, device, ...)                                      \
   ::ember::cuda::launch(__FILE__, __LINE__, #kernel, kernel, grid, block, smem, ::ember::cuda::stream(device), \
                         __VA_ARGS__)
 
 }  // namespace ember::cuda
 
-// Dynamic shared memory (the bytes passed at launch), 16-byte aligned.
+/// EMBER_DYNAMIC_SHARED(T, name) in a kernel declares `T* name` pointing at
+/// the launch's dynamic shared memory (the bytes passed to
+/// EMBER_CUDA_LAUNCH), 16-byte aligned; the one way to use dynamic shared
+/// memory in kernels that also run on the emulator.
 #if defined(EMBER_CUDA_EMULATE)
 #define EMBER_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(::ember::emu::dynamic_shared())
 #else

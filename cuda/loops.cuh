@@ -1,10 +1,11 @@
-// Elementwise loops over an ElementwisePlan, for every pointwise kernel of
-// the backend (copy, fill, the functor ops, where, masked_fill, dropout's
-// backward): a contiguous fast path that moves 4 elements per thread with
-// one 16-byte access per operand when every operand is aligned (float32;
-// narrower for other dtypes), and a strided fallback that unravels each
-// index through the plan (broadcast operands have stride 0). Grid-stride
-// loops, so any size and any grid cap are correct; tails run scalar.
+/// \file
+/// Elementwise loops over an ElementwisePlan, for every pointwise kernel of
+/// the backend (copy, fill, the functor ops, where, masked_fill, dropout's
+/// backward): a contiguous fast path that moves 4 elements per thread with
+/// one 16-byte access per operand when every operand is aligned (float32;
+/// narrower for other dtypes), and a strided fallback that unravels each
+/// index through the plan (broadcast operands have stride 0). Grid-stride
+/// loops, so any size and any grid cap are correct; tails run scalar.
 #pragma once
 
 #include <array>
@@ -19,7 +20,7 @@ namespace ember::cuda {
 inline constexpr int kThreads = 256;
 inline constexpr int kVec = 4;
 
-// The plan in plain arrays with strides in bytes: what a kernel receives.
+/// The plan in plain arrays with strides in bytes: what a kernel receives.
 template <int N>
 struct Geometry {
   int ndim;
@@ -37,7 +38,7 @@ struct alignas(sizeof(T) * V) VecOf {
   T v[V];
 };
 
-// out = f(in...) at byte offsets off[0..N).
+/// out = f(in...) at byte offsets off[0..N).
 template <class Out, class... In, class F, size_t... I>
 __device__ __forceinline__ void apply_at(const Operands<sizeof...(In) + 1>& ops, const int64_t* off, const F& f,
                                          std::index_sequence<I...>) {
@@ -91,8 +92,8 @@ __global__ void map_strided_kernel(int64_t n, Geometry<sizeof...(In) + 1> g, Ope
   }
 }
 
-// out = f(ins...) elementwise on out's device; every input already has
-// out's shape (broadcast views allowed) and the element types Out, In....
+/// out = f(ins...) elementwise on out's device; every input already has
+/// out's shape (broadcast views allowed) and the element types Out, In....
 template <class Out, class... In, class F>
 void map(Tensor& out, const std::array<const Tensor*, sizeof...(In)>& ins, const F& f) {
   constexpr int N = sizeof...(In) + 1;

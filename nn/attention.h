@@ -1,14 +1,15 @@
-// Attention, as in the reference notes and torch.nn:
-//  - scaled_dot_product_attention with valid-length, boolean, additive or
-//    causal masks and dropout on the weights;
-//  - AdditiveAttention (Bahdanau): score = w_v^T tanh(W_q q + W_k k);
-//  - MultiheadAttention with PyTorch's parameters (in_proj_weight,
-//    in_proj_bias, out_proj.weight/bias; q/k/v_proj_weight when kdim or
-//    vdim differ) and forward semantics.
-// Boolean masks mean "masked out" where true, as in nn.MultiheadAttention's
-// attn_mask and key_padding_mask (note: the reverse of
-// F.scaled_dot_product_attention's bool mask). A query whose keys are all
-// masked gets all-zero weights (PyTorch gives NaN).
+/// \file
+/// Attention, as in the reference notes and torch.nn:
+///  - scaled_dot_product_attention with valid-length, boolean, additive or
+///    causal masks and dropout on the weights;
+///  - AdditiveAttention (Bahdanau): score = w_v^T tanh(W_q q + W_k k);
+///  - MultiheadAttention with PyTorch's parameters (in_proj_weight,
+///    in_proj_bias, out_proj.weight/bias; q/k/v_proj_weight when kdim or
+///    vdim differ) and forward semantics.
+/// Boolean masks mean "masked out" where true, as in nn.MultiheadAttention's
+/// attn_mask and key_padding_mask (note: the reverse of
+/// F.scaled_dot_product_attention's bool mask). A query whose keys are all
+/// masked gets all-zero weights (PyTorch gives NaN).
 #pragma once
 
 #include <utility>
@@ -17,63 +18,81 @@
 
 namespace ember::nn {
 
-// q (..., Lq, D), k (..., Lk, D), v (..., Lk, Dv) -> (..., Lq, Dv).
-// mask: undefined; int64 valid lengths (see masked_softmax); bool (true =
-// masked) broadcastable to (..., Lq, Lk); or floating, added to the scores.
-// If weights is non-null it receives the attention weights (after dropout).
+/// q (..., Lq, D), k (..., Lk, D), v (..., Lk, Dv) -> (..., Lq, Dv).
+/// mask: undefined; int64 valid lengths (see masked_softmax); bool (true =
+/// masked) broadcastable to (..., Lq, Lk); or floating, added to the scores.
+/// If weights is non-null it receives the attention weights (after dropout).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask = Tensor(),
                                     double dropout_p = 0.0, bool is_causal = false, Tensor* weights = nullptr);
 
-// Bahdanau's additive scoring: scores[b, i, j] = w_v^T tanh(W_q q_i + W_k k_j),
-// then masked softmax over keys (valid lengths) and a weighted sum of values.
+/// Bahdanau's additive scoring: scores[b, i, j] = w_v^T tanh(W_q q_i + W_k k_j),
+/// then masked softmax over keys (valid lengths) and a weighted sum of values.
 class AdditiveAttention : public Module {
  public:
+  /// W_k: key_size -> num_hiddens, W_q: query_size -> num_hiddens, w_v:
+  /// num_hiddens -> 1, all without bias; dropout on the weights.
   AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens, double dropout = 0.0);
-  // queries (B, Q, query_size), keys (B, K, key_size), values (B, K, Dv).
+  /// queries (B, Q, query_size), keys (B, K, key_size), values (B, K, Dv).
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
                  const Tensor& valid_lens = Tensor());
-  // The same with the keys already projected (W_k k, (B, K, num_hiddens)):
-  // a decoder attending to the same keys at every step projects them once
-  // with project_keys instead of once per step.
+  /// The keys projected by W_k, (B, K, num_hiddens), for forward_projected.
   Tensor project_keys(const Tensor& keys) { return (*W_k)(keys); }
+  /// forward with the keys already projected (project_keys): a decoder
+  /// attending to the same keys at every step projects them once instead of
+  /// once per step.
   Tensor forward_projected(const Tensor& queries, const Tensor& projected_keys, const Tensor& values,
                            const Tensor& valid_lens = Tensor());
   using Module::forward;
   std::string type_name() const override { return "AdditiveAttention"; }
-  std::shared_ptr<Linear> W_k, W_q, w_v;
-  std::shared_ptr<Dropout> drop;
-  Tensor attention_weights;  // from the last forward
+  ///@{
+  std::shared_ptr<Linear> W_k, W_q, w_v;  ///< the key, query and score projections
+  ///@}
+  std::shared_ptr<Dropout> drop;          ///< dropout on the attention weights
+  Tensor attention_weights;  ///< from the last forward
 };
 
+/// MultiheadAttention's options, as torch.nn.MultiheadAttention's arguments.
 struct MultiheadAttentionOptions {
-  double dropout = 0.0;
-  bool bias = true;
-  int64_t kdim = 0;  // 0: embed_dim
-  int64_t vdim = 0;
-  bool batch_first = false;
+  double dropout = 0.0;  ///< dropout on the attention weights
+  bool bias = true;      ///< biases in the input and output projections
+  int64_t kdim = 0;  ///< 0: embed_dim
+  int64_t vdim = 0;  ///< 0: embed_dim
+  bool batch_first = false;  ///< (N, L, E) rather than (L, N, E)
 };
 
+/// torch.nn.MultiheadAttention: num_heads scaled dot-product attentions over
+/// slices of embed_dim, with PyTorch's parameter names (in_proj_weight, or
+/// q/k/v_proj_weight when kdim or vdim differ from embed_dim; in_proj_bias;
+/// out_proj), so weights carry over by name.
 class MultiheadAttention : public Module {
  public:
+  /// embed_dim must be divisible by num_heads.
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, MultiheadAttentionOptions opts = {});
-  // Returns (output, weights). Shapes (batch_first): query (N, L, E), key and
-  // value (N, S, kdim/vdim), output (N, L, E); otherwise sequence first.
-  // key_padding_mask (N, S) bool, true = ignore that key. attn_mask (L, S)
-  // or (N * num_heads, L, S), bool (true = masked) or floating (added).
-  // weights: (N, L, S) averaged over heads, (N, H, L, S) per head, or
-  // undefined when need_weights is false.
+  /// Returns (output, weights). Shapes (batch_first): query (N, L, E), key and
+  /// value (N, S, kdim/vdim), output (N, L, E); otherwise sequence first.
+  /// key_padding_mask (N, S) bool, true = ignore that key. attn_mask (L, S)
+  /// or (N * num_heads, L, S), bool (true = masked) or floating (added).
+  /// weights: (N, L, S) averaged over heads, (N, H, L, S) per head, or
+  /// undefined when need_weights is false.
   std::pair<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
                                     const Tensor& attn_mask = Tensor(), bool average_attn_weights = true,
                                     bool is_causal = false);
+  /// Self-attention: forward(x, x, x) without weights.
   Tensor forward(const Tensor& x) override { return forward(x, x, x, Tensor(), false).first; }
   std::string type_name() const override { return "MultiheadAttention"; }
 
-  int64_t embed_dim, num_heads, head_dim, kdim, vdim;
-  double dropout;
-  bool batch_first;
+  ///@{
+  int64_t embed_dim, num_heads, head_dim, kdim, vdim;  ///< sizes (head_dim = embed_dim / num_heads)
+  ///@}
+  double dropout;     ///< dropout on the attention weights
+  bool batch_first;   ///< (N, L, E) inputs and outputs
+  /// The input projections: in_proj_weight (3E, E) when kdim = vdim = E,
+  /// otherwise q/k/v_proj_weight; in_proj_bias (3E) when bias.
+  ///@{
   Tensor in_proj_weight, in_proj_bias, q_proj_weight, k_proj_weight, v_proj_weight;
-  std::shared_ptr<Linear> out_proj;
+  ///@}
+  std::shared_ptr<Linear> out_proj;  ///< E -> E
 };
 
 }  // namespace ember::nn

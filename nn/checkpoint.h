@@ -1,5 +1,6 @@
-// Saving and loading a module's state dict as safetensors, with errors that
-// name the file and the tensor.
+/// \file
+/// Saving and loading a module's state dict as safetensors, with errors that
+/// name the file and the tensor.
 #pragma once
 
 #include <map>
@@ -10,9 +11,9 @@
 
 namespace ember::nn {
 
-// Atomic: a crash mid-save leaves the previous file at path intact.
+/// Atomic: a crash mid-save leaves the previous file at path intact.
 void save(const Module& module, const std::string& path, const std::map<std::string, std::string>& metadata = {});
-// Loads path into module (see Module::load_state_dict for strict).
+/// Loads path into module (see Module::load_state_dict for strict).
 LoadResult load(Module& module, const std::string& path, bool strict = true);
 
 }  // namespace ember::nn

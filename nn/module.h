@@ -1,7 +1,8 @@
-// Module: the base of every layer, as torch.nn.Module. Parameters, buffers
-// and submodules are registered by name, so named_parameters() and state
-// dicts use PyTorch's dotted names ("blocks.0.attn.in_proj_weight") and
-// weights carry over from PyTorch by name.
+/// \file
+/// Module: the base of every layer, as torch.nn.Module. Parameters, buffers
+/// and submodules are registered by name, so named_parameters() and state
+/// dicts use PyTorch's dotted names ("blocks.0.attn.in_proj_weight") and
+/// weights carry over from PyTorch by name.
 #pragma once
 
 #include <cstdint>
@@ -14,15 +15,20 @@
 
 namespace ember::nn {
 
-// Name -> tensor, in PyTorch's order: a module's parameters, then its
-// buffers, then each submodule's entries in registration order.
+/// Name -> tensor, in PyTorch's order: a module's parameters, then its
+/// buffers, then each submodule's entries in registration order.
 using StateDict = ember::StateDict;
 
+/// What load_state_dict found besides the keys it loaded.
 struct LoadResult {
-  std::vector<std::string> missing_keys;     // in the module, not in the dict
-  std::vector<std::string> unexpected_keys;  // in the dict, not in the module
+  std::vector<std::string> missing_keys;     ///< in the module, not in the dict
+  std::vector<std::string> unexpected_keys;  ///< in the dict, not in the module
 };
 
+/// The base of every layer and model, as torch.nn.Module: it owns named
+/// parameters, buffers and submodules, so that parameters(), state_dict(),
+/// to(device) and train()/eval() reach the whole tree. Subclass it, register
+/// what the layer holds in its constructor, and override forward.
 class Module {
  public:
   Module() = default;
@@ -30,16 +36,23 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  // The layer's computation on one input. Layers with other signatures
-  // (attention) add their own overloads; calling this on a module that has
-  // no one-input forward throws ValueError.
+  /// The layer's computation on one input. Layers with other signatures
+  /// (attention) add their own overloads; calling this on a module that has
+  /// no one-input forward throws ValueError.
   virtual Tensor forward(const Tensor& x);
+  /// forward(x).
   Tensor operator()(const Tensor& x) { return forward(x); }
+  /// The class name shown in messages ("Linear", "Sequential", ...).
   virtual std::string type_name() const { return "Module"; }
 
   // ---- registration (returns the stored handle) -----------------------------
+  /// Adds a parameter named name (requires_grad unless told otherwise) and
+  /// returns the stored handle, which the layer keeps in a member.
   Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  /// Adds a buffer: state that is saved and moved with the module but not
+  /// trained (running statistics).
   Tensor register_buffer(const std::string& name, Tensor t);
+  /// Adds a submodule; its entries appear under "name." in names and state dicts.
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     add_child(name, m);
@@ -47,37 +60,50 @@ class Module {
   }
 
   // ---- traversal --------------------------------------------------------------
+  /// Parameters with their dotted names ("encoder.0.weight"), in registration
+  /// order, own before the children's; only this module's when not recurse.
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  /// The same handles without names (what an optimizer takes).
   std::vector<Tensor> parameters(bool recurse = true) const;
+  /// Buffers with their dotted names.
   std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  /// The direct submodules with their names.
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
-  // This module (name "") and every descendant, depth first.
+  /// This module (name "") and every descendant, depth first.
   std::vector<std::pair<std::string, Module*>> named_modules();
+  /// Number of parameter elements in the tree.
   int64_t num_parameters() const;
 
   // ---- mode and gradients ---------------------------------------------------
-  // Sets training mode here and in every descendant (dropout, batch norm).
+  /// Sets training mode here and in every descendant (dropout, batch norm).
   void train(bool on = true);
+  /// train(false).
   void eval() { train(false); }
+  /// Whether the module is in training mode.
   bool is_training() const { return training_; }
+  /// Clears every parameter's gradient (to undefined, or to zeros when not
+  /// set_to_none).
   void zero_grad(bool set_to_none = true);
 
   // ---- device -----------------------------------------------------------------
-  // Moves every parameter and buffer (recursively) to device, in place as
-  // PyTorch's module.to(device): the handles that layers (and optimizers)
-  // hold see the move. Gradients are dropped. Create the optimizer after
-  // moving (its state is allocated where the parameters are at the first
-  // step). Parameters that shared storage are moved separately.
+  /// Moves every parameter and buffer (recursively) to device, in place as
+  /// PyTorch's module.to(device): the handles that layers (and optimizers)
+  /// hold see the move. Gradients are dropped. Create the optimizer after
+  /// moving (its state is allocated where the parameters are at the first
+  /// step). Parameters that shared storage are moved separately.
   Module& to(Device device);
 
   // ---- state ----------------------------------------------------------------
+  /// Parameters and buffers with their dotted names, in PyTorch's order (see
+  /// StateDict); the tensors are the module's own handles, not copies.
   StateDict state_dict() const;
-  // Copies values into the registered tensors (in place, so optimizers keep
-  // their handles). A shape mismatch always throws ShapeError naming the key;
-  // with strict, missing or unexpected keys throw ValueError listing them.
+  /// Copies values into the registered tensors (in place, so optimizers keep
+  /// their handles). A shape mismatch always throws ShapeError naming the key;
+  /// with strict, missing or unexpected keys throw ValueError listing them.
   LoadResult load_state_dict(const StateDict& dict, bool strict = true);
 
  protected:
+  /// Registers m as the child name (register_module's untyped part).
   void add_child(const std::string& name, std::shared_ptr<Module> m);
 
  private:

@@ -1,6 +1,7 @@
-// Transformer building blocks with PyTorch's names and options:
-// TransformerEncoderLayer / TransformerEncoder, sinusoidal and learned
-// positional encodings, Conv2d, PatchEmbedding and a VisionTransformer.
+/// \file
+/// Transformer building blocks with PyTorch's names and options:
+/// TransformerEncoderLayer / TransformerEncoder, sinusoidal and learned
+/// positional encodings, Conv2d, PatchEmbedding and a VisionTransformer.
 #pragma once
 
 #include <array>
@@ -12,38 +13,48 @@
 
 namespace ember::nn {
 
+/// TransformerEncoderLayer's options, as torch.nn.TransformerEncoderLayer's arguments.
 struct TransformerEncoderLayerOptions {
-  int64_t d_model = 512;
-  int64_t nhead = 8;
-  int64_t dim_feedforward = 2048;
-  double dropout = 0.1;
-  std::string activation = "relu";  // "relu" or "gelu"
-  double layer_norm_eps = 1e-5;
-  bool batch_first = false;
-  bool norm_first = false;  // pre-norm when true
+  int64_t d_model = 512;           ///< the model width
+  int64_t nhead = 8;               ///< attention heads
+  int64_t dim_feedforward = 2048;  ///< the MLP's hidden width
+  double dropout = 0.1;            ///< after attention, in the MLP and after it
+  std::string activation = "relu";  ///< "relu" or "gelu"
+  double layer_norm_eps = 1e-5;     ///< eps of both LayerNorms
+  bool batch_first = false;         ///< (N, L, E) rather than (L, N, E)
+  bool norm_first = false;  ///< pre-norm when true
 };
 
-// Submodules (and so state-dict names) as in PyTorch: self_attn, linear1,
-// dropout, linear2, norm1, norm2, dropout1, dropout2.
+/// Submodules (and so state-dict names) as in PyTorch: self_attn, linear1,
+/// dropout, linear2, norm1, norm2, dropout1, dropout2.
 class TransformerEncoderLayer : public Module {
  public:
+  /// A layer with PyTorch's initialisation.
   explicit TransformerEncoderLayer(TransformerEncoderLayerOptions opts);
-  // src_mask (L, S) and src_key_padding_mask (N, S): see MultiheadAttention.
+  /// src_mask (L, S) and src_key_padding_mask (N, S): see MultiheadAttention.
   Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false);
+  /// forward without masks.
   Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
   std::string type_name() const override { return "TransformerEncoderLayer"; }
 
-  TransformerEncoderLayerOptions opts;
-  std::shared_ptr<MultiheadAttention> self_attn;
-  std::shared_ptr<Linear> linear1, linear2;
-  std::shared_ptr<Dropout> dropout, dropout1, dropout2;
-  std::shared_ptr<LayerNorm> norm1, norm2;
-  // For inspection (attention maps, rollout): when keep_attention_weights is
-  // set, each forward stores its self-attention weights, averaged over heads
-  // and detached, as (N, L, S) in attention_weights. Off by default: asking
-  // for the weights costs a head-mean per call.
+  TransformerEncoderLayerOptions opts;            ///< the options given
+  std::shared_ptr<MultiheadAttention> self_attn;  ///< self-attention
+  ///@{
+  std::shared_ptr<Linear> linear1, linear2;       ///< the MLP: d_model -> dim_feedforward -> d_model
+  ///@}
+  ///@{
+  std::shared_ptr<Dropout> dropout, dropout1, dropout2;  ///< in the MLP, after attention, after the MLP
+  ///@}
+  ///@{
+  std::shared_ptr<LayerNorm> norm1, norm2;        ///< before (norm_first) or after attention and the MLP
+  ///@}
+  /// For inspection (attention maps, rollout): when keep_attention_weights is
+  /// set, each forward stores its self-attention weights, averaged over heads
+  /// and detached, as (N, L, S) in attention_weights. Off by default: asking
+  /// for the weights costs a head-mean per call.
   bool keep_attention_weights = false;
+  /// The last forward's head-averaged attention weights (keep_attention_weights).
   Tensor attention_weights;
 
  private:
@@ -51,97 +62,112 @@ class TransformerEncoderLayer : public Module {
   Tensor ff_block(const Tensor& x);
 };
 
-// num_layers copies of a layer (layers.0, layers.1, ...) and an optional
-// final LayerNorm ("norm").
+/// num_layers copies of a layer (layers.0, layers.1, ...) and an optional
+/// final LayerNorm ("norm").
 class TransformerEncoder : public Module {
  public:
+  /// num_layers layers made from the same options (independent weights).
   TransformerEncoder(TransformerEncoderLayerOptions layer, int64_t num_layers, bool final_norm = false);
+  /// Every layer in turn with the same masks (see TransformerEncoderLayer::forward), then norm.
   Tensor forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false);
+  /// forward without masks.
   Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
   std::string type_name() const override { return "TransformerEncoder"; }
-  std::shared_ptr<ModuleList> layers;
-  std::shared_ptr<LayerNorm> norm;  // null without final_norm
+  std::shared_ptr<ModuleList> layers;  ///< the TransformerEncoderLayers
+  std::shared_ptr<LayerNorm> norm;  ///< null without final_norm
 };
 
-// x + P[:L] then dropout, with P[i, 2j] = sin(i / 10000^(2j/d)) and
-// P[i, 2j+1] = cos(i / 10000^(2j/d)); x is (N, L, d). P is a constant, not
-// part of the state dict (as in the notes).
+/// x + P[:L] then dropout, with P[i, 2j] = sin(i / 10000^(2j/d)) and
+/// P[i, 2j+1] = cos(i / 10000^(2j/d)); x is (N, L, d). P is a constant, not
+/// part of the state dict (as in the notes).
 class SinusoidalPositionalEncoding : public Module {
  public:
+  /// Encodings for up to max_len positions of width d_model.
   SinusoidalPositionalEncoding(int64_t d_model, int64_t max_len = 1000, double dropout = 0.0);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "SinusoidalPositionalEncoding"; }
-  Tensor P;  // (1, max_len, d_model)
-  std::shared_ptr<Dropout> drop;
+  Tensor P;  ///< (1, max_len, d_model)
+  std::shared_ptr<Dropout> drop;  ///< applied after the addition
 };
 
-// x + a learned (1, max_len, d) table (parameter "weight", N(0, 0.02)).
+/// x + a learned (1, max_len, d) table (parameter "weight", N(0, 0.02)).
 class LearnedPositionalEncoding : public Module {
  public:
+  /// A table for up to max_len positions of width d_model.
   LearnedPositionalEncoding(int64_t d_model, int64_t max_len);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "LearnedPositionalEncoding"; }
-  Tensor weight;
+  Tensor weight;  ///< (1, max_len, d_model)
 };
 
-// torch.nn.Conv2d without dilation or groups; PyTorch's default init.
+/// torch.nn.Conv2d without dilation or groups; PyTorch's default init.
 class Conv2d : public Module {
  public:
+  /// kernel, stride and padding as (height, width).
   Conv2d(int64_t in_channels, int64_t out_channels, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {1, 1},
          std::array<int64_t, 2> padding = {0, 0}, bool bias = true);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Conv2d"; }
-  Tensor weight, bias;
-  std::array<int64_t, 2> stride, padding;
+  ///@{
+  Tensor weight, bias;  ///< (out, in, kh, kw) and (out); bias undefined without one
+  ///@}
+  ///@{
+  std::array<int64_t, 2> stride, padding;  ///< (height, width)
+  ///@}
 };
 
-// (N, C, H, W) -> (N, num_patches, embed_dim) through a strided Conv2d
-// ("proj"); image and patch need not be square.
+/// (N, C, H, W) -> (N, num_patches, embed_dim) through a strided Conv2d
+/// ("proj"); image and patch need not be square.
 class PatchEmbedding : public Module {
  public:
+  /// img_size must be a multiple of patch_size in both dims.
   PatchEmbedding(std::array<int64_t, 2> img_size, std::array<int64_t, 2> patch_size, int64_t in_channels,
                  int64_t embed_dim);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "PatchEmbedding"; }
-  std::shared_ptr<Conv2d> proj;
-  int64_t num_patches;
-  std::array<int64_t, 2> img_size;
+  std::shared_ptr<Conv2d> proj;  ///< kernel = stride = patch_size, in_channels -> embed_dim
+  int64_t num_patches;           ///< (H / ph) (W / pw)
+  std::array<int64_t, 2> img_size;  ///< the expected (H, W)
 };
 
+/// The ViT's sizes; the defaults are the Fashion-MNIST demo's.
 struct VisionTransformerOptions {
-  std::array<int64_t, 2> img_size = {28, 28};
-  std::array<int64_t, 2> patch_size = {7, 7};
-  int64_t in_channels = 1;
-  int64_t num_classes = 10;
-  int64_t embed_dim = 64;
-  int64_t depth = 4;
-  int64_t num_heads = 4;
-  int64_t mlp_dim = 128;
-  double dropout = 0.1;
-  // > 0: the "hybrid" variant: a 3x3 convolution (stride 1, padding 1) to
-  // stem_channels feature maps and a GELU before the patch embedding, which
-  // then splits those maps into patches (parameters stem.*). 0: none, and the
-  // state dict is the plain ViT's.
+  std::array<int64_t, 2> img_size = {28, 28};   ///< (H, W)
+  std::array<int64_t, 2> patch_size = {7, 7};   ///< (ph, pw)
+  int64_t in_channels = 1;   ///< image channels
+  int64_t num_classes = 10;  ///< outputs of the head
+  int64_t embed_dim = 64;    ///< token width
+  int64_t depth = 4;         ///< encoder blocks
+  int64_t num_heads = 4;     ///< attention heads per block
+  int64_t mlp_dim = 128;     ///< hidden width of each block's MLP
+  double dropout = 0.1;      ///< in the blocks and after the position embedding
+  /// > 0: the "hybrid" variant: a 3x3 convolution (stride 1, padding 1) to
+  /// stem_channels feature maps and a GELU before the patch embedding, which
+  /// then splits those maps into patches (parameters stem.*). 0: none, and the
+  /// state dict is the plain ViT's.
   int64_t stem_channels = 0;
 };
 
-// Patch embedding, a learned [CLS] token and position embedding, pre-norm
-// encoder blocks (GELU MLP), a final LayerNorm and a linear head on [CLS].
-// Names: patch_embed.proj.*, cls_token, pos_embed, blocks.i.*, norm.*, head.*.
+/// Patch embedding, a learned [CLS] token and position embedding, pre-norm
+/// encoder blocks (GELU MLP), a final LayerNorm and a linear head on [CLS].
+/// Names: patch_embed.proj.*, cls_token, pos_embed, blocks.i.*, norm.*, head.*.
 class VisionTransformer : public Module {
  public:
+  /// cls_token and pos_embed drawn from trunc_normal(0, 0.02); the layers keep their default initialisation.
   explicit VisionTransformer(VisionTransformerOptions opts);
-  Tensor forward(const Tensor& images) override;  // (N, C, H, W) -> (N, num_classes)
+  Tensor forward(const Tensor& images) override;  ///< (N, C, H, W) -> (N, num_classes)
   std::string type_name() const override { return "VisionTransformer"; }
-  VisionTransformerOptions opts;
-  std::shared_ptr<Conv2d> stem;  // null unless opts.stem_channels > 0
-  std::shared_ptr<PatchEmbedding> patch_embed;
-  Tensor cls_token, pos_embed;
-  std::shared_ptr<Dropout> pos_drop;
-  std::shared_ptr<ModuleList> blocks;
-  std::shared_ptr<LayerNorm> norm;
-  std::shared_ptr<Linear> head;
+  VisionTransformerOptions opts;  ///< the options given
+  std::shared_ptr<Conv2d> stem;  ///< null unless opts.stem_channels > 0
+  std::shared_ptr<PatchEmbedding> patch_embed;  ///< images to tokens
+  ///@{
+  Tensor cls_token, pos_embed;  ///< (1, 1, E) and (1, num_patches + 1, E)
+  ///@}
+  std::shared_ptr<Dropout> pos_drop;  ///< after adding pos_embed
+  std::shared_ptr<ModuleList> blocks;  ///< depth pre-norm TransformerEncoderLayers
+  std::shared_ptr<LayerNorm> norm;     ///< the final norm
+  std::shared_ptr<Linear> head;        ///< E -> num_classes, on [CLS]
 };
 
 }  // namespace ember::nn

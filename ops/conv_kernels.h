@@ -1,5 +1,6 @@
-// The kernel tables of unfold (im2col) and fold (col2im), shared by the CPU
-// kernels (ops/conv.cpp) and the CUDA ones (cuda/conv.cu).
+/// \file
+/// The kernel tables of unfold (im2col) and fold (col2im), shared by the CPU
+/// kernels (ops/conv.cpp) and the CUDA ones (cuda/conv.cu).
 #pragma once
 
 #include <cstdint>
@@ -9,13 +10,17 @@
 
 namespace ember {
 
+/// The geometry of a sliding window over (N, C, H, W): kernel kh x kw, stride sh x sw, padding ph x pw,
+/// Ho x Wo output positions.
 struct WindowGeom {
-  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, Ho, Wo;
+  ///@{
+  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, Ho, Wo;  ///< the sizes named above
+  ///@}
 };
 
-// cols[n, (c*kh + i)*kw + j, oh*Wo + ow] = x[n, c, oh*sh - ph + i, ow*sw - pw + j] (0 outside).
+/// cols[n, (c*kh + i)*kw + j, oh*Wo + ow] = x[n, c, oh*sh - ph + i, ow*sw - pw + j] (0 outside).
 extern KernelTable<void(const Tensor& x, Tensor& cols, const WindowGeom& g)> im2col_kernel;
-// dx[n, c, h, w] = sum of the cols entries that read it (dx zeroed by the kernel).
+/// dx[n, c, h, w] = sum of the cols entries that read it (dx zeroed by the kernel).
 extern KernelTable<void(const Tensor& cols, Tensor& dx, const WindowGeom& g)> col2im_kernel;
 
 }  // namespace ember

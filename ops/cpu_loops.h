@@ -1,6 +1,7 @@
-// CPU loops over an ElementwisePlan: the contiguous fast path the compiler
-// vectorises, and the strided fallback for transposed and broadcast operands.
-// Large ops are split over the thread pool by element range.
+/// \file
+/// CPU loops over an ElementwisePlan: the contiguous fast path the compiler
+/// vectorises, and the strided fallback for transposed and broadcast operands.
+/// Large ops are split over the thread pool by element range.
 #pragma once
 
 #include <algorithm>
@@ -11,11 +12,11 @@
 
 namespace ember::cpu {
 
-// Elements per parallel chunk: below this an op runs on the calling thread.
+/// Elements per parallel chunk: below this an op runs on the calling thread.
 inline constexpr int64_t kGrain = 32768;
 
-// Calls run(ptrs, strides, n) for 1-D runs covering elements [lo, hi) of the
-// plan; ptrs point at each operand's first element of the run.
+/// Calls run(ptrs, strides, n) for 1-D runs covering elements [lo, hi) of the
+/// plan; ptrs point at each operand's first element of the run.
 template <int N, class Run>
 void for_each_run(const ElementwisePlan<N>& p, const std::array<char*, N>& base,
                   const std::array<int64_t, N>& elsize, int64_t lo, int64_t hi, const Run& run) {
@@ -50,7 +51,7 @@ void for_each_run(const ElementwisePlan<N>& p, const std::array<char*, N>& base,
   }
 }
 
-// out = f(in...) elementwise; operands are typed pointers of Out and In...
+/// out = f(in...) elementwise; operands are typed pointers of Out and In...
 template <class Out, class... In, class F>
 void map(Tensor& out, const std::array<const Tensor*, sizeof...(In)>& ins, const F& f) {
   constexpr int N = sizeof...(In) + 1;

@@ -1,5 +1,6 @@
-// Dropout: zeroes each element with probability p during training and scales
-// the rest by 1 / (1 - p), so the expected value is unchanged.
+/// \file
+/// Dropout: zeroes each element with probability p during training and scales
+/// the rest by 1 / (1 - p), so the expected value is unchanged.
 #pragma once
 
 #include <ember/core/dispatch.h>
@@ -9,17 +10,17 @@
 
 namespace ember {
 
-// The mask comes from the counter-based generator (default_generator() when
-// gen is null): reproducible from the seed, the same for any thread count.
-// Not training, or p = 0: x itself.
+/// The mask comes from the counter-based generator (default_generator() when
+/// gen is null): reproducible from the seed, the same for any thread count.
+/// Not training, or p = 0: x itself.
 Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
 
-// Kernels (a backend registers these). x, out, keep contiguous; keep bool.
-// Element i uses Philox counter spec.offset + i / 4, word i % 4, as float
-// uniform u = (bits >> 8) / 2^24: kept when u >= p.
+/// Kernels (a backend registers these). x, out, keep contiguous; keep bool.
+/// Element i uses Philox counter spec.offset + i / 4, word i % 4, as float
+/// uniform u = (bits >> 8) / 2^24: kept when u >= p.
 extern KernelTable<void(const Tensor& x, Tensor& out, Tensor& keep, const RandomSpec& spec, double p)>
     dropout_kernel;
-// dx = g * keep * scale.
+/// dx = g * keep * scale.
 extern KernelTable<void(const Tensor& g, const Tensor& keep, Tensor& dx, double scale)> masked_scale_kernel;
 
 }  // namespace ember

@@ -1,11 +1,12 @@
-// Scalar formulas of the elementwise ops, written once and expanded into
-// every backend's kernels: the CPU loops (ops/elementwise.cpp) and the CUDA
-// kernels (cuda/) instantiate the same functor. Each functor carries its
-// name (for errors and the profiler), whether it accepts integer dtypes, and
-// up to two double parameters (a, b) for ops like clamp or x * scalar.
-//
-// Kept to C++17 and free of host-only calls, so nvcc and the CUDA emulation
-// build compile it too.
+/// \file
+/// Scalar formulas of the elementwise ops, written once and expanded into
+/// every backend's kernels: the CPU loops (ops/elementwise.cpp) and the CUDA
+/// kernels (cuda/) instantiate the same functor. Each functor carries its
+/// name (for errors and the profiler), whether it accepts integer dtypes, and
+/// up to two double parameters (a, b) for ops like clamp or x * scalar.
+///
+/// Kept to C++17 and free of host-only calls, so nvcc and the CUDA emulation
+/// build compile it too.
 #pragma once
 
 #include <cmath>
@@ -16,7 +17,8 @@
 
 namespace ember::fn {
 
-// Math that resolves to the right overload on host and device.
+/// Math that resolves to the right overload on host and device.
+///@{
 template <class T> EMBER_HD inline T exp_(T x) { return std::exp(x); }
 template <class T> EMBER_HD inline T log_(T x) { return std::log(x); }
 template <class T> EMBER_HD inline T sqrt_(T x) { return std::sqrt(x); }
@@ -27,31 +29,38 @@ template <class T> EMBER_HD inline T sin_(T x) { return std::sin(x); }
 template <class T> EMBER_HD inline T cos_(T x) { return std::cos(x); }
 template <class T> EMBER_HD inline T pow_(T x, T y) { return std::pow(x, y); }
 template <class T> EMBER_HD inline T abs_(T x) { return x < T(0) ? -x : x; }
-// GELU's erf: on the host in float32 the inline one of fast_math.h, so the
-// GELU loops vectorise; elsewhere the library's.
+///@}
+/// GELU's erf: on the host in float32 the inline one of fast_math.h, so the
+/// GELU loops vectorise; elsewhere the library's.
 template <class T> EMBER_HD inline T gelu_erf_(T x) { return std::erf(x); }
-// GELU's derivative Phi(x) + x phi(x), Phi and phi the standard normal's
-// cdf and density.
+/// GELU's derivative Phi(x) + x phi(x), Phi and phi the standard normal's
+/// cdf and density.
 template <class T> EMBER_HD inline T gelu_grad_(T x) {
   const T cdf = T(0.5) * (T(1) + gelu_erf_(x * T(0.70710678118654752440)));
   const T pdf = T(0.39894228040143267794) * exp_(T(-0.5) * x * x);
   return cdf + x * pdf;
 }
 #if !defined(__CUDA_ARCH__)
-// Host float32: erf(x / sqrt 2) computes exp(-x^2 / 2), which is phi's
-// exponential too: one exp per element instead of two.
+/// Host float32: erf(x / sqrt 2) computes exp(-x^2 / 2), which is phi's
+/// exponential too: one exp per element instead of two.
 template <> EMBER_FAST_INLINE float gelu_grad_<float>(float x) {
   float e;
   const float erf = fast::erff(x * 0.70710678118654752440f, e);
   return 0.5f * (1.0f + erf) + x * 0.39894228040143267794f * e;
 }
-// Host float32 exp: inline and vectorisable (fast_math.h, under 2 ulp).
+/// Host float32 exp: inline and vectorisable (fast_math.h, under 2 ulp).
+///@{
 template <> EMBER_FAST_INLINE float exp_<float>(float x) { return fast::expf(x); }
 template <> EMBER_FAST_INLINE float gelu_erf_<float>(float x) { return fast::erff(x); }
-// Host float32 tanh: inline and vectorisable (fast_math.h, under 4 ulp).
+///@}
+/// Host float32 tanh: inline and vectorisable (fast_math.h, under 4 ulp).
 template <> EMBER_FAST_INLINE float tanh_<float>(float x) { return fast::tanhf(x); }
 #endif
 
+/// \cond functors
+// The functor structs below are the scalar formulas behind the ops of
+// elementwise.h and activation.h (documented there); the reference leaves
+// them out, the comments here give each one's math.
 #define EMBER_FUNCTOR_HEAD(Name, str, integral) \
   static constexpr const char* name = str;      \
   static constexpr bool kIntegral = integral;   \
@@ -189,9 +198,11 @@ struct Ge { static constexpr const char* name = "ge"; template <class T> EMBER_H
 struct LogicalAnd { static constexpr const char* name = "logical_and"; template <class T> EMBER_HD bool operator()(T x, T y) const { return x && y; } };
 struct LogicalOr { static constexpr const char* name = "logical_or"; template <class T> EMBER_HD bool operator()(T x, T y) const { return x || y; } };
 
+/// \endcond
 #undef EMBER_FUNCTOR_HEAD
 
-// The lists every backend expands to register one kernel per functor.
+/// The lists every backend expands to register one kernel per functor.
+///@{
 #define EMBER_UNARY_FUNCTORS(X) \
   X(Neg) X(Abs) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Sin) X(Cos) X(Tanh) X(Sigmoid) X(Relu) X(Silu) \
   X(Gelu) X(GeluTanh) X(Softplus) X(Clamp) X(AddScalar) X(MulScalar) X(RsubScalar) X(RdivScalar) X(PowScalar)
@@ -199,5 +210,6 @@ struct LogicalOr { static constexpr const char* name = "logical_or"; template <c
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(ReluBackward) X(SigmoidBackward) \
   X(TanhBackward) X(SiluBackward) X(GeluBackward) X(GeluTanhBackward) X(SoftplusBackward)
 #define EMBER_COMPARE_FUNCTORS(X) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge) X(LogicalAnd) X(LogicalOr)
+///@}
 
 }  // namespace ember::fn

@@ -1,20 +1,21 @@
-// Normalisation: layer_norm (fused forward and backward) and batch_norm.
+/// \file
+/// Normalisation: layer_norm (fused forward and backward) and batch_norm.
 #pragma once
 
 #include <ember/core/tensor.h>
 
 namespace ember {
 
-// Normalises over the trailing dims given by normalized_shape, then applies
-// the optional affine weight and bias (undefined tensors: none), as
-// torch.nn.functional.layer_norm. Saves only per-row mean and rstd.
+/// Normalises over the trailing dims given by normalized_shape, then applies
+/// the optional affine weight and bias (undefined tensors: none), as
+/// torch.nn.functional.layer_norm. Saves only per-row mean and rstd.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
-// torch.nn.functional.batch_norm for x of shape (N, C) or (N, C, L):
-// training uses the batch statistics (biased variance to normalise) and, when
-// running_mean/running_var are defined, updates them in place with momentum
-// (unbiased variance); eval normalises with the running statistics.
+/// torch.nn.functional.batch_norm for x of shape (N, C) or (N, C, L):
+/// training uses the batch statistics (biased variance to normalise) and, when
+/// running_mean/running_var are defined, updates them in place with momentum
+/// (unbiased variance); eval normalises with the running statistics.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = true,
                   double momentum = 0.1, double eps = 1e-5);

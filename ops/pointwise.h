@@ -1,10 +1,11 @@
-// Kernel tables of the pointwise ops, and the helpers that run a functor
-// from ops/functors.h through them. Shared by the op files (elementwise,
-// activation) and by backends, which register one kernel per functor.
-//
-// Kernels receive operands already broadcast to the output's shape (stride-0
-// views) and already of the computation dtype, so a kernel only walks an
-// ElementwisePlan.
+/// \file
+/// Kernel tables of the pointwise ops, and the helpers that run a functor
+/// from ops/functors.h through them. Shared by the op files (elementwise,
+/// activation) and by backends, which register one kernel per functor.
+///
+/// Kernels receive operands already broadcast to the output's shape (stride-0
+/// views) and already of the computation dtype, so a kernel only walks an
+/// ElementwisePlan.
 #pragma once
 
 #include <ember/core/autograd.h>
@@ -14,10 +15,16 @@
 
 namespace ember {
 
+/// The kernel signatures of the functor ops: unary out = f(x; a, b), binary out = f(x, y; a, b),
+/// comparisons (bool out).
+///@{
 using UnaryKernelFn = void(const Tensor& x, Tensor& out, double a, double b);
 using BinaryKernelFn = void(const Tensor& x, const Tensor& y, Tensor& out, double a, double b);
 using CompareKernelFn = void(const Tensor& x, const Tensor& y, Tensor& out);
+///@}
 
+/// The kernel table of functor F (one table per functor, named F::name).
+///@{
 template <class F>
 KernelTable<UnaryKernelFn>& unary_kernel() {
   static KernelTable<UnaryKernelFn> table(F::name);
@@ -33,22 +40,23 @@ KernelTable<CompareKernelFn>& compare_kernel() {
   static KernelTable<CompareKernelFn> table(F::name);
   return table;
 }
-// out = cond ? x : y (x, y, out of one dtype; cond bool; all of out's shape).
+///@}
+/// out = cond ? x : y (x, y, out of one dtype; cond bool; all of out's shape).
 extern KernelTable<void(const Tensor& cond, const Tensor& x, const Tensor& y, Tensor& out)> where_kernel;
-// out = mask ? value : x.
+/// out = mask ? value : x.
 extern KernelTable<void(const Tensor& x, const Tensor& mask, Tensor& out, double value)> masked_fill_kernel;
 
-// A plain (autograd-free) view of t broadcast to shape.
+/// A plain (autograd-free) view of t broadcast to shape.
 Tensor broadcast_view(const Tensor& t, const Shape& shape);
-// Throws DeviceError naming op when the tensors are on different devices.
+/// Throws DeviceError naming op when the tensors are on different devices.
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
-// PyTorch's result dtype of a binary op.
+/// PyTorch's result dtype of a binary op.
 DType result_type(const Tensor& a, const Tensor& b);
-// Throws AutogradError when an in-place op would write into a tensor that autograd tracks.
+/// Throws AutogradError when an in-place op would write into a tensor that autograd tracks.
 void check_inplace(const char* op, const Tensor& self);
 
-// y = F(x; a, b) with F's dtype rules (integers go to float32 unless F
-// accepts them). No autograd: callers record their own backward.
+/// y = F(x; a, b) with F's dtype rules (integers go to float32 unless F
+/// accepts them). No autograd: callers record their own backward.
 template <class F>
 Tensor unary_forward(const Tensor& x, double a = 0, double b = 0) {
   Tensor in = (!F::kIntegral && !x.is_floating_point()) || x.dtype() == DType::Bool ? x.to(
@@ -58,7 +66,7 @@ Tensor unary_forward(const Tensor& x, double a = 0, double b = 0) {
   return out;
 }
 
-// z = F(x, y; a, b) with broadcasting and promotion. No autograd.
+/// z = F(x, y; a, b) with broadcasting and promotion. No autograd.
 template <class F>
 Tensor binary_forward(const Tensor& x, const Tensor& y, double a = 0, double b = 0) {
   check_same_device(F::name, x, y);
@@ -72,7 +80,7 @@ Tensor binary_forward(const Tensor& x, const Tensor& y, double a = 0, double b =
   return out;
 }
 
-// In place: self = F(self, other; a, b); other broadcasts to self's shape.
+/// In place: self = F(self, other; a, b); other broadcasts to self's shape.
 template <class F>
 Tensor& binary_inplace(Tensor& self, const Tensor& other, double a = 0, double b = 0) {
   check_inplace(F::name, self);
@@ -86,6 +94,7 @@ Tensor& binary_inplace(Tensor& self, const Tensor& other, double a = 0, double b
   return self;
 }
 
+/// self = F(self; a, b) in place (not recorded by autograd; bumps the version).
 template <class F>
 Tensor& unary_inplace(Tensor& self, double a = 0, double b = 0) {
   check_inplace(F::name, self);

@@ -1,6 +1,7 @@
-// What element i of a random tensor is, as a pure function of (seed,
-// counter offset, i): shared by the CPU kernel and the CUDA kernel, so both
-// produce identical values.
+/// \file
+/// What element i of a random tensor is, as a pure function of (seed,
+/// counter offset, i): shared by the CPU kernel and the CUDA kernel, so both
+/// produce identical values.
 #pragma once
 
 #include <cmath>
@@ -14,26 +15,30 @@
 
 namespace ember {
 
+/// The distributions a random kernel draws from.
 enum class RandomKind : uint8_t { Uniform, Normal, Integer };
 
+/// One random fill: the distribution, its parameters, and the Philox (seed, first counter).
 struct RandomSpec {
-  RandomKind kind;
-  uint64_t seed;
-  uint64_t offset;  // first Philox counter reserved for this tensor
-  double a, b;      // uniform [a, b); normal mean a, std b; integer [a, b)
+  RandomKind kind;  ///< which distribution
+  uint64_t seed;  ///< the generator's seed
+  uint64_t offset;  ///< first Philox counter reserved for this tensor
+  ///@{
+  double a, b;      ///< uniform [a, b); normal mean a, std b; integer [a, b)
+  ///@}
 };
 
-// Counters a tensor of n elements consumes: one per 4 floats for uniform
-// float32, one per 2 elements otherwise.
+/// Counters a tensor of n elements consumes: one per 4 floats for uniform
+/// float32, one per 2 elements otherwise.
 inline uint64_t random_counters(RandomKind kind, DType dt, int64_t n) {
   const uint64_t per = (kind == RandomKind::Uniform && dt == DType::Float32) ? 4 : 2;
   return (static_cast<uint64_t>(n) + per - 1) / per;
 }
 
-// The elements Philox counter spec.offset + c produces: out[0..k) for elements
-// k*c .. k*c+k-1, k = 4 for float32 uniform, else 2; returns k. One Philox
-// call per counter, not per element; a CUDA kernel runs one thread per
-// counter. Normal uses Box-Muller on the pair (z0 = r cos th, z1 = r sin th).
+/// The elements Philox counter spec.offset + c produces: out[0..k) for elements
+/// k*c .. k*c+k-1, k = 4 for float32 uniform, else 2; returns k. One Philox
+/// call per counter, not per element; a CUDA kernel runs one thread per
+/// counter. Normal uses Box-Muller on the pair (z0 = r cos th, z1 = r sin th).
 template <class T>
 EMBER_HD inline int random_values(const RandomSpec& s, uint64_t c, T* out) {
   const Philox4x32 r = Philox4x32::generate(s.seed, s.offset + c);
@@ -63,6 +68,8 @@ EMBER_HD inline int random_values(const RandomSpec& s, uint64_t c, T* out) {
   return 2;
 }
 
+/// Fills out (contiguous) with spec's values: element i is a pure function of (seed, offset, i), the
+/// same on every device.
 extern KernelTable<void(Tensor& out, const RandomSpec& spec)> random_kernel;
 
 }  // namespace ember

@@ -1,38 +1,55 @@
-// Reductions over any set of dims, with keepdim, as in PyTorch. An empty dim
-// list reduces over all dims.
+/// \file
+/// Reductions over any set of dims, with keepdim, as in PyTorch. An empty dim
+/// list reduces over all dims.
 #pragma once
 
 #include <ember/core/tensor.h>
 
 namespace ember {
 
+/// Sum over all elements (a 0-dim tensor), or over dims (keepdim keeps them as size 1). Integer inputs
+/// sum to int64.
+///@{
 Tensor sum(const Tensor& x);
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
+///@}
+/// Mean over all elements, or over dims; floating inputs only.
+///@{
 Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
-// Variance and standard deviation with Bessel's correction by default
-// (correction = 1, as torch.var); correction = 0 gives the population value.
+///@}
+/// Variance and standard deviation with Bessel's correction by default
+/// (correction = 1, as torch.var); correction = 0 gives the population value.
+///@{
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
 Tensor std(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
-// log(sum(exp(x))) computed stably (the max is subtracted first).
+///@}
+/// log(sum(exp(x))) computed stably (the max is subtracted first).
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
 
-// Largest / smallest value over all elements.
+/// Largest / smallest value over all elements.
+///@{
 Tensor max(const Tensor& x);
 Tensor min(const Tensor& x);
-// Values and their int64 indices along one dim (the first occurrence on ties).
+///@}
+/// What max and min along a dim return.
 struct ValuesIndices {
-  Tensor values;
-  Tensor indices;
+  Tensor values;  ///< the largest or smallest values
+  Tensor indices;  ///< their positions along dim (int64)
 };
+/// Values and their int64 indices along one dim (the first occurrence on ties).
+///@{
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
 ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
-// Over a set of dims, values only (torch.amax / amin).
+///@}
+/// Over a set of dims, values only (torch.amax / amin).
+///@{
 Tensor amax(const Tensor& x, const Shape& dims, bool keepdim = false);
 Tensor amin(const Tensor& x, const Shape& dims, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
-// Over all elements, as an index into the flattened tensor.
+///@}
+/// Over all elements, as an index into the flattened tensor.
 Tensor argmax(const Tensor& x);
 
 }  // namespace ember

@@ -1,9 +1,10 @@
-// Optimizers with PyTorch's names, defaults and update formulas: SGD
-// (momentum, dampening, nesterov, weight decay), Adam and AdamW (decoupled
-// weight decay). Parameters come in groups, each with its own lr and
-// weight_decay, so "no decay for biases and norms" is one extra group.
-// Hyperparameters live in the groups and are read at every step, so a
-// scheduler changes a group's lr without rebuilding anything.
+/// \file
+/// Optimizers with PyTorch's names, defaults and update formulas: SGD
+/// (momentum, dampening, nesterov, weight decay), Adam and AdamW (decoupled
+/// weight decay). Parameters come in groups, each with its own lr and
+/// weight_decay, so "no decay for biases and norms" is one extra group.
+/// Hyperparameters live in the groups and are read at every step, so a
+/// scheduler changes a group's lr without rebuilding anything.
 #pragma once
 
 #include <cstdint>
@@ -14,104 +15,132 @@
 
 namespace ember::optim {
 
+/// Parameters that share hyperparameters (torch's param_groups entries).
 struct ParamGroup {
-  std::vector<Tensor> params;
-  double lr = -1;            // < 0: the optimizer's default
-  double weight_decay = -1;  // < 0: the optimizer's default
-  double initial_lr = -1;    // set by the optimizer; used by LR schedulers
+  std::vector<Tensor> params;  ///< the parameters (handles to the model's tensors)
+  double lr = -1;            ///< < 0: the optimizer's default
+  double weight_decay = -1;  ///< < 0: the optimizer's default
+  double initial_lr = -1;    ///< set by the optimizer; used by LR schedulers
 };
 
+/// The base of the optimizers: parameter groups, zero_grad, and state dicts.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // Applies one update to every parameter that has a gradient.
+  /// Applies one update to every parameter that has a gradient.
   virtual void step() = 0;
-  // Clears every parameter's gradient (set_to_none as in PyTorch 2).
+  /// Clears every parameter's gradient (set_to_none as in PyTorch 2).
   void zero_grad(bool set_to_none = true);
+  /// The groups, with their current lr and weight_decay (schedulers change lr here).
+  ///@{
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
-  // Hyperparameters and per-parameter state (momentum buffers, moments,
-  // step count) as named tensors, so training resumes exactly from a
-  // checkpoint. load_state_dict checks names and shapes.
+  ///@}
+  /// Hyperparameters and per-parameter state (momentum buffers, moments,
+  /// step count) as named tensors, so training resumes exactly from a
+  /// checkpoint. load_state_dict checks names and shapes.
+  ///@{
   virtual StateDict state_dict() const;
   virtual void load_state_dict(const StateDict& state);
+  ///@}
 
  protected:
+  /// Fills each group's unset lr and weight_decay with the defaults; name is for errors.
   Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name);
-  std::vector<ParamGroup> groups_;
+  std::vector<ParamGroup> groups_;  ///< the parameter groups
 };
 
+/// torch.optim.SGD's arguments.
 struct SGDOptions {
-  double lr = 1e-3;
-  double momentum = 0;
-  double dampening = 0;
-  double weight_decay = 0;
-  bool nesterov = false;
+  double lr = 1e-3;          ///< learning rate
+  double momentum = 0;       ///< momentum factor (0: plain SGD)
+  double dampening = 0;      ///< dampening of the momentum
+  double weight_decay = 0;   ///< L2 penalty added to the gradient
+  bool nesterov = false;     ///< Nesterov momentum
 };
 
+/// Stochastic gradient descent with momentum, dampening, Nesterov and weight
+/// decay, as torch.optim.SGD.
 class SGD final : public Optimizer {
  public:
+  /// One group of params, or several groups with their own lr/weight_decay.
+  ///@{
   SGD(std::vector<Tensor> params, SGDOptions opts);
   SGD(std::vector<ParamGroup> groups, SGDOptions opts);
+  ///@}
   void step() override;
   StateDict state_dict() const override;
   void load_state_dict(const StateDict& state) override;
 
  private:
   SGDOptions opts_;
-  std::vector<std::vector<Tensor>> momentum_;  // per group, per param (undefined until first step)
+  std::vector<std::vector<Tensor>> momentum_;  ///< per group, per param (undefined until first step)
 };
 
+/// torch.optim.Adam/AdamW's arguments.
 struct AdamOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0;  // Adam: L2 added to the gradient; AdamW: decoupled (default 1e-2)
+  double lr = 1e-3;      ///< learning rate
+  double beta1 = 0.9;    ///< decay of the first moment
+  double beta2 = 0.999;  ///< decay of the second moment
+  double eps = 1e-8;     ///< added to the denominator
+  double weight_decay = 0;  ///< Adam: L2 added to the gradient; AdamW: decoupled (default 1e-2)
 };
 
-// Adam (decoupled = false) and AdamW (decoupled = true) share one fused
-// per-parameter kernel.
+/// Adam (decoupled = false) and AdamW (decoupled = true) share one fused
+/// per-parameter kernel.
 class Adam : public Optimizer {
  public:
+  /// One group of params, or several groups with their own lr/weight_decay.
+  ///@{
   Adam(std::vector<Tensor> params, AdamOptions opts);
   Adam(std::vector<ParamGroup> groups, AdamOptions opts);
+  ///@}
   void step() override;
+  /// Steps taken so far (the bias corrections' t).
   int64_t steps() const { return step_; }
   StateDict state_dict() const override;
   void load_state_dict(const StateDict& state) override;
 
  protected:
+  /// AdamW's constructor: decoupled weight decay.
   Adam(std::vector<ParamGroup> groups, AdamOptions opts, bool decoupled, const char* name);
 
  private:
   AdamOptions opts_;
   bool decoupled_;
   int64_t step_ = 0;
-  std::vector<std::vector<Tensor>> m_, v_;  // first and second moments
+  ///@{
+  std::vector<std::vector<Tensor>> m_, v_;  ///< first and second moments
+  ///@}
 };
 
+/// Adam with decoupled weight decay (Loshchilov & Hutter): p -= lr wd p apart
+/// from the adaptive step, as torch.optim.AdamW.
 class AdamW final : public Adam {
  public:
+  /// AdamW's defaults: Adam's with weight_decay 1e-2.
   static AdamOptions defaults() {
     AdamOptions o;
     o.weight_decay = 1e-2;
     return o;
   }
+  /// One group of params, or several groups with their own lr/weight_decay.
+  ///@{
   AdamW(std::vector<Tensor> params, AdamOptions opts = defaults());
   AdamW(std::vector<ParamGroup> groups, AdamOptions opts = defaults());
+  ///@}
 };
 
-// The usual AdamW split in one line: parameters with 2 or more dims decay
-// with weight_decay; biases, norm weights and anything named in no_decay
-// (e.g. "cls_token", "pos_embed") do not.
+/// The usual AdamW split in one line: parameters with 2 or more dims decay
+/// with weight_decay; biases, norm weights and anything named in no_decay
+/// (e.g. "cls_token", "pos_embed") do not.
 std::vector<ParamGroup> weight_decay_groups(const StateDict& named_parameters, double weight_decay,
                                             const std::vector<std::string>& no_decay = {"cls_token", "pos_embed"});
 
-// Scales all gradients so their global L2 norm is at most max_norm; returns
-// the norm before clipping (torch.nn.utils.clip_grad_norm_).
+/// Scales all gradients so their global L2 norm is at most max_norm; returns
+/// the norm before clipping (torch.nn.utils.clip_grad_norm_).
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
-// Clamps every gradient element to [-clip_value, clip_value].
+/// Clamps every gradient element to [-clip_value, clip_value].
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
 
 }  // namespace ember::optim

@@ -1,6 +1,7 @@
 // The autograd engine: accumulation, broadcasting, retain_graph, freed
 // graphs, in-place detection, needed-only gradients, retain_grad, graph
-// lifetime, and a user-defined op made through the public path.
+// lifetime, and a user-defined op made through the public path, with its
+// failure paths (no kernel, no backward, a forgotten gradient).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -172,8 +173,68 @@ TEST_CASE("autograd: a user-defined op passes gradcheck and names itself when a 
   CHECK(cube(t).item<float>() == 8.0f);
   Tensor out;
   const std::string msg = error_of<DeviceError>([&] { cube_kernel(Device("cuda"), t, out); });
-  CHECK(contains(msg, "cube"));
-  CHECK(contains(msg, "cuda"));
+  CHECK(contains(msg, "cube: no kernel for device cuda:0"));
+  CHECK(contains(msg, "EMBER_REGISTER_KERNEL"));
+}
+
+// ---- a user op's failure paths: each names the op, none loses a gradient -----
+namespace {
+
+// twice(x) = 2x, recorded without a backward.
+Tensor twice_no_backward(const Tensor& x) {
+  Tensor out = mul(x.detach(), 2.0);
+  if (autograd::needs_grad({x})) autograd::record_no_backward("twice", {x}, {out});
+  return out;
+}
+
+// a * b whose backward forgets b's gradient.
+Tensor forgets_b(const Tensor& a, const Tensor& b) {
+  Tensor out = mul(a.detach(), b.detach());
+  if (autograd::needs_grad({a, b}))
+    autograd::record("forgets_b", {a, b}, out, [sb = autograd::SavedTensor(b)](autograd::BackwardContext& ctx) {
+      if (ctx.needs_grad(0)) ctx.set_grad(0, mul(ctx.grad_output(), sb.get()));
+    });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("autograd: an op without a backward runs forward and names itself when backward reaches it") {
+  const Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  const Tensor y = twice_no_backward(x);
+  CHECK(y.requires_grad());  // in the graph, like any op on an input that requires grad
+  test::check_close(y, {2, 4}, 0);
+  // A training step through it: the loss also depends on a later parameter w,
+  // so without the node backward would succeed and leave x.grad() missing.
+  const Tensor w = tensor({3.0}).requires_grad_();
+  const std::string msg = error_of<AutogradError>([&] { sum(mul(y, w)).backward(); });
+  CHECK(contains(msg, "backward of 'twice'"));
+  CHECK(contains(msg, "no backward"));
+  CHECK(!x.grad().defined());
+  // Inference is unaffected, and under NoGradGuard nothing is recorded.
+  NoGradGuard no_grad;
+  CHECK(!twice_no_backward(x).requires_grad());
+}
+
+TEST_CASE("autograd: a backward that sets no gradient for an input needing one names the op and the input") {
+  const Tensor a = tensor({1.0, 2.0}).requires_grad_();
+  const Tensor b = tensor({3.0, 4.0}).requires_grad_();
+  const std::string msg = error_of<AutogradError>([&] { sum(forgets_b(a, b)).backward(); });
+  CHECK(contains(msg, "backward of 'forgets_b'"));
+  CHECK(contains(msg, "input 1"));
+  CHECK(contains(msg, "[2]"));
+  // With b frozen the same backward is complete.
+  const Tensor frozen = tensor({3.0, 4.0});
+  sum(forgets_b(a, frozen)).backward();
+  test::check_close(a.grad(), {3, 4}, 0);
+}
+
+TEST_CASE("autograd: backward on the output of an op that records nothing says what may be missing") {
+  const Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  const Tensor y = mul(x.detach(), 2.0);  // what a user op forgetting autograd::record returns
+  const std::string msg = error_of<AutogradError>([&] { sum(y).backward(); });
+  CHECK(contains(msg, "does not require grad"));
+  CHECK(contains(msg, "autograd::record"));
 }
 
 TEST_CASE("autograd: only inputs that need a gradient get one computed") {

@@ -16,23 +16,11 @@
 
 using namespace ember;
 using test::contains;
+using test::check_values;
 using test::error_of;
+using test::weighted_backward;
 
 namespace {
-
-void check_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-12) {
-  const std::vector<double> got = t.to_vector<double>();
-  REQUIRE(got.size() == expected.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element ", i, ": got ", got[i], ", expected ", expected[i]);
-    CHECK(std::fabs(got[i] - expected[i]) <= tol * (1 + std::fabs(expected[i])));
-  }
-}
-
-void weighted_backward(const Tensor& out) {
-  Tensor w = div(arange(1, static_cast<double>(out.numel()) + 1, 1, TensorOptions(kFloat64)), 10.0);
-  sum(mul(out, w.reshape(out.shape()))).backward();
-}
 
 // arange(12) as a 3x4 float64 tensor, as x34 in the script.
 Tensor x34() { return arange(0, 12, 1, TensorOptions(kFloat64)).reshape({3, 4}); }

@@ -14,25 +14,11 @@
 
 using namespace ember;
 using test::contains;
+using test::check_values;
 using test::error_of;
+using test::weighted_backward;
 
 namespace {
-
-void check_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-12) {
-  const std::vector<double> got = t.to_vector<double>();
-  REQUIRE(got.size() == expected.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element ", i, ": got ", got[i], ", expected ", expected[i]);
-    CHECK(std::fabs(got[i] - expected[i]) <= tol * (1 + std::fabs(expected[i])));
-  }
-}
-
-// sum(out * w) with w = 1, 2, 3, ... / 10 in out's shape: the backward seed
-// the reference script uses.
-void weighted_backward(const Tensor& out) {
-  Tensor w = div(arange(1, static_cast<double>(out.numel()) + 1, 1, TensorOptions(kFloat64)), 10.0);
-  sum(mul(out, w.reshape(out.shape()))).backward();
-}
 
 Tensor logits_4x5() {
   return tensor({{0.5, -1.0, 2.0, 0.0, 1.5},

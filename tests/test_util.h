@@ -33,6 +33,26 @@ inline void check_close(const ember::Tensor& t, const std::vector<double>& want,
   for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(std::fabs(got[i] - want[i]) <= tol, "element ", i, ": ", got[i], " vs ", want[i]);
 }
 
+// Every element of t within tol relative to the known value (|got - want| <=
+// tol (1 + |want|)), for the suites whose expected values come from the
+// PyTorch reference scripts.
+inline void check_values(const ember::Tensor& t, const std::vector<double>& expected, double tol = 1e-12) {
+  const std::vector<double> got = t.to_vector<double>();
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element ", i, ": got ", got[i], ", expected ", expected[i]);
+    CHECK(std::fabs(got[i] - expected[i]) <= tol * (1 + std::fabs(expected[i])));
+  }
+}
+
+// sum(out * w) with w = 1, 2, 3, ... / 10 in out's shape, then backward: the
+// backward seed the reference scripts (tools/reference_*.py) use.
+inline void weighted_backward(const ember::Tensor& out) {
+  using namespace ember;
+  Tensor w = div(arange(1, static_cast<double>(out.numel()) + 1, 1, TensorOptions(kFloat64)), 10.0);
+  sum(mul(out, w.reshape(out.shape()))).backward();
+}
+
 // Deterministic parameters shared with the PyTorch reference scripts
 // (tools/reference_attention.py, reference_transformer.py): parameter k in
 // name order, element i, gets 0.3 sin(0.5 i + 1.7 k).

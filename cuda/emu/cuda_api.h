@@ -1,11 +1,12 @@
-// The emulated CUDA runtime and cuBLAS: the subset of cudart and cuBLAS the
-// backend calls, with the same names and signatures, over host memory and
-// OpenBLAS. Device memory is host memory, copies are memcpy, a stream is a
-// token (everything runs synchronously), and there is one device unless
-// EMBER_EMU_DEVICES says otherwise.
-//
-// defines: cudaError_t, cudaMalloc/Free, cudaMemcpy(Async), cudaMemsetAsync,
-// streams, device queries, cublasHandle_t, cublas{S,D}gemm(StridedBatched).
+/// \file
+/// The emulated CUDA runtime and cuBLAS: the subset of cudart and cuBLAS the
+/// backend calls, with the same names and signatures, over host memory and
+/// OpenBLAS. Device memory is host memory, copies are memcpy, a stream is a
+/// token (everything runs synchronously), and there is one device unless
+/// EMBER_EMU_DEVICES says otherwise.
+///
+/// defines: cudaError_t, cudaMalloc/Free, cudaMemcpy(Async), cudaMemsetAsync,
+/// streams, device queries, cublasHandle_t, cublas{S,D}gemm(StridedBatched).
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,9 @@
 
 #include <ember/cuda/emu/simt.h>
 
+/// \cond cuda_api
+// CUDA's own names and semantics (the file comment above); not repeated in
+// the reference.
 enum cudaError_t {
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,
@@ -54,8 +58,10 @@ struct cudaDeviceProp {
   size_t totalGlobalMem;
 };
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
+/// \endcond
 
 // ---- cuBLAS (column-major, as the real one) -------------------------------------------
+/// \cond cuda_api
 enum cublasStatus_t {
   CUBLAS_STATUS_SUCCESS = 0,
   CUBLAS_STATUS_NOT_INITIALIZED = 1,
@@ -84,3 +90,4 @@ cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          int k, const double* alpha, const double* A, int lda, long long strideA,
                                          const double* B, int ldb, long long strideB, const double* beta, double* C,
                                          int ldc, long long strideC, int batch);
+/// \endcond

@@ -65,6 +65,26 @@ TEST_CASE("cuda backend: mixing devices is an error naming both") {
   CHECK(contains(error_of<DeviceError>([&] { matmul(ones({2, 2}), ones({2, 2}, TensorOptions(kCuda))); }), "cuda"));
 }
 
+namespace {
+// A user op with a CPU kernel only.
+KernelTable<void(const Tensor& x, Tensor& out)> cpu_only_kernel("cpu_only_op");
+void cpu_only_cpu(const Tensor& x, Tensor& out) { out.copy_(x); }
+EMBER_REGISTER_KERNEL(cpu_only_kernel, CPU, cpu_only_cpu);
+}  // namespace
+
+TEST_CASE("cuda backend: a user op without a CUDA kernel names itself at the call on cuda") {
+  if (emulated_without_devices()) return;
+  const Tensor x = ones({3}, TensorOptions(kCuda));
+  Tensor out = empty({3}, TensorOptions(kCuda));
+  const std::string msg = error_of<DeviceError>([&] { cpu_only_kernel(x.device(), x, out); });
+  CHECK(contains(msg, "cpu_only_op: no kernel for device cuda:0"));
+  CHECK(contains(msg, "EMBER_REGISTER_KERNEL(<table>, CUDA, fn)"));
+  const Tensor h = ones({3});
+  Tensor hout = empty({3});
+  cpu_only_kernel(h.device(), h, hout);  // the CPU kernel still runs
+  CHECK(hout.to_vector<float>() == std::vector<float>{1, 1, 1});
+}
+
 TEST_CASE("cuda backend: caching allocator reuses blocks after warm-up") {
   if (emulated_without_devices()) return;
   const char* caching = std::getenv("EMBER_CACHING_ALLOCATOR");
