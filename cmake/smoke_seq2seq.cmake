@@ -36,8 +36,8 @@ endforeach()
 if(NOT EXISTS "${OUT}/model.safetensors")
   message(FATAL_ERROR "no model.safetensors checkpoint")
 endif()
-# Bad flags: a clear message and exit code 2; cuda is refused clearly.
-foreach(args "--epochs;0" "--device;tpu" "--device;cuda" "--batch-size;x")
+# Bad flags: a clear message and exit code 2.
+foreach(args "--epochs;0" "--device;tpu" "--batch-size;x" "--eval-only" "--weights;x.safetensors")
   execute_process(COMMAND "${APP}" ${args} RESULT_VARIABLE bad OUTPUT_QUIET ERROR_VARIABLE err)
   if(NOT bad EQUAL 2)
     message(FATAL_ERROR "seq2seq ${args} exited with ${bad}, expected 2")
@@ -46,3 +46,10 @@ foreach(args "--epochs;0" "--device;tpu" "--device;cuda" "--batch-size;x")
     message(FATAL_ERROR "seq2seq ${args} printed no reason")
   endif()
 endforeach()
+# --device cuda trains where there is a GPU; here (a build without the
+# backend, or no device) it must fail clearly with exit code 1, not crash.
+execute_process(COMMAND "${APP}" --epochs 1 --train-size 64 --test-size 16 --hidden 8 --heatmaps 0 --quiet --device cuda
+                        --out "${OUT}/cuda" RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 AND NOT (rc EQUAL 1 AND err MATCHES "no CUDA device available|no cuda backend"))
+  message(FATAL_ERROR "seq2seq --device cuda: exit ${rc}, message: ${err}")
+endif()

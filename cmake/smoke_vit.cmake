@@ -2,7 +2,8 @@
 # (MAKE_DATA writes Fashion-MNIST-format gzip IDX files): outputs exist and
 # are well-formed; a run stopped after epoch 1 and resumed equals an
 # uninterrupted one (metrics and weights, bit for bit); --eval-only on the
-# saved weights reproduces the recorded accuracy; bad flags exit with 2.
+# saved weights reproduces the recorded accuracy; bad flags exit with 2;
+# --device cuda without a GPU exits with 1 and says why.
 # Variables: APP, MAKE_DATA, OUT (a scratch directory).
 include(${CMAKE_CURRENT_LIST_DIR}/smoke_vit_common.cmake)
 make_smoke_data()
@@ -68,13 +69,20 @@ if(NOT acc EQUAL final)
 endif()
 
 # Bad values: a clear message and exit code 2; a missing data set: code 1.
-foreach(bad "--device;cuda" "--patch-size;5" "--heads;3" "--data;svhn" "--epochs;0" "--eval-only")
+foreach(bad "--device;tpu" "--patch-size;5" "--heads;3" "--data;svhn" "--epochs;0" "--eval-only")
   execute_process(COMMAND "${APP}" ${bad} --data-dir "${OUT}/data" --out "${OUT}/bad" RESULT_VARIABLE rc
                   OUTPUT_QUIET ERROR_VARIABLE err)
   if(NOT rc EQUAL 2 OR err STREQUAL "")
     message(FATAL_ERROR "vit ${bad} exited with ${rc} (expected 2 and a message): ${err}")
   endif()
 endforeach()
+# --device cuda trains where there is a GPU; here (a build without the
+# backend, or no device) it must fail clearly with exit code 1, not crash.
+execute_process(COMMAND "${APP}" ${tiny} --device cuda --out "${OUT}/cuda" RESULT_VARIABLE rc OUTPUT_QUIET
+                ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 AND NOT (rc EQUAL 1 AND err MATCHES "no CUDA device available|no cuda backend"))
+  message(FATAL_ERROR "vit --device cuda: exit ${rc}, message: ${err}")
+endif()
 execute_process(COMMAND "${APP}" --data-dir "${OUT}/nowhere" --out "${OUT}/bad" RESULT_VARIABLE rc OUTPUT_QUIET
                 ERROR_VARIABLE err)
 if(NOT rc EQUAL 1 OR NOT err MATCHES "train-images-idx3-ubyte")

@@ -2,12 +2,15 @@
 #include <ember/core/safetensors.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <vector>
@@ -31,6 +34,8 @@ const char* st_dtype(DType t) {
   }
   return "?";
 }
+
+constexpr int kMaxJsonDepth = 64;
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw IOError("safetensors file '" + path + "': " + what);
@@ -68,6 +73,42 @@ float bf16_to_float(uint16_t b) {
   return f;
 }
 
+// The temporary file of a save of `path` by this process: PATH.tmp.<pid>.
+// and mkstemp's six characters. The name says whose it is and which process
+// wrote it, and `*.safetensors` globs never match it.
+std::string temporary_name_template(const std::string& path) {
+  return path + ".tmp." + std::to_string(::getpid()) + ".XXXXXX";
+}
+
+// Removes what killed saves of `path` left: files named PATH.tmp.<pid>.XXXXXX
+// whose process no longer exists. A living process's file may be a save in
+// progress (another thread, another program) and stays, as does anything
+// not named exactly so. Best effort: a file that cannot be removed is left.
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string prefix = target.filename().string() + ".tmp.";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = name.substr(prefix.size());  // <pid>.XXXXXX
+    const size_t dot = rest.find('.');
+    if (dot == std::string::npos || dot == 0 || dot > 9 || rest.size() != dot + 7) continue;
+    const auto digit = [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)) != 0; };
+    const auto alnum = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) != 0; };
+    if (!std::all_of(rest.begin(), rest.begin() + static_cast<long>(dot), digit) ||
+        !std::all_of(rest.begin() + static_cast<long>(dot) + 1, rest.end(), alnum))
+      continue;
+    const auto pid = static_cast<pid_t>(std::stol(rest.substr(0, dot)));  // at most 9 digits
+    // kill(pid, 0) delivers nothing; ESRCH means there is no such process.
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code type_ec, rm_ec;
+    if (it->is_regular_file(type_ec)) fs::remove(it->path(), rm_ec);
+  }
+}
+
 }  // namespace
 
 void save_safetensors(const std::string& path, const StateDict& tensors,
@@ -91,8 +132,9 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
   const uint64_t hlen = h.size();
 
   // Atomic replace: write a temporary file beside the target, flush it to
-  // disk, then rename it over the target.
-  std::string tmp = path + ".tmp.XXXXXX";
+  // disk, then rename it over the target. Once the new file is in place,
+  // temporary files that killed saves of the same path left are removed.
+  std::string tmp = temporary_name_template(path);
   std::vector<char> name(tmp.begin(), tmp.end());
   name.push_back('\0');
   const int fd = mkstemp(name.data());
@@ -130,6 +172,7 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
     ::unlink(tmp.c_str());
     fail(path, "cannot rename the temporary file into place: " + err);
   }
+  remove_stale_temporaries(path);
 }
 
 namespace {
@@ -192,8 +235,16 @@ StateDict load_from(Source& src, const std::string& path, std::map<std::string, 
   const uint64_t data_size = size - 8 - hlen;
 
   nlohmann::ordered_json header;  // keeps the file's order of tensors
+  // ordered_json keeps an object's members in a vector of pairs whose key is
+  // const, so when that vector grows the members are copied, recursively: a
+  // value nested a million deep overflowed the stack (SIGSEGV). A header is
+  // 3 deep; deeper than kMaxJsonDepth is refused while parsing.
+  const auto limit_depth = [&](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json&) {
+    if (depth > kMaxJsonDepth) fail(path, "the header is nested more than " + std::to_string(kMaxJsonDepth) + " deep");
+    return true;
+  };
   try {
-    header = nlohmann::ordered_json::parse(h);
+    header = nlohmann::ordered_json::parse(h, limit_depth);
   } catch (const nlohmann::json::exception& e) {
     fail(path, std::string("invalid JSON header: ") + e.what());
   }

@@ -8,9 +8,12 @@
 /// beyond the file, offsets out of range, overlapping or not matching the
 /// dtype and shape, unknown dtypes, and malformed JSON all throw IOError
 /// naming the file and the tensor. F32, F64, I64 and BOOL load as is; F16 and
-/// BF16 are converted to float32. Writing is atomic: the data goes to a
-/// temporary file in the same directory, is flushed to disk, then renamed
-/// over the target, so a crash never leaves a half-written file in its place.
+/// BF16 are converted to float32; JSON nested more than 64 deep is refused.
+/// Writing is atomic: the data goes to a temporary file in the same directory
+/// (`PATH.tmp.<pid>.XXXXXX`), is flushed to disk, then renamed over the target,
+/// so a crash never leaves a half-written file in its place. A save killed
+/// midway leaves its temporary file; the next successful save of the same
+/// path removes such files whose process is gone.
 #pragma once
 
 #include <cstddef>

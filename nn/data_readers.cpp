@@ -1,16 +1,19 @@
-// IDX and CIFAR-10 readers and writers. zlib's gz* functions read gzip and
-// plain files alike, so both IDX flavours share one path; sizes claimed by a
-// header are checked against the bytes actually present before anything is
-// kept (see data_readers.h).
+// IDX and CIFAR-10 readers and writers. A file is read whole into memory and
+// parsed there (the path and in-memory versions are one reader); gzip IDX
+// data is inflated with zlib as it is read, so plain and gzip files share one
+// path. Sizes claimed by a header are checked against the bytes actually
+// present before anything is kept (see data_readers.h).
 #include <ember/nn/data_readers.h>
 
 #include <zlib.h>
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <system_error>
 
 #include <ember/core/error.h>
 
@@ -40,72 +43,142 @@ GzPtr open_gz(const std::string& path, const char* mode) {
   return f;
 }
 
-// Reads up to n bytes; a gzip error (corrupt or truncated stream) throws.
-size_t gz_read(gzFile f, const std::string& path, uint8_t* dst, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    const unsigned ask = static_cast<unsigned>(std::min<size_t>(n - got, 1u << 20));
-    const int r = gzread(f, dst + got, ask);
-    int err = Z_OK;
-    const char* msg = gzerror(f, &err);
-    // zlib reports a stream cut short as Z_BUF_ERROR ("unexpected end of file").
-    EMBER_CHECK(r >= 0 && (err == Z_OK || err == Z_STREAM_END), IOError, path,
-                ": corrupt or truncated gzip data (zlib: ", msg ? msg : "unknown error", ")");
-    if (r == 0) break;
-    got += static_cast<size_t>(r);
-  }
-  return got;
-}
-
 uint32_t big_endian32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
-// Largest array the readers accept: far beyond any image set, small enough
-// that the products below cannot overflow.
+// Largest file or array the readers accept: far beyond any image set, small
+// enough that the products below cannot overflow.
 constexpr int64_t kMaxBytes = int64_t{1} << 36;
+
+// A whole file, in a buffer sized by the file (never by a header in it).
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::error_code ec;
+  EMBER_CHECK(fs::is_regular_file(path, ec), IOError, path, ": no such file");
+  const uintmax_t size = fs::file_size(path, ec);
+  EMBER_CHECK(!ec, IOError, path, ": cannot read its size (", ec.message(), ")");
+  EMBER_CHECK(size <= static_cast<uintmax_t>(kMaxBytes), IOError, path, ": ", size,
+              " bytes is more than the data readers accept (", kMaxBytes, ")");
+  std::ifstream f(path, std::ios::binary);
+  EMBER_CHECK(f.good(), IOError, path, ": cannot open for reading");
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  f.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
+  EMBER_CHECK(static_cast<uintmax_t>(f.gcount()) == size, IOError, path, ": read ", f.gcount(), " of ", size,
+              " bytes");
+  return bytes;
+}
+
+// The bytes of an IDX file in memory as they decompress. Data starting with
+// the gzip magic number (1f 8b) is inflated member after member, as gzip -d
+// and zlib's gzread do, and bytes after a member that start no new one are
+// ignored (gzread's rule for trailing garbage); anything else is read as is.
+// A corrupt or truncated stream throws IOError naming the file.
+class IdxBytes {
+ public:
+  IdxBytes(const uint8_t* data, size_t size, const std::string& name)
+      : in_(data), left_(size), name_(name), gzip_(size >= 2 && data[0] == 0x1f && data[1] == 0x8b) {
+    if (gzip_) {
+      // 16 + MAX_WBITS: a gzip header and trailer (CRC-32 and length, checked).
+      EMBER_CHECK(inflateInit2(&zs_, 16 + MAX_WBITS) == Z_OK, IOError, name, ": zlib could not start");
+      zs_.next_in = const_cast<Bytef*>(in_);  // zlib's API is not const; it never writes input
+      zs_.avail_in = 0;
+    }
+  }
+  ~IdxBytes() {
+    if (gzip_) inflateEnd(&zs_);
+  }
+  IdxBytes(const IdxBytes&) = delete;
+  IdxBytes& operator=(const IdxBytes&) = delete;
+
+  // Copies up to n bytes into dst; fewer only at the end of the data.
+  size_t read(uint8_t* dst, size_t n) {
+    if (!gzip_) {
+      const size_t k = std::min(n, left_);
+      if (k) std::memcpy(dst, in_, k);
+      in_ += k, left_ -= k;
+      return k;
+    }
+    size_t got = 0;
+    while (got < n && !ended_) {
+      // zlib counts in 32-bit units: hand it the input a GiB at a time. The
+      // input is one buffer, so next_in + avail_in == in_ throughout.
+      if (zs_.avail_in == 0 && left_ > 0) {
+        const size_t k = std::min<size_t>(left_, size_t{1} << 30);
+        zs_.avail_in = static_cast<uInt>(k);
+        in_ += k, left_ -= k;
+      }
+      const size_t ask = std::min<size_t>(n - got, size_t{1} << 30);
+      zs_.next_out = dst + got;
+      zs_.avail_out = static_cast<uInt>(ask);
+      const int r = inflate(&zs_, Z_NO_FLUSH);
+      got += ask - zs_.avail_out;
+      if (r == Z_STREAM_END) {
+        const size_t rest = zs_.avail_in + left_;
+        if (rest >= 2 && zs_.next_in[0] == 0x1f && zs_.next_in[1] == 0x8b)
+          inflateReset(&zs_);  // another member follows
+        else
+          ended_ = true;
+      } else if (r == Z_BUF_ERROR && zs_.avail_in == 0 && left_ == 0) {
+        throw IOError(detail::cat_str(name_, ": truncated gzip data (the stream ends before its end marker)"));
+      } else if (r != Z_OK) {
+        throw IOError(detail::cat_str(name_, ": corrupt gzip data (zlib: ", zs_.msg ? zs_.msg : zError(r), ")"));
+      }
+    }
+    return got;
+  }
+
+ private:
+  const uint8_t* in_;  // input not yet handed to zlib
+  size_t left_;
+  const std::string& name_;
+  bool gzip_, ended_ = false;
+  z_stream zs_{};
+};
 
 }  // namespace
 
 IdxArray read_idx(const std::string& path) {
-  EMBER_CHECK(fs::is_regular_file(path), IOError, path, ": no such file");
-  GzPtr f = open_gz(path, "rb");
+  const std::vector<uint8_t> bytes = read_file(path);
+  return read_idx_from_memory(bytes.data(), bytes.size(), path);
+}
+
+IdxArray read_idx_from_memory(const void* data, size_t size, const std::string& name) {
+  IdxBytes in(static_cast<const uint8_t*>(data), size, name);
   std::array<uint8_t, 4> magic{};
-  EMBER_CHECK(gz_read(f.get(), path, magic.data(), 4) == 4, IOError, path,
-              ": truncated IDX file (fewer than 4 header bytes)");
-  EMBER_CHECK(magic[0] == 0 && magic[1] == 0, IOError, path, ": not an IDX file (magic number starts ",
+  EMBER_CHECK(in.read(magic.data(), 4) == 4, IOError, name, ": truncated IDX file (fewer than 4 header bytes)");
+  EMBER_CHECK(magic[0] == 0 && magic[1] == 0, IOError, name, ": not an IDX file (magic number starts ",
               int{magic[0]}, ", ", int{magic[1]}, ", expected 0, 0)");
-  EMBER_CHECK(magic[2] == 0x08, IOError, path, ": IDX element type 0x", std::hex, int{magic[2]},
+  EMBER_CHECK(magic[2] == 0x08, IOError, name, ": IDX element type 0x", std::hex, int{magic[2]},
               " is not supported (expected 0x08, unsigned byte)");
   const int ndims = magic[3];
-  EMBER_CHECK(ndims >= 1 && ndims <= 4, IOError, path, ": IDX file with ", ndims, " dims (expected 1 to 4)");
+  EMBER_CHECK(ndims >= 1 && ndims <= 4, IOError, name, ": IDX file with ", ndims, " dims (expected 1 to 4)");
   std::array<uint8_t, 16> raw{};
-  EMBER_CHECK(gz_read(f.get(), path, raw.data(), static_cast<size_t>(4 * ndims)) == static_cast<size_t>(4 * ndims),
-              IOError, path, ": truncated IDX header (", ndims, " dims announced)");
+  EMBER_CHECK(in.read(raw.data(), static_cast<size_t>(4 * ndims)) == static_cast<size_t>(4 * ndims), IOError, name,
+              ": truncated IDX header (", ndims, " dims announced)");
   IdxArray a;
   int64_t expected = 1;
   for (int d = 0; d < ndims; ++d) {
     const int64_t size = big_endian32(raw.data() + 4 * d);
-    EMBER_CHECK(size > 0, IOError, path, ": IDX dim ", d, " has size 0");
+    EMBER_CHECK(size > 0, IOError, name, ": IDX dim ", d, " has size 0");
     // expected * size <= kMaxBytes, checked without overflowing.
-    EMBER_CHECK(size <= kMaxBytes / expected, IOError, path, ": IDX header claims more than ", kMaxBytes, " bytes");
+    EMBER_CHECK(size <= kMaxBytes / expected, IOError, name, ": IDX header claims more than ", kMaxBytes, " bytes");
     expected *= size;
     a.dims.push_back(size);
   }
   // Read what is there (at most one byte past the claim, to detect extra
-  // data), growing the buffer chunk by chunk rather than trusting the header.
-  constexpr size_t kChunk = size_t{1} << 22;
+  // data), growing the buffer with the bytes that arrive, from 64 KiB and
+  // doubling, rather than trusting the header.
   size_t have = 0;
   const size_t want = static_cast<size_t>(expected) + 1;
   while (have < want) {
-    const size_t ask = std::min(kChunk, want - have);
+    const size_t ask = std::min(std::max(have, size_t{1} << 16), want - have);
     a.data.resize(have + ask);
-    const size_t got = gz_read(f.get(), path, a.data.data() + have, ask);
+    const size_t got = in.read(a.data.data() + have, ask);
     have += got;
     if (got < ask) break;
   }
   a.data.resize(have);
-  EMBER_CHECK(have == static_cast<size_t>(expected), IOError, path, ": header says ", expected,
+  EMBER_CHECK(have == static_cast<size_t>(expected), IOError, name, ": header says ", expected,
               " data bytes, the file ", have < static_cast<size_t>(expected) ? "holds only " : "holds more than ",
               have < static_cast<size_t>(expected) ? std::to_string(have) : std::to_string(expected),
               have < static_cast<size_t>(expected) ? " (truncated)" : "");
@@ -162,34 +235,46 @@ namespace {
 constexpr int64_t kCifarSide = 32, kCifarPixels = 3 * kCifarSide * kCifarSide, kCifarRecord = kCifarPixels + 1;
 }
 
-ImageSet read_cifar10_batches(const std::vector<std::string>& paths) {
+namespace {
+ImageSet empty_cifar10() {
   ImageSet s;
   s.channels = 3;
   s.height = s.width = kCifarSide;
-  for (const std::string& path : paths) {
-    EMBER_CHECK(fs::is_regular_file(path), IOError, path, ": no such file");
-    const auto bytes = static_cast<int64_t>(fs::file_size(path));
-    EMBER_CHECK(bytes > 0 && bytes % kCifarRecord == 0, IOError, path, ": ", bytes,
-                " bytes is not a whole number of CIFAR-10 records (1 label byte + 3072 pixel bytes each; truncated "
-                "or not a CIFAR-10 batch)");
-    EMBER_CHECK(bytes <= kMaxBytes, IOError, path, ": too large for a CIFAR-10 batch");
-    std::ifstream f(path, std::ios::binary);
-    std::vector<uint8_t> raw(static_cast<size_t>(bytes));  // sized by the file, not by a header
-    f.read(reinterpret_cast<char*>(raw.data()), bytes);
-    EMBER_CHECK(f.gcount() == bytes, IOError, path, ": read ", f.gcount(), " of ", bytes, " bytes");
-    const int64_t records = bytes / kCifarRecord;
-    s.pixels.reserve(s.pixels.size() + static_cast<size_t>(records * kCifarPixels));
-    for (int64_t r = 0; r < records; ++r) {
-      const uint8_t* rec = raw.data() + r * kCifarRecord;
-      EMBER_CHECK(rec[0] < 10, IOError, path, ": record ", r, " has label ", int{rec[0]},
-                  " (CIFAR-10 labels are 0-9; is this a CIFAR-100 file?)");
-      s.labels.push_back(rec[0]);
-      s.pixels.insert(s.pixels.end(), rec + 1, rec + kCifarRecord);
-    }
-    s.n += records;
-  }
   s.class_names = class_names("cifar10");
   s.name = "cifar10";
+  return s;
+}
+
+// Appends the records of one batch file's bytes to s.
+void append_cifar10(ImageSet& s, const uint8_t* bytes, size_t size, const std::string& name) {
+  EMBER_CHECK(size > 0 && size % kCifarRecord == 0, IOError, name, ": ", size,
+              " bytes is not a whole number of CIFAR-10 records (1 label byte + 3072 pixel bytes each; truncated "
+              "or not a CIFAR-10 batch)");
+  const auto records = static_cast<int64_t>(size / kCifarRecord);
+  s.pixels.reserve(s.pixels.size() + static_cast<size_t>(records * kCifarPixels));  // sized by the bytes present
+  for (int64_t r = 0; r < records; ++r) {
+    const uint8_t* rec = bytes + r * kCifarRecord;
+    EMBER_CHECK(rec[0] < 10, IOError, name, ": record ", r, " has label ", int{rec[0]},
+                " (CIFAR-10 labels are 0-9; is this a CIFAR-100 file?)");
+    s.labels.push_back(rec[0]);
+    s.pixels.insert(s.pixels.end(), rec + 1, rec + kCifarRecord);
+  }
+  s.n += records;
+}
+}  // namespace
+
+ImageSet read_cifar10_batches(const std::vector<std::string>& paths) {
+  ImageSet s = empty_cifar10();
+  for (const std::string& path : paths) {
+    const std::vector<uint8_t> bytes = read_file(path);
+    append_cifar10(s, bytes.data(), bytes.size(), path);
+  }
+  return s;
+}
+
+ImageSet read_cifar10_from_memory(const void* data, size_t size, const std::string& name) {
+  ImageSet s = empty_cifar10();
+  append_cifar10(s, static_cast<const uint8_t*>(data), size, name);
   return s;
 }
 

@@ -2,11 +2,13 @@
 /// Readers (and small writers, for tests) for the standard image-classification
 /// file formats, into one in-memory ImageSet of uint8 pixels:
 ///  - IDX (MNIST, Fashion-MNIST): big-endian header {0, 0, type, ndims},
-///    ndims uint32 sizes, then the data; plain or gzip-compressed (zlib reads
-///    both through one path, so a .gz name is not required).
+///    ndims uint32 sizes, then the data; plain or gzip-compressed (told apart
+///    by the gzip magic number, so a .gz name is not required).
 ///  - CIFAR-10 binary batches: records of 1 label byte + 3072 pixel bytes
 ///    (red plane, green, blue; 32x32 each), data_batch_1..5.bin and
 ///    test_batch.bin.
+/// Each reader also takes the file's bytes from memory (the fuzz targets in
+/// tests/fuzz use that); the path versions read the file and call it.
 /// Every check happens before the data it guards is used: a wrong magic
 /// number, an unsupported type, a header whose sizes disagree with the bytes
 /// that follow, a truncated or corrupt gzip stream, labels out of range and
@@ -14,6 +16,7 @@
 /// Buffers grow with the bytes actually read, never from a header field.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,6 +51,9 @@ struct IdxArray {
 /// Reads an IDX file, plain or gzip-compressed; every size in the header is
 /// checked against the bytes present. Throws IOError naming the file.
 IdxArray read_idx(const std::string& path);
+/// The same reader over a file's bytes already in memory (plain or gzip);
+/// `name` stands for the file in error messages.
+IdxArray read_idx_from_memory(const void* data, size_t size, const std::string& name = "<memory>");
 /// Writes an unsigned-byte IDX file, gzip-compressed when gzip is true.
 void write_idx(const std::string& path, const std::vector<int64_t>& dims, const std::vector<uint8_t>& data,
                bool gzip);
@@ -57,6 +63,8 @@ ImageSet read_idx_images(const std::string& images_path, const std::string& labe
 
 /// CIFAR-10 binary batch files, concatenated in the order given.
 ImageSet read_cifar10_batches(const std::vector<std::string>& paths);
+/// One batch file's bytes already in memory; `name` stands for the file in errors.
+ImageSet read_cifar10_from_memory(const void* data, size_t size, const std::string& name = "<memory>");
 /// Writes images (3 x 32 x 32, labels < 256) as one CIFAR-10 batch file.
 void write_cifar10_batch(const std::string& path, const ImageSet& set);
 

@@ -1,7 +1,8 @@
 // Elementwise ops: forward, backward formula and CPU kernels.
 //
-// The CPU kernels are one template per kernel kind (unary, binary, compare)
-// instantiated for every functor in ops/functors.h; the ops below pick the
+// The kernels are one template per kernel kind (unary, binary, compare)
+// instantiated for every functor in ops/functors.h (ops/pointwise_kernels.h,
+// shared with the CUDA backend); the ops below pick the
 // functor, run it through pointwise.h, and record their backward written with
 // these same ops.
 #include <ember/ops/elementwise.h>
@@ -11,6 +12,7 @@
 #include <ember/core/dtype_dispatch.h>
 #include <ember/ops/cpu_loops.h>
 #include <ember/ops/pointwise.h>
+#include <ember/ops/pointwise_kernels.h>
 #include <ember/ops/reduce.h>
 
 namespace ember {
@@ -55,73 +57,21 @@ void check_inplace(const char* op, const Tensor& self) {
 }
 
 // ---- CPU kernels ------------------------------------------------------------
-namespace {
-
-template <class F>
-void cpu_unary(const Tensor& x, Tensor& out, double a, double b) {
-  F f;
-  f.a = a;
-  f.b = b;
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    cpu::map<T, T>(out, {&x}, [f](T v) { return f(v); });
-  };
-  if constexpr (F::kIntegral) dispatch_numeric(x.dtype(), F::name, run);
-  else dispatch_floating(x.dtype(), F::name, run);
-}
-
-template <class F>
-void cpu_binary(const Tensor& x, const Tensor& y, Tensor& out, double a, double b) {
-  F f;
-  f.a = a;
-  f.b = b;
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    cpu::map<T, T, T>(out, {&x, &y}, [f](T u, T v) { return f(u, v); });
-  };
-  if constexpr (F::kIntegral) dispatch_numeric(x.dtype(), F::name, run);
-  else dispatch_floating(x.dtype(), F::name, run);
-}
-
-template <class F>
-void cpu_compare(const Tensor& x, const Tensor& y, Tensor& out) {
-  dispatch_all(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    cpu::map<bool, T, T>(out, {&x, &y}, [](T u, T v) { return F{}(u, v); });
-  });
-}
-
-void cpu_where(const Tensor& cond, const Tensor& x, const Tensor& y, Tensor& out) {
-  dispatch_all(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    cpu::map<T, bool, T, T>(out, {&cond, &x, &y}, [](bool c, T u, T v) { return c ? u : v; });
-  });
-}
-
-void cpu_masked_fill(const Tensor& x, const Tensor& mask, Tensor& out, double value) {
-  dispatch_all(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T v = static_cast<T>(value);
-    cpu::map<T, T, bool>(out, {&x, &mask}, [v](T u, bool m) { return m ? v : u; });
-  });
-}
-
-}  // namespace
-
+// Every functor's unary/binary/compare kernel, where and masked_fill:
+// ops/pointwise_kernels.h over cpu::map (the CUDA backend registers the same
+// templates over its own loop).
 KernelTable<void(const Tensor&, const Tensor&, const Tensor&, Tensor&)> where_kernel("where");
 KernelTable<void(const Tensor&, const Tensor&, Tensor&, double)> masked_fill_kernel("masked_fill");
-EMBER_REGISTER_KERNEL(where_kernel, CPU, cpu_where);
-EMBER_REGISTER_KERNEL(masked_fill_kernel, CPU, cpu_masked_fill);
 
-#define EMBER_REG_UNARY(F) EMBER_REGISTER_KERNEL(unary_kernel<fn::F>(), CPU, cpu_unary<fn::F>);
-#define EMBER_REG_BINARY(F) EMBER_REGISTER_KERNEL(binary_kernel<fn::F>(), CPU, cpu_binary<fn::F>);
-#define EMBER_REG_COMPARE(F) EMBER_REGISTER_KERNEL(compare_kernel<fn::F>(), CPU, cpu_compare<fn::F>);
-EMBER_UNARY_FUNCTORS(EMBER_REG_UNARY)
-EMBER_BINARY_FUNCTORS(EMBER_REG_BINARY)
-EMBER_COMPARE_FUNCTORS(EMBER_REG_COMPARE)
-#undef EMBER_REG_UNARY
-#undef EMBER_REG_BINARY
-#undef EMBER_REG_COMPARE
+namespace {
+struct CpuLoops {
+  template <class Out, class... In, class F>
+  static void map(Tensor& out, const std::array<const Tensor*, sizeof...(In)>& ins, const F& f) {
+    cpu::map<Out, In...>(out, ins, f);
+  }
+};
+[[maybe_unused]] const bool cpu_pointwise_registered = register_pointwise_kernels<CpuLoops>(DeviceType::CPU);
+}  // namespace
 
 // ---- ops with their backward ------------------------------------------------
 using autograd::BackwardContext;

@@ -169,6 +169,14 @@ TEST_CASE("safetensors: regression inputs from fuzzing are rejected with IOError
                                R"({"t":{"dtype":"F32","shape":[0,4611686018427387904,4611686018427387904],"data_offsets":[0,0]}})",
                                "")),
                  "64-bit index"));
+  // JSON nested 1,000,000 deep beside a tensor: nlohmann's ordered_json copies
+  // an object's members recursively when it grows, and overflowed the stack
+  // (SIGSEGV; found writing the ViT-metadata fuzz target). Refused past 64.
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  const std::string nested = err(write_raw(
+      "nested.safetensors", R"({"a":)" + deep + R"(,"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0')));
+  CHECK(contains(nested, "nested.safetensors"));
+  CHECK(contains(nested, "nested more than 64 deep"));
 }
 
 TEST_CASE("tensors: shapes too large to index are a ShapeError, not an overflow") {

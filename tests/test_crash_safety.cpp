@@ -1,5 +1,6 @@
 // Nothing lost: a process killed in the middle of a checkpoint save leaves
-// the previous checkpoint whole under its name, and autograd graphs, used or
+// the previous checkpoint whole under its name (and its temporary file is
+// removed by the next save of that path), and autograd graphs, used or
 // not, give back every byte they allocated (also checked by LeakSanitizer in
 // `make test-sanitize`).
 #include <doctest/doctest.h>
@@ -8,7 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include <ember/ember.h>
 
@@ -32,7 +37,7 @@ void kill_self() { ::raise(SIGKILL); }
 
 }  // namespace
 
-TEST_CASE("checkpoints: SIGKILL in the middle of a save keeps the previous checkpoint complete") {
+TEST_CASE("checkpoints: SIGKILL in the middle of a save keeps the previous checkpoint complete; the next save cleans up") {
   const fs::path dir = fs::temp_directory_path() / "ember_crash_safety";
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -71,15 +76,37 @@ TEST_CASE("checkpoints: SIGKILL in the middle of a save keeps the previous check
     CHECK(a[i].first == b[i].first);
     CHECK(allclose(a[i].second, b[i].second, 0, 0));
   }
-  // The partial data sits only in the temporary file, which is shorter.
+  // The partial data sits only in the temporary file, which is shorter and
+  // named for the target and the killed process.
+  const std::string stale_prefix = "model.safetensors.tmp." + std::to_string(pid) + ".";
   int partial = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
     if (e.path() == fs::path(path)) continue;
-    CHECK(e.path().filename().string().rfind("model.safetensors.tmp.", 0) == 0);
+    CHECK(e.path().filename().string().rfind(stale_prefix, 0) == 0);
+    CHECK(e.path().filename().string().size() == stale_prefix.size() + 6);
     CHECK(e.file_size() < saved_size);
     ++partial;
   }
   CHECK(partial == 1);
+
+  // The next successful save of the same path removes it, and nothing else:
+  // not the file of a save in progress by a living process (this one), not
+  // files merely starting with the name, not another path's temporaries.
+  auto touch = [&](const std::string& name) { std::ofstream((dir / name).string()) << "x"; };
+  const std::vector<std::string> kept = {"model.safetensors.tmp." + std::to_string(::getpid()) + ".a1B2c3",
+                                         "model.safetensors.tmp.notes", "model.safetensors.tmp." + std::to_string(pid) + ".toolong",
+                                         "other.safetensors.tmp." + std::to_string(pid) + ".a1B2c3"};
+  for (const std::string& name : kept) touch(name);
+  nn::save(changed, path);
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  std::vector<std::string> expected = kept;
+  expected.push_back("model.safetensors");
+  std::sort(expected.begin(), expected.end());
+  CHECK(left == expected);
+  nn::load(loaded, path);
+  CHECK(allclose(loaded.fc1->weight, changed.fc1->weight, 0, 0));
   fs::remove_all(dir);
 }
 

@@ -127,6 +127,44 @@ TEST_CASE("IDX reader: corrupt files throw IOError naming the file and the fault
   CHECK(contains(error_of<IOError>([&, ip = ip] { read_idx_images(ip, ip); }), "expected an (n) IDX label array"));
 }
 
+TEST_CASE("IDX reader: bytes in memory read as the file; gzip members and trailing bytes as gzip -d") {
+  auto [ip, lp] = write_mnist("mem", 5, 3, 2, false);
+  const std::vector<uint8_t> plain = read_bytes(ip);
+  const IdxArray want = read_idx(ip);
+  const IdxArray got = read_idx_from_memory(plain.data(), plain.size(), "mem.idx");
+  CHECK(got.dims == want.dims);
+  CHECK(got.data == want.data);
+  // The header and the pixels as two gzip members, then bytes that start no
+  // member (zlib's gzread and gzip -d ignore those): the same array.
+  auto gzip = [](const std::string& name, const uint8_t* p, size_t n) {
+    const std::string path = scratch(name).string();
+    gzFile f = gzopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    CHECK(gzwrite(f, p, static_cast<unsigned>(n)) == static_cast<int>(n));
+    gzclose(f);
+    return read_bytes(path);
+  };
+  std::vector<uint8_t> two = gzip("member1.gz", plain.data(), 16);
+  const std::vector<uint8_t> second = gzip("member2.gz", plain.data() + 16, plain.size() - 16);
+  two.insert(two.end(), second.begin(), second.end());
+  for (int trailing : {0, 1, 3}) {
+    std::vector<uint8_t> b = two;
+    b.insert(b.end(), static_cast<size_t>(trailing), 0);
+    const IdxArray g = read_idx_from_memory(b.data(), b.size(), "two.idx.gz");
+    CHECK(g.dims == want.dims);
+    CHECK(g.data == want.data);
+  }
+  // Errors name what the caller called the bytes.
+  const std::vector<uint8_t> whole = gzip("whole.gz", plain.data(), plain.size());
+  const std::vector<uint8_t> cut(whole.begin(), whole.end() - 9);
+  CHECK(contains(error_of<IOError>([&] { read_idx_from_memory(cut.data(), cut.size(), "cut.gz"); }),
+                 "cut.gz: truncated gzip data"));
+  std::vector<uint8_t> crc = two;
+  crc[two.size() - 8] ^= 1;  // the second member's CRC-32
+  CHECK(contains(error_of<IOError>([&] { read_idx_from_memory(crc.data(), crc.size(), "crc.gz"); }),
+                 "crc.gz: corrupt gzip data (zlib: incorrect data check)"));
+}
+
 TEST_CASE("load_dataset finds MNIST-style files by their usual names and says what is missing") {
   const fs::path dir = scratch("mnist_dir");
   fs::create_directories(dir);
@@ -163,6 +201,13 @@ TEST_CASE("CIFAR-10 reader: batches round-trip, truncated files and bad labels t
   write_bytes(scratch("cifar_trunc.bin"), std::vector<uint8_t>(raw.begin(), raw.end() - 1));
   CHECK(contains(error_of<IOError>([] { read_cifar10_batches({scratch("cifar_trunc.bin").string()}); }),
                  "not a whole number of CIFAR-10 records"));
+  const ImageSet mem = read_cifar10_from_memory(raw.data(), raw.size(), "mem.bin");
+  CHECK(mem.n == 2);
+  CHECK(mem.labels == std::vector<int64_t>{4, 0});
+  CHECK(mem.pixels == std::vector<uint8_t>(s.pixels.begin(), s.pixels.begin() + 2 * 3072));
+  CHECK(mem.class_names[0] == "airplane");
+  CHECK(contains(error_of<IOError>([&] { read_cifar10_from_memory(raw.data(), 3072, "short.bin"); }),
+                 "short.bin: 3072 bytes is not a whole number"));
   raw[3073] = 57;
   write_bytes(scratch("cifar_label.bin"), raw);
   CHECK(contains(error_of<IOError>([] { read_cifar10_batches({scratch("cifar_label.bin").string()}); }),

@@ -11,13 +11,19 @@
 //   adamw                 one AdamW step over the ViT's parameters
 //   overhead              framework cost per op on 1-element tensors
 //
-//   build/bin/bench [--workload all|NAME] [--steps N] [--warmup N] [--threads K] [--json FILE]
+//   build/bin/bench [--workload all|NAME] [--steps N] [--warmup N] [--threads K] [--device cpu|cuda] [--json FILE]
+//
+// --device cuda runs every workload on the GPU (models, optimizer state and
+// data there; every timed call synchronised) and measures the references on
+// the device too: SGEMM peak through cuBLAS, bandwidth as a device-to-device
+// copy. The machine line (CPU) is printed either way.
 #include <CLI/CLI.hpp>
 #include <cblas.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -41,29 +47,39 @@ namespace {
 // (a ~10 us copy included in the times).
 Device g_dev = kCPU;
 TensorOptions on_dev(DType dt = kFloat32) { return TensorOptions(dt, g_dev); }
-void sync() {
+void sync_device() {
   if (g_dev.is_cpu()) return;
   static const Tensor probe = zeros({1}, on_dev());
   (void)probe.item();
 }
 
+// Wall times, and the process's CPU time per call (all threads): on a
+// shared machine the wall time grows with the load, the CPU time much less.
 struct Timing {
-  double median_ms = 0, min_ms = 0, max_ms = 0;
+  double median_ms = 0, min_ms = 0, max_ms = 0, cpu_ms = 0;
 };
+
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
 
 // warmup untimed calls, then each of steps calls timed on its own.
 Timing time_steps(int warmup, int steps, const std::function<void()>& body) {
   for (int i = 0; i < warmup; ++i) body();
-  sync();
+  sync_device();
   std::vector<double> ms;
+  const double cpu0 = process_cpu_ms();
   for (int i = 0; i < steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     body();
-    sync();
+    sync_device();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
+  const double cpu = (process_cpu_ms() - cpu0) / steps;
   std::sort(ms.begin(), ms.end());
-  return {ms[ms.size() / 2], ms.front(), ms.back()};
+  return {ms[ms.size() / 2], ms.front(), ms.back(), cpu};
 }
 
 // Peak resident memory since the last reset_peak_rss(): Linux's VmHWM, which
@@ -98,30 +114,36 @@ struct Bench {
   int steps = 20, warmup = 20;
   double sgemm_peak = 0;  // GFLOP/s, raw OpenBLAS on a large square, this thread count
   double triad_gbs = 0;   // GB/s, a = b + s c over arrays far larger than the caches
+  // The references the fractions are taken against: the CPU's, or on a GPU
+  // measure_device()'s.
+  double peak = 0, bandwidth = 0;
+  const char* bandwidth_name = "triad";
   nlohmann::ordered_json records = nlohmann::ordered_json::array();
 
   void record(const std::string& workload, int64_t batch, const Timing& t, double gflop_per_step, double extra_mb) {
     const double gflops = t.median_ms > 0 ? gflop_per_step / (t.median_ms * 1e-3) : 0;
+    const double fraction = peak > 0 ? gflops / peak : 0;
     nlohmann::ordered_json r = {{"workload", workload},
                                 {"batch", batch},
                                 {"median_ms", t.median_ms},
                                 {"min_ms", t.min_ms},
                                 {"max_ms", t.max_ms},
+                                {"cpu_ms", t.cpu_ms},
                                 {"gflops", gflops},
-                                {"fraction_of_sgemm_peak", sgemm_peak > 0 ? gflops / sgemm_peak : 0},
+                                {"fraction_of_sgemm_peak", fraction},
                                 {"peak_tensor_mb", extra_mb},
                                 {"peak_rss_mb", peak_rss_mb()},
                                 {"rss_growth_mb", peak_rss_mb() - rss_at_reset_mb},
                                 {"threads", num_threads()}};
     records.push_back(r);
-    std::printf("%-34s %6lld %9.3f %9.3f %9.3f %9.1f %6.0f%% %9.1f %9.1f\n", workload.c_str(),
-                static_cast<long long>(batch), t.median_ms, t.min_ms, t.max_ms, gflops,
-                100 * (sgemm_peak > 0 ? gflops / sgemm_peak : 0), extra_mb, peak_rss_mb());
+    std::printf("%-34s %6lld %9.3f %9.3f %9.3f %9.3f %9.1f %6.0f%% %9.1f %9.1f\n", workload.c_str(),
+                static_cast<long long>(batch), t.median_ms, t.min_ms, t.max_ms, t.cpu_ms, gflops,
+                100 * fraction, extra_mb, peak_rss_mb());
   }
 
   static void table_header(const char* what) {
-    std::printf("\n%s\n%-34s %6s %9s %9s %9s %9s %7s %9s %9s\n", what, "workload", "batch", "median", "min", "max",
-                "GFLOP/s", "of peak", "tensorMB", "rssMB");
+    std::printf("\n%s\n%-34s %6s %9s %9s %9s %9s %9s %7s %9s %9s\n", what, "workload", "batch", "median", "min", "max",
+                "cpu ms", "GFLOP/s", "of peak", "tensorMB", "rssMB");
   }
 
   // The machine: SGEMM peak (2048^3, OpenBLAS on num_threads threads) and triad bandwidth.
@@ -145,6 +167,26 @@ struct Bench {
     triad_gbs = 3.0 * 4 * m / (tt.min_ms * 1e-3) * 1e-9;
     std::printf("machine: SGEMM peak %.1f GFLOP/s (OpenBLAS, 2048^3, %d thread(s)); triad %.1f GB/s\n", sgemm_peak,
                 num_threads(), triad_gbs);
+    peak = sgemm_peak;
+    bandwidth = triad_gbs;
+  }
+
+  // On a GPU: float32 GEMM peak through Ember's matmul (cuBLAS, 4096^3) and
+  // memory bandwidth as a 256 MB device-to-device copy (read + write).
+  void measure_device() {
+    const int64_t n = 4096;
+    const Tensor a = randn({n, n}, on_dev()), b = randn({n, n}, on_dev());
+    const Timing t = time_steps(1, 5, [&] { matmul(a, b); });
+    peak = 2.0 * n * n * n / (t.min_ms * 1e-3) * 1e-9;
+    const int64_t m = 1 << 26;
+    const Tensor x = randn({m}, on_dev());
+    Tensor y = empty({m}, on_dev());
+    const Timing tc = time_steps(1, 5, [&] { y.copy_(x); });
+    bandwidth = 2.0 * 4 * m / (tc.min_ms * 1e-3) * 1e-9;
+    bandwidth_name = "device copy";
+    std::printf("device %s: SGEMM peak %.1f GFLOP/s (cuBLAS through matmul, 4096^3); copy %.1f GB/s; the fractions "
+                "below are of these\n",
+                g_dev.str().c_str(), peak, bandwidth);
   }
 
   // A training step; FLOPs from Ember's matmul counter over one step.
@@ -159,8 +201,11 @@ struct Bench {
     record(name, batch, t, gflop, static_cast<double>(memory_stats(g_dev).peak_allocated) / 1048576.0);
   }
 
+  int64_t only_batch = 0;  // --batch: one batch size of attention_regression (0: both)
+
   void attention_regression() {
     for (int64_t batch : {32, 256}) {
+      if (only_batch && batch != only_batch) continue;
       ar::TokenTransformer model;
       model.to(g_dev);
       model.train();
@@ -236,15 +281,15 @@ struct Bench {
 
   // GB/s: bytes each kernel must read and write, over its median time.
   void kernels() {
-    std::printf("\nmemory-bound kernels on 64 MB tensors, GB/s against the triad's %.1f GB/s\n", triad_gbs);
-    std::printf("%-34s %9s %9s %9s\n", "kernel", "median ms", "GB/s", "of triad");
+    std::printf("\nmemory-bound kernels on 64 MB tensors, GB/s against the %s's %.1f GB/s\n", bandwidth_name, bandwidth);
+    std::printf("%-34s %9s %9s %9s\n", "kernel", "median ms", "GB/s", g_dev.is_cpu() ? "of triad" : "of copy");
     auto row = [&](const char* name, double bytes, const std::function<void()>& body) {
       const Timing t = time_steps(2, std::max(3, steps / 2), body);
       const double gbs = bytes / (t.median_ms * 1e-3) * 1e-9;
-      std::printf("%-34s %9.3f %9.1f %8.0f%%\n", name, t.median_ms, gbs, 100 * gbs / triad_gbs);
+      std::printf("%-34s %9.3f %9.1f %8.0f%%\n", name, t.median_ms, gbs, 100 * gbs / bandwidth);
       records.push_back({{"workload", std::string("kernel ") + name}, {"batch", 0}, {"median_ms", t.median_ms},
                          {"min_ms", t.min_ms}, {"max_ms", t.max_ms}, {"gflops", 0}, {"gb_per_s", gbs},
-                         {"fraction_of_triad", gbs / triad_gbs}, {"peak_rss_mb", peak_rss_mb()}});
+                         {"fraction_of_triad", gbs / bandwidth}, {"peak_rss_mb", peak_rss_mb()}});
     };
     const double mb64 = 64.0 * 1048576;
     {
@@ -329,6 +374,8 @@ int main(int argc, char** argv) {
                  "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU; the machine line and "
                  "the raw OpenBLAS rows stay CPU figures)")
       ->check(CLI::IsMember({"cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3"}));
+  app.add_option("--batch", b.only_batch, "attention_regression: run only this batch size (32 or 256)")
+      ->check(CLI::IsMember({0, 32, 256}));
   app.add_option("--json", json, "write one record per workload and batch size to this file");
   try {
     app.parse(argc, argv);
@@ -339,9 +386,11 @@ int main(int argc, char** argv) {
   try {
     if (threads > 0) set_num_threads(threads);
     g_dev = Device(device);
+    if (!g_dev.is_cpu()) sync_device();  // no GPU: the clear error now, before the CPU measurements
     manual_seed(0);
     auto want = [&](const char* w) { return workload == "all" || workload == w; };
     if (workload != "overhead") b.measure_machine();
+    if (workload != "overhead" && !g_dev.is_cpu()) b.measure_device();
     if (want("attention_regression") || want("vit")) Bench::table_header("training steps (forward, backward, clipping, optimizer)");
     if (want("attention_regression")) b.attention_regression();
     if (want("vit")) b.vit();
@@ -352,8 +401,11 @@ int main(int argc, char** argv) {
     if (!json.empty()) {
       std::ofstream f(json);
       f << nlohmann::ordered_json{{"threads", num_threads()},
+                                  {"device", g_dev.str()},
                                   {"sgemm_peak_gflops", b.sgemm_peak},
                                   {"triad_gb_per_s", b.triad_gbs},
+                                  {"reference_gflops", b.peak},
+                                  {"reference_gb_per_s", b.bandwidth},
                                   {"records", b.records}}
                .dump(2)
         << "\n";

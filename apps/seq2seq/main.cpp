@@ -10,7 +10,11 @@
 // curves), predictions.csv (every test example), attention_<k>.png and
 // attention_longest.png (attention weights of test examples: output
 // characters x source characters), loss.png,
-// exact_match.png and model.safetensors.
+// exact_match.png and model.safetensors (CPU tensors whatever the device,
+// with the configuration in its metadata). --eval-only --weights FILE scores
+// a saved model on the test split again (eval.json), on either device.
+// --device cuda keeps the model, the optimizer state and the encoded splits
+// on the GPU; batches are gathered there.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -40,7 +44,8 @@ struct Config {
   double lr = 3e-3;
   uint64_t seed = 0;
   int threads = 0;
-  std::string device = "cpu", out = "out/seq2seq";
+  std::string device = "cpu", out = "out/seq2seq", weights;
+  bool eval_only = false;
   int64_t train_size = 12000, test_size = 2000;  // validation: test_size as well
   int64_t hidden = 64, embed = 32;
   int heatmaps = 4;
@@ -101,12 +106,20 @@ Data encode(const std::vector<dates::Example>& ex, const Vocab& v, int64_t max_l
           from_vector(tout, {n, kTargetSteps})};
 }
 
-// Rows idx of a split, the sources cut to the longest one among them (the
-// encoder need not step through columns that are padding everywhere).
+// The split's tensors on dev (the examples stay on the host for scoring).
+Data to_device(Data d, Device dev) {
+  d.src = d.src.to(dev), d.lens = d.lens.to(dev), d.tgt_in = d.tgt_in.to(dev), d.tgt_out = d.tgt_out.to(dev);
+  return d;
+}
+
+// Rows idx (a CPU index) of a split, gathered on the split's device, the
+// sources cut to the longest one among them (the encoder need not step
+// through columns that are padding everywhere).
 struct Batch {
   Tensor src, lens, tgt_in, tgt_out;
 };
-Batch gather_batch(const Data& d, const Tensor& idx) {
+Batch gather_batch(const Data& d, const Tensor& cpu_idx) {
+  const Tensor idx = cpu_idx.to(d.src.device());
   Batch b{index_select(d.src, 0, idx), index_select(d.lens, 0, idx), index_select(d.tgt_in, 0, idx),
           index_select(d.tgt_out, 0, idx)};
   const int64_t longest = max(b.lens).item<int64_t>();
@@ -207,15 +220,64 @@ void save_heatmap(const Tensor& w, const dates::Example& ex, const std::string& 
   plot::render(hm, width, 560).save_png(path);
 }
 
-int run(const Config& c) {
+// A saved model.safetensors and what it recorded; --eval-only takes the
+// model size and the splits (seed, sizes) from its metadata.
+struct Saved {
+  StateDict weights;
+  std::string recorded_exact;
+};
+Saved load_saved(Config& c) {
+  std::map<std::string, std::string> meta;
+  Saved s{load_safetensors(c.weights, &meta), ""};
+  auto number = [&](const char* k) -> int64_t {
+    EMBER_CHECK(meta.count(k), IOError, c.weights, ": not a seq2seq model.safetensors (no '", k, "' in its metadata)");
+    try {
+      return std::stoll(meta.at(k));
+    } catch (const std::exception&) {
+      throw IOError(c.weights + ": metadata '" + k + "' is not a number: " + meta.at(k));
+    }
+  };
+  c.embed = number("embed_size");
+  c.hidden = number("num_hiddens");
+  c.seed = static_cast<uint64_t>(number("seed"));
+  c.train_size = number("train_size");
+  c.test_size = number("test_size");
+  if (meta.count("test_exact_match")) s.recorded_exact = meta.at("test_exact_match");
+  return s;
+}
+
+// --eval-only: the saved weights (CPU tensors) copied into the model on its
+// device, scored on the test split.
+int evaluate_saved(const Config& c, nn::Seq2Seq& model, const Saved& saved, const Data& test, const Vocab& v) {
+  model.load_state_dict(saved.weights);
+  const Evaluation e = evaluate(model, test, v);
+  nlohmann::ordered_json m = {
+      {"weights", c.weights},
+      {"device", c.device},
+      {"test_exact_match", e.exact},
+      {"test_loss", e.loss},
+      {"test_size", test.size()},
+      {"recorded_test_exact_match", saved.recorded_exact.empty() ? nlohmann::json() : nlohmann::json(std::stod(saved.recorded_exact))}};
+  fs::create_directories(c.out);
+  std::ofstream(fs::path(c.out) / "eval.json") << m.dump(2) << "\n";
+  std::printf("seq2seq eval %s on %s: test exact match %.4f (%lld dates), test loss %.4f%s\n", c.weights.c_str(),
+              c.device.c_str(), e.exact, static_cast<long long>(test.size()), e.loss,
+              saved.recorded_exact.empty() ? "" : ("; recorded at save: " + saved.recorded_exact).c_str());
+  return 0;
+}
+
+int run(Config c) {
   if (c.threads > 0) set_num_threads(c.threads);
+  const Saved saved = c.eval_only ? load_saved(c) : Saved{};
+  const Device dev(c.device);
   manual_seed(c.seed + 1);  // initialisation
   Generator g(c.seed + 2);  // shuffling
   const Vocab v;
   const dates::Splits sp = dates::make_splits(c.seed, static_cast<size_t>(c.train_size),
                                               static_cast<size_t>(c.test_size), static_cast<size_t>(c.test_size));
   const int64_t max_len = static_cast<int64_t>(dates::max_source_length());
-  const Data train = encode(sp.train, v, max_len), val = encode(sp.val, v, max_len), test = encode(sp.test, v, max_len);
+  const Data train = to_device(encode(sp.train, v, max_len), dev), val = to_device(encode(sp.val, v, max_len), dev),
+             test = to_device(encode(sp.test, v, max_len), dev);
   if (!c.quiet) {
     std::printf("dates -> ISO: %lld train / %lld val / %lld test examples, %lld source characters, e.g. \"%s\" -> %s\n",
                 static_cast<long long>(train.size()), static_cast<long long>(val.size()),
@@ -230,7 +292,11 @@ int run(const Config& c) {
   mo.num_hiddens = c.hidden;
   mo.bidirectional_encoder = true;
   nn::Seq2Seq model(mo);
-  if (!c.quiet) std::printf("model: %lld parameters, %d threads\n", static_cast<long long>(model.num_parameters()), num_threads());
+  model.to(dev);  // initialised on the CPU (the same weights on every device), then moved
+  if (!c.quiet)
+    std::printf("model: %lld parameters, %d threads, %s\n", static_cast<long long>(model.num_parameters()), num_threads(),
+                dev.str().c_str());
+  if (c.eval_only) return evaluate_saved(c, model, saved, test, v);
 
   const int64_t nb = (train.size() + c.batch - 1) / c.batch;
   optim::Adam opt(model.parameters(), optim::AdamOptions{c.lr});
@@ -346,7 +412,9 @@ int run(const Config& c) {
   plot::render(ac).save_png((out / "exact_match.png").string());
   nn::save(model, (out / "model.safetensors").string(),
            {{"task", "dates -> ISO"}, {"alphabet", v.alphabet}, {"target_chars", kTargetChars},
-            {"embed_size", std::to_string(c.embed)}, {"num_hiddens", std::to_string(c.hidden)}});
+            {"embed_size", std::to_string(c.embed)}, {"num_hiddens", std::to_string(c.hidden)},
+            {"seed", std::to_string(c.seed)}, {"train_size", std::to_string(c.train_size)},
+            {"test_size", std::to_string(c.test_size)}, {"test_exact_match", nlohmann::json(te.exact).dump()}});
   std::printf("seq2seq: test exact match %.4f (%lld dates), %.1fs training (%d epochs, %d threads) -> %s\n", te.exact,
               static_cast<long long>(test.size()), train_seconds, c.epochs, num_threads(), c.out.c_str());
   return 0;
@@ -365,8 +433,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", c.seed, "random seed for the data, the initialisation and the shuffling (default 0)");
   app.add_option("--threads", c.threads, "threads (default: all cores, or EMBER_NUM_THREADS)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--device", c.device, "cpu (cuda is not wired into this demo yet)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--device", c.device, "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3"}));
   app.add_option("--out", c.out, "output directory (default out/seq2seq)");
   // Bounded well below the ~700,000 distinct strings the formats can give,
   // so drawing distinct examples always ends quickly.
@@ -378,6 +446,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--heatmaps", c.heatmaps, "attention heatmaps of the first test examples, plus the longest source (default 4)")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--eval-only", c.eval_only, "score --weights on the test split again and exit (writes eval.json)");
+  app.add_option("--weights", c.weights,
+                 "model.safetensors for --eval-only (its metadata gives the model size, seed and split sizes)");
   app.add_flag("--quiet", c.quiet, "print only the summary line");
   try {
     app.parse(argc, argv);
@@ -385,10 +456,8 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
-  if (c.device == "cuda") {
-    std::fprintf(stderr,
-                 "seq2seq: --device cuda: not wired into this demo yet (the CUDA backend exists: attention_regression "
-                 "and bench take --device cuda, docs/CUDA.md); use --device cpu\n");
+  if (c.eval_only != !c.weights.empty()) {
+    std::fprintf(stderr, "seq2seq: --eval-only and --weights FILE go together\n");
     return 2;
   }
   if (c.hidden % 2 != 0) {

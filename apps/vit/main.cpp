@@ -1,6 +1,6 @@
 // Ember's flagship demo: a Vision Transformer trained from scratch on a real
 // image data set (Fashion-MNIST by default, MNIST or CIFAR-10 from
-// --data-dir), on the CPU.
+// --data-dir), on the CPU or a CUDA GPU (--device cuda).
 //
 // Recipe (the defaults): patch 7, width 64, depth 4, 4 heads, MLP 128, no
 // dropout; AdamW (weight decay on matrices only, none on biases, norms, [CLS]
@@ -14,13 +14,18 @@
 // accuracy.png, confusion.png and attention.png (the [CLS] token's attention
 // rollout over the patches of test images). --resume continues a run exactly:
 // batches are pure functions of (seed, epoch, index), so the resumed run
-// equals an uninterrupted one bit for bit (same thread count).
+// equals an uninterrupted one bit for bit (same thread count and device).
+// Checkpoints hold CPU tensors whatever the device (a run saved on cuda
+// resumes on cpu and the other way round); with --device cuda the model, the
+// optimizer state and every batch live on the GPU, and only the per-batch
+// loss, evaluation counts and the rollout's weights come back to the host.
 //
 // --distributed trains data-parallel over the processes of mpirun or srun
 // (docs/DISTRIBUTED.md): each rank takes its shard of every epoch
 // (DistributedSampler) in batches of --batch-size, DistributedDataParallel
 // averages the gradients, and rank 0 alone prints and writes the outputs;
-// evaluation is split between the ranks and summed.
+// evaluation is split between the ranks and summed. With --device cuda each
+// rank takes the GPU cuda:local_rank.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -32,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include <ember/ember.h>
@@ -41,12 +47,16 @@
 #include "plot.h"
 #include "progress.h"
 #include "report.h"
+#include "run_config.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
 namespace data = ember::nn::data;
 using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
+using vit::Config;
+using vit::TrainState;
+using vit::to_json;
 
 namespace {
 
@@ -60,85 +70,6 @@ extern "C" void on_sigint(int) {
 }
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// Everything that defines a run; stored in checkpoints so --resume and
-// --eval-only rebuild the same model and recipe.
-struct Config {
-  std::string data = "fashion-mnist", data_dir, out = "out/vit", device = "cpu", resume, weights;
-  int epochs = 8;  // 88.6% on Fashion-MNIST (README); 10 give 89.1% in 25% more time
-  int64_t batch_size = 128;
-  double lr = 2e-3, weight_decay = 0.05, warmup_epochs = 1, min_lr = 1e-5, label_smoothing = 0.1, clip = 1.0;
-  uint64_t seed = 0;
-  int threads = 0;
-  bool eval_only = false, quiet = false, distributed = false;
-  // model
-  int64_t patch = 7, width = 64, depth = 4, heads = 4, mlp = 128, stem = 0;
-  double dropout = 0;
-  // augmentation
-  int64_t crop_padding = 0;
-  std::string hflip = "auto";  // on for fashion-mnist and cifar10, off for mnist (digits are not symmetric)
-  double erase = 0, mixup = 0, cutmix = 0;
-  // smoke runs and tests
-  int64_t limit_train = 0, limit_test = 0;
-  int stop_after = 0;
-  int64_t eval_batch = 1000;
-};
-
-json to_json(const Config& c) {
-  return {{"data", c.data},
-          {"epochs", c.epochs},
-          {"batch_size", c.batch_size},
-          {"lr", c.lr},
-          {"weight_decay", c.weight_decay},
-          {"warmup_epochs", c.warmup_epochs},
-          {"min_lr", c.min_lr},
-          {"label_smoothing", c.label_smoothing},
-          {"clip", c.clip},
-          {"seed", c.seed},
-          {"patch_size", c.patch},
-          {"width", c.width},
-          {"depth", c.depth},
-          {"heads", c.heads},
-          {"mlp", c.mlp},
-          {"stem_channels", c.stem},
-          {"dropout", c.dropout},
-          {"crop_padding", c.crop_padding},
-          {"hflip", c.hflip},
-          {"erase_prob", c.erase},
-          {"mixup_alpha", c.mixup},
-          {"cutmix_alpha", c.cutmix},
-          {"limit_train", c.limit_train},
-          {"limit_test", c.limit_test}};
-}
-
-// The recipe and model fields of a stored configuration (the run's own
-// paths, thread count and verbosity stay as given).
-void from_json(const json& j, Config& c) {
-  c.data = j.at("data");
-  c.epochs = j.at("epochs");
-  c.batch_size = j.at("batch_size");
-  c.lr = j.at("lr");
-  c.weight_decay = j.at("weight_decay");
-  c.warmup_epochs = j.at("warmup_epochs");
-  c.min_lr = j.at("min_lr");
-  c.label_smoothing = j.at("label_smoothing");
-  c.clip = j.at("clip");
-  c.seed = j.at("seed");
-  c.patch = j.at("patch_size");
-  c.width = j.at("width");
-  c.depth = j.at("depth");
-  c.heads = j.at("heads");
-  c.mlp = j.at("mlp");
-  c.stem = j.at("stem_channels");
-  c.dropout = j.at("dropout");
-  c.crop_padding = j.at("crop_padding");
-  c.hflip = j.at("hflip");
-  c.erase = j.at("erase_prob");
-  c.mixup = j.at("mixup_alpha");
-  c.cutmix = j.at("cutmix_alpha");
-  c.limit_train = j.at("limit_train");
-  c.limit_test = j.at("limit_test");
-}
 
 // A user error in the flags: reported with exit code 2.
 struct UsageError : std::runtime_error {
@@ -175,32 +106,6 @@ data::AugmentOptions augment_options(const Config& c) {
   return a;
 }
 
-// Where training stands; stored in the checkpoint next to the tensors.
-struct TrainState {
-  int64_t epoch = 0;  // epochs completed
-  int64_t batch = 0;  // batches of the current epoch completed (non-zero only after Ctrl-C)
-  double loss_sum = 0, step_seconds = 0;  // of the current, partial epoch
-  int64_t seen = 0;
-  std::vector<vit::EpochRecord> history;
-  double data_wait_seconds = 0, eval_seconds = 0;
-};
-
-json history_json(const std::vector<vit::EpochRecord>& h) {
-  json a = json::array();
-  for (const auto& e : h)
-    a.push_back({{"train_loss", e.train_loss}, {"test_loss", e.test_loss}, {"test_accuracy", e.test_accuracy},
-                 {"train_seconds", e.train_seconds}, {"wall_seconds", e.wall_seconds}, {"lr", e.lr}});
-  return a;
-}
-
-std::vector<vit::EpochRecord> history_from(const json& a) {
-  std::vector<vit::EpochRecord> h;
-  for (const auto& e : a)
-    h.push_back({e.at("train_loss"), e.at("test_loss"), e.at("test_accuracy"), e.at("train_seconds"),
-                 e.at("wall_seconds"), e.at("lr")});
-  return h;
-}
-
 void add_prefixed(StateDict& out, const std::string& prefix, const StateDict& in) {
   for (const auto& [n, t] : in) out.emplace_back(prefix + n, t);
 }
@@ -212,24 +117,15 @@ StateDict take_prefixed(const StateDict& in, const std::string& prefix) {
 }
 
 void save_checkpoint(const std::string& path, const Config& c, const nn::Module& model, const optim::Optimizer& opt,
-                     const optim::LRScheduler& sched, const TrainState& s, int world) {
+                     const optim::LRScheduler& sched, const TrainState& s) {
   StateDict all;
   add_prefixed(all, "model.", model.state_dict());
   add_prefixed(all, "optimizer.", opt.state_dict());
   add_prefixed(all, "scheduler.", sched.state_dict());
-  const json state = {{"epoch", s.epoch},
-                      {"batch", s.batch},
-                      {"loss_sum", s.loss_sum},
-                      {"step_seconds", s.step_seconds},
-                      {"seen", s.seen},
-                      {"data_wait_seconds", s.data_wait_seconds},
-                      {"eval_seconds", s.eval_seconds},
-                      {"generator_seed", default_generator().seed()},
-                      {"generator_offset", default_generator().offset()},
-                      {"world_size", world},
-                      {"history", history_json(s.history)}};
-  save_safetensors(path, all,
-                   {{"format", "ember-vit-checkpoint/1"}, {"config", to_json(c).dump()}, {"state", state.dump()}});
+  TrainState st = s;
+  st.generator_seed = default_generator().seed();
+  st.generator_offset = default_generator().offset();
+  save_safetensors(path, all, vit::checkpoint_metadata(c, st));
 }
 
 struct Evaluation {
@@ -237,16 +133,25 @@ struct Evaluation {
   std::vector<int64_t> confusion;  // true * C + predicted
 };
 
+// A batch from the loader (built on the CPU by its thread) moved to dev.
+data::Batch& to_device(data::Batch& b, Device dev) {
+  b.images = b.images.to(dev);
+  b.labels = b.labels.to(dev);
+  if (b.labels_mix.defined()) b.labels_mix = b.labels_mix.to(dev);
+  return b;
+}
+
 // Rank r of N evaluates batches r, r + N, ...; the sums are then added up
 // across the ranks.
-Evaluation evaluate(nn::VisionTransformer& model, const data::DataLoader& loader, int64_t num_classes) {
+Evaluation evaluate(nn::VisionTransformer& model, const data::DataLoader& loader, int64_t num_classes, Device dev) {
   NoGradGuard no_grad;
   model.eval();
   Evaluation ev;
   ev.confusion.assign(static_cast<size_t>(num_classes * num_classes), 0);
   int64_t n = 0, correct = 0;
   for (int64_t i = distributed::rank(); i < loader.num_batches(); i += distributed::world_size()) {
-    const data::Batch b = loader.batch(0, i);
+    data::Batch b = loader.batch(0, i);
+    to_device(b, dev);
     const Tensor logits = model(b.images);
     ev.loss += cross_entropy(logits, b.labels, Reduction::Sum).item();
     const std::vector<int64_t> pred = argmax(logits, 1).to_vector<int64_t>(), y = b.labels.to_vector<int64_t>();
@@ -273,7 +178,7 @@ Evaluation evaluate(nn::VisionTransformer& model, const data::DataLoader& loader
 
 // The attention rollout of the first 8 test images.
 void write_attention(nn::VisionTransformer& model, const data::ImageSet& test, const data::ChannelStats& norm,
-                     const Config& c, const std::string& path) {
+                     const Config& c, const std::string& path, Device dev) {
   NoGradGuard no_grad;
   model.eval();
   data::LoaderOptions lo;
@@ -281,7 +186,8 @@ void write_attention(nn::VisionTransformer& model, const data::ImageSet& test, c
   lo.shuffle = false;
   lo.normalize = norm;
   lo.background = false;
-  const data::Batch b = data::DataLoader(test, lo).batch(0, 0);
+  data::Batch b = data::DataLoader(test, lo).batch(0, 0);
+  to_device(b, dev);
   for (size_t i = 0; i < model.blocks->size(); ++i) model.blocks->at<nn::TransformerEncoderLayer>(i).keep_attention_weights = true;
   const std::vector<int64_t> pred = argmax(model(b.images), 1).to_vector<int64_t>();
   std::vector<Tensor> weights;
@@ -324,16 +230,20 @@ int run(Config c, const CLI::App& app) {
   // --resume and --eval-only take the run's configuration from the file.
   StateDict ckpt;
   std::map<std::string, std::string> meta;
+  std::optional<double> recorded;  // --eval-only: the accuracy the file recorded
   const std::string from = c.eval_only ? c.weights : c.resume;
   if (!from.empty()) {
     ckpt = load_safetensors(from, &meta);
-    if (meta.count("config")) {
+    // Every stored field is checked (run_config.h); a model larger than the
+    // file's tensors is refused before it is built.
+    if (meta.count("config") || !c.eval_only) {
+      int64_t stored_values = 0;
+      for (const auto& [name, t] : ckpt) stored_values += t.numel();
       const int epochs = c.epochs;
-      from_json(json::parse(meta.at("config")), c);
+      c = vit::read_config(meta, from, stored_values, c);
       if (app.count("--epochs") && !c.eval_only) c.epochs = epochs;  // extending a run: the schedule stretches
-    } else if (!c.eval_only) {
-      throw IOError(from + ": not an ember ViT checkpoint (no configuration in its metadata)");
     }
+    if (c.eval_only) recorded = vit::recorded_accuracy(meta, from);
   }
   if (c.data_dir.empty()) c.data_dir = data::default_data_dir(c.data);
 
@@ -346,6 +256,10 @@ int run(Config c, const CLI::App& app) {
 
   manual_seed(c.seed);  // initialisation, then dropout
   auto model = make_model(c, train);
+  // A distributed run on "cuda" puts each rank on its own GPU.
+  const Device dev = c.distributed && c.device == "cuda" ? Device(DeviceType::CUDA, distributed::local_rank())
+                                                          : Device(c.device);
+  model->to(dev);  // before the optimizer takes its handles; checkpoints load into it across devices
   data::LoaderOptions lo;
   lo.batch_size = c.batch_size;
   lo.shuffle = true;
@@ -364,22 +278,15 @@ int run(Config c, const CLI::App& app) {
   if (c.eval_only) {
     StateDict weights = take_prefixed(ckpt, "model.");
     model->load_state_dict(weights.empty() ? ckpt : weights);
-    const Evaluation ev = evaluate(*model, test_loader, test.num_classes());
-    std::string recorded;
-    if (meta.count("state")) {
-      const auto h = history_from(json::parse(meta.at("state")).at("history"));
-      if (!h.empty()) recorded = fmt("%.4f", h.back().test_accuracy);
-    } else if (meta.count("test_accuracy")) {
-      recorded = meta.at("test_accuracy");
-    }
+    const Evaluation ev = evaluate(*model, test_loader, test.num_classes(), dev);
     json m = {{"weights", c.weights}, {"test_accuracy", ev.accuracy}, {"test_loss", ev.loss}, {"test_images", test.n},
-              {"recorded_test_accuracy", recorded.empty() ? json() : json(std::stod(recorded))}, {"config", to_json(c)}};
+              {"recorded_test_accuracy", recorded ? json(*recorded) : json()}, {"config", to_json(c)}};
     std::ofstream(fs::path(out) / "eval.json") << m.dump(2) << "\n";
     vit::plot_confusion(ev.confusion, test.class_names, (fs::path(out) / "confusion.png").string(),
                         "ViT on " + c.data + ": confusion matrix (test)");
     std::printf("eval %s: test accuracy %.2f%% (%lld images), test loss %.4f%s\n", c.weights.c_str(),
                 100 * ev.accuracy, static_cast<long long>(test.n), ev.loss,
-                recorded.empty() ? "" : ("; recorded at save: " + fmt("%.2f%%", 100 * std::stod(recorded))).c_str());
+                recorded ? ("; recorded at save: " + fmt("%.2f%%", 100 * *recorded)).c_str() : "");
     return 0;
   }
 
@@ -402,22 +309,16 @@ int run(Config c, const CLI::App& app) {
     model->load_state_dict(take_prefixed(ckpt, "model."));
     opt.load_state_dict(take_prefixed(ckpt, "optimizer."));
     sched.load_state_dict(take_prefixed(ckpt, "scheduler."));
-    const json st = json::parse(meta.at("state"));
-    s.epoch = st.at("epoch");
-    s.batch = st.at("batch");
-    s.loss_sum = st.at("loss_sum");
-    s.step_seconds = st.at("step_seconds");
-    s.seen = st.at("seen");
-    s.data_wait_seconds = st.at("data_wait_seconds");
-    s.eval_seconds = st.at("eval_seconds");
-    s.history = history_from(st.at("history"));
+    s = vit::read_train_state(meta, c.resume);
     // The shards, the steps per epoch and so the schedule depend on the number of processes.
-    const int saved_world = st.value("world_size", 1);
-    if (saved_world != world)
-      throw UsageError(from + " was written by a run of " + std::to_string(saved_world) +
+    if (s.world_size != world)
+      throw UsageError(c.resume + " was written by a run of " + std::to_string(s.world_size) +
                        " process(es); resume it with as many (this run has " + std::to_string(world) + ")");
-    default_generator().manual_seed(st.at("generator_seed"));
-    default_generator().set_offset(st.at("generator_offset"));
+    if (s.batch > steps_per_epoch)
+      throw IOError(c.resume + ": stored training state: batch " + std::to_string(s.batch) + " is beyond the " +
+                    std::to_string(steps_per_epoch) + " batches of an epoch");
+    default_generator().manual_seed(s.generator_seed);
+    default_generator().set_offset(s.generator_offset);
     if (!c.quiet)
       std::printf("resuming %s at epoch %lld, batch %lld of %lld\n", c.resume.c_str(),
                   static_cast<long long>(s.epoch + 1), static_cast<long long>(s.batch),
@@ -428,16 +329,17 @@ int run(Config c, const CLI::App& app) {
   std::unique_ptr<nn::DistributedDataParallel> ddp;
   if (c.distributed) ddp = std::make_unique<nn::DistributedDataParallel>(model);
   const int64_t global_batch = c.batch_size * world;
+  s.world_size = world;
 
   if (!c.quiet)
     std::printf("ViT on %s: %lld training / %lld test images %lldx%lldx%lld, %lld parameters, %d epochs of %lld steps, "
-                "%d threads%s (data loaded in %.1fs; channel mean %.4f std %.4f)\n",
+                "%d threads, %s%s (data loaded in %.1fs; channel mean %.4f std %.4f)\n",
                 c.data.c_str(), static_cast<long long>(train.n), static_cast<long long>(test.n),
                 static_cast<long long>(train.channels), static_cast<long long>(train.height),
                 static_cast<long long>(train.width), static_cast<long long>(model->num_parameters()), c.epochs,
-                static_cast<long long>(steps_per_epoch), num_threads(),
-                c.distributed ? (" x " + std::to_string(world) + " processes, " + std::to_string(c.batch_size) +
-                                 " images each per step").c_str()
+                static_cast<long long>(steps_per_epoch), num_threads(), dev.str().c_str(),
+                c.distributed ? (", " + std::to_string(world) + " processes of " + std::to_string(c.batch_size) +
+                                 " images per step each").c_str()
                               : "",
                 load_seconds, norm.mean[0], norm.std[0]);
 
@@ -460,7 +362,7 @@ int run(Config c, const CLI::App& app) {
     json per = json::object();
     for (const char* key : {"train_loss", "test_loss", "test_accuracy", "train_seconds", "wall_seconds", "lr"}) {
       json a = json::array();
-      for (const json& e : history_json(s.history)) a.push_back(e.at(key));
+      for (const json& e : to_json(s.history)) a.push_back(e.at(key));
       per[key] = a;
     }
     json m = {{"data", c.data},
@@ -494,6 +396,7 @@ int run(Config c, const CLI::App& app) {
     data::Batch b;
     while (loader.next(b)) {
       const auto t0 = Clock::now();
+      to_device(b, dev);
       const Tensor logits = (*model)(b.images);
       Tensor loss = cross_entropy(logits, b.labels, Reduction::Mean, -100, c.label_smoothing);
       if (b.labels_mix.defined())  // mixup/cutmix: the same mixture of the two targets' losses
@@ -529,7 +432,7 @@ int run(Config c, const CLI::App& app) {
         s.data_wait_seconds += loader.wait_seconds() - wait_before;
         s.epoch = epoch;
         if (lead) {
-          save_checkpoint(ckpt_path, c, *model, opt, sched, s, world);
+          save_checkpoint(ckpt_path, c, *model, opt, sched, s);
           write_metrics(false);
           std::printf("interrupted: saved %s at epoch %lld, batch %lld; continue with --resume %s\n", ckpt_path.c_str(),
                       static_cast<long long>(epoch + 1), static_cast<long long>(s.batch), ckpt_path.c_str());
@@ -539,14 +442,14 @@ int run(Config c, const CLI::App& app) {
     }
     s.data_wait_seconds += loader.wait_seconds() - wait_before;
     const auto t_eval = Clock::now();
-    last = evaluate(*model, test_loader, test.num_classes());
+    last = evaluate(*model, test_loader, test.num_classes(), dev);
     s.eval_seconds += seconds_since(t_eval);
     s.history.push_back({s.loss_sum / static_cast<double>(std::max<int64_t>(1, s.seen)), last.loss, last.accuracy,
                          s.step_seconds, seconds_since(t_epoch), sched.get_last_lr()[0]});
     s.epoch = epoch + 1;
     s.batch = 0, s.loss_sum = 0, s.step_seconds = 0, s.seen = 0;
     if (lead) {
-      save_checkpoint(ckpt_path, c, *model, opt, sched, s, world);
+      save_checkpoint(ckpt_path, c, *model, opt, sched, s);
       nn::save(*model, (fs::path(out) / "model.safetensors").string(),
                {{"config", to_json(c).dump()}, {"epoch", std::to_string(s.epoch)},
                 {"test_accuracy", fmt("%.6f", last.accuracy)}});
@@ -568,11 +471,11 @@ int run(Config c, const CLI::App& app) {
     }
   }
   if (s.history.empty()) throw UsageError("nothing to train: the checkpoint has finished all " + std::to_string(c.epochs) + " epochs");
-  if (last.confusion.empty()) last = evaluate(*model, test_loader, test.num_classes());
+  if (last.confusion.empty()) last = evaluate(*model, test_loader, test.num_classes(), dev);
   if (!lead) return 0;
   vit::plot_confusion(last.confusion, test.class_names, (fs::path(out) / "confusion.png").string(),
                       "ViT on " + c.data + ": confusion matrix (test)");
-  write_attention(*model, test, norm, c, (fs::path(out) / "attention.png").string());
+  write_attention(*model, test, norm, c, (fs::path(out) / "attention.png").string(), dev);
   double train_seconds = 0, best = 0;
   for (const auto& e : s.history) train_seconds += e.train_seconds, best = std::max(best, e.test_accuracy);
   std::printf("vit: %s test accuracy %.2f%% (best %.2f%%) after %zu epochs, %.1fs training (%.0f img/s, %d threads%s) -> %s\n",
@@ -612,7 +515,10 @@ int main(int argc, char** argv) {
   app.add_option("--seed", c.seed, "random seed (default 0); runs are deterministic for a seed and thread count");
   app.add_option("--threads", c.threads, "threads (default: all cores, or EMBER_NUM_THREADS)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--device", c.device, "cpu (cuda is not wired into this demo yet)");
+  app.add_option("--device", c.device,
+                 "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU); checkpoints move "
+                 "between devices")
+      ->check(CLI::IsMember({"cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3"}));
   app.add_option("--out", c.out, "output directory (default out/vit)");
   app.add_option("--resume", c.resume,
                  "continue the run saved in this checkpoint (its configuration is used; --epochs may extend it)");
@@ -657,10 +563,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "vit: %s\n", msg.c_str());
     return 2;
   };
-  if (c.device == "cuda")
-    return usage("--device cuda: not wired into this demo yet (the CUDA backend exists: attention_regression and bench "
-                 "take --device cuda, and a ViT training step on cuda is tested against the CPU); use --device cpu");
-  if (c.device != "cpu") return usage("--device " + c.device + ": unknown device (cpu)");
   if (c.eval_only && c.weights.empty()) return usage("--eval-only needs --weights CHECKPOINT");
   if (!c.eval_only && !c.weights.empty()) return usage("--weights is for --eval-only (use --resume to continue training)");
   if (c.eval_only && !c.resume.empty()) return usage("--eval-only and --resume do not go together");

@@ -19,14 +19,11 @@
 #include <ember/nn/data_readers.h>
 
 #include "plot.h"
+#include "run_config.h"  // EpochRecord
 
 namespace vit {
 
 using namespace ember;
-
-struct EpochRecord {
-  double train_loss = 0, test_loss = 0, test_accuracy = 0, train_seconds = 0, wall_seconds = 0, lr = 0;
-};
 
 inline void plot_curves(const std::vector<EpochRecord>& h, const std::string& dir, const std::string& title) {
   std::vector<double> ep, tr, te, acc;

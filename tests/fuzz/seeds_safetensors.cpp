@@ -8,6 +8,8 @@
 
 #include <ember/ember.h>
 
+#include "fuzz_util.h"
+
 using namespace ember;
 
 namespace {
@@ -20,11 +22,7 @@ void write_raw(const std::string& path, const std::string& header, const std::st
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
-    return 2;
-  }
-  const std::string dir = argv[1];
+  const std::string dir = fuzz::seed_dir(argc, argv);
   manual_seed(0);
   save_safetensors(dir + "/f32.safetensors", {{"w", randn({2, 3})}, {"b", zeros({3})}});
   save_safetensors(dir + "/mixed.safetensors",
