@@ -67,7 +67,7 @@ void cuda_gemm(const GemmDesc& d) {
     const T* A = static_cast<const T*>(d.a.data_ptr());
     const T* B = static_cast<const T*>(d.b.data_ptr());
     T* C = static_cast<T*>(d.c.data_ptr());
-    const T alpha = 1, beta = static_cast<T>(d.beta);
+    const T alpha = static_cast<T>(d.alpha), beta = static_cast<T>(d.beta);
     for (int64_t o = 0; o < outer; ++o) {
       int64_t rest = o, oa = 0, ob = 0, oc = 0;
       for (int i = nb - 2; i >= 0; --i) {

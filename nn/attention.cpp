@@ -6,8 +6,9 @@
 #include <cmath>
 
 #include <ember/nn/init.h>
-#include <ember/ops/join.h>
 #include <ember/ops/activation.h>
+#include <ember/ops/attention.h>
+#include <ember/ops/join.h>
 #include <ember/ops/dropout.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
@@ -119,25 +120,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   const Tensor bq = in_proj_bias.defined() ? in_proj_bias.narrow(0, 0, E) : Tensor();
   const Tensor bk = in_proj_bias.defined() ? in_proj_bias.narrow(0, E, E) : Tensor();
   const Tensor bv = in_proj_bias.defined() ? in_proj_bias.narrow(0, 2 * E, E) : Tensor();
-  // Project, then split heads: (N, L, E) -> (N, L, H, D) -> (N, H, L, D).
-  // Self-attention projects once with the packed (3E, E) weight: one GEMM of
-  // width 3E instead of three of width E. q, k and v are strided views of it,
-  // split as (N, L, 3, H, D) along the "3": every step is a view, and in
-  // backward the one node of chunk writes each piece's gradient straight into
-  // the (N, L, 3E) buffer (three copies, the least there can be; chunking the
-  // last dim and then reshaping would copy each gradient twice).
-  Tensor q, k, v;
-  if (in_proj_weight.defined() && query.is_same(key) && key.is_same(value)) {
-    const std::vector<Tensor> qkv = chunk(linear(q_in, in_proj_weight, in_proj_bias).view({N, L, 3, H, D}), 3, 2);
-    q = qkv[0].squeeze(2).permute({0, 2, 1, 3});
-    k = qkv[1].squeeze(2).permute({0, 2, 1, 3});
-    v = qkv[2].squeeze(2).permute({0, 2, 1, 3});
-  } else {
-    q = linear(q_in, wq, bq).reshape({N, L, H, D}).permute({0, 2, 1, 3});
-    k = linear(k_in, wk, bk).reshape({N, S, H, D}).permute({0, 2, 1, 3});
-    v = linear(v_in, wv, bv).reshape({N, S, H, D}).permute({0, 2, 1, 3});
-  }
-
+  const bool self_attention = in_proj_weight.defined() && query.is_same(key) && key.is_same(value);
   // Combine the masks into one broadcastable to (N, H, L, S).
   Tensor mask;
   if (attn_mask.defined()) {
@@ -165,9 +148,39 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   }
   Tensor weights;
   const double p = is_training() ? dropout : 0.0;
-  Tensor out = scaled_dot_product_attention(q, k, v, mask, p, is_causal, need_weights ? &weights : nullptr);
-  // Merge heads: (N, H, L, D) -> (N, L, H, D) -> (N, L, E).
-  out = (*out_proj)(out.permute({0, 2, 1, 3}).reshape({N, L, E}));
+  Tensor out;
+  if (!need_weights && (!mask.defined() || mask.dtype() == DType::Bool) && p < 1.0 && N * L * S * E > 0) {
+    // The usual case (no weights asked for, no additive mask): attention as
+    // one op on the projections as they are (ops/attention.h), heads read
+    // and written in place, its output already (N, L, E). Self-attention
+    // projects once with the packed (3E, E) weight: one GEMM of width 3E,
+    // and one (N, L, 3E) gradient the backward GEMMs write into.
+    if (is_causal) {
+      const Tensor c = causal_mask(L, S, query.device());
+      mask = mask.defined() ? logical_or(mask, c) : c;
+    }
+    out = self_attention
+              ? multi_head_self_attention(linear(q_in, in_proj_weight, in_proj_bias), H, mask, p)
+              : multi_head_attention(linear(q_in, wq, bq), linear(k_in, wk, bk), linear(v_in, wv, bv), H, mask, p);
+  } else {
+    // Composed from ops: the attention weights come out as a tensor, or the
+    // mask is additive. Project, split heads (N, L, E) -> (N, H, L, D),
+    // attend, merge heads back.
+    Tensor q, k, v;
+    if (self_attention) {
+      const std::vector<Tensor> qkv = chunk(linear(q_in, in_proj_weight, in_proj_bias).view({N, L, 3, H, D}), 3, 2);
+      q = qkv[0].squeeze(2).permute({0, 2, 1, 3});
+      k = qkv[1].squeeze(2).permute({0, 2, 1, 3});
+      v = qkv[2].squeeze(2).permute({0, 2, 1, 3});
+    } else {
+      q = linear(q_in, wq, bq).reshape({N, L, H, D}).permute({0, 2, 1, 3});
+      k = linear(k_in, wk, bk).reshape({N, S, H, D}).permute({0, 2, 1, 3});
+      v = linear(v_in, wv, bv).reshape({N, S, H, D}).permute({0, 2, 1, 3});
+    }
+    out = scaled_dot_product_attention(q, k, v, mask, p, is_causal, need_weights ? &weights : nullptr);
+    out = out.permute({0, 2, 1, 3}).reshape({N, L, E});
+  }
+  out = (*out_proj)(out);
   if (!batch_first) out = out.transpose(0, 1);
   if (need_weights && average_attn_weights) weights = mean(weights, {1});
   return {out, need_weights ? weights : Tensor()};

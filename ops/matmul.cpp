@@ -52,6 +52,13 @@ constexpr int64_t kParallelWork = int64_t(1) << 19;
 // kBlockAlign so blocks start on whole SIMD registers / cache lines of C.
 constexpr int64_t kMinBlock = 32;
 constexpr int64_t kBlockAlign = 16;
+// A tall product is cut into row blocks whose part of C holds at most this
+// many elements (1 MB of floats, one core's L2), even on one thread: OpenBLAS
+// zeroes (beta = 0) or reads C before its kernel adds into it, and over a C
+// larger than L2 (12800 x 192 in the demo transformer) that pass goes to
+// memory. Measured on 1 core (OpenBLAS 0.3.21 Haswell kernels): 12800x64 @ 64x192
+// 68 -> 93 GFLOP/s, 64x256 75 -> 92 GFLOP/s; narrow outputs (n = 64) unchanged.
+constexpr int64_t kBlockElems = int64_t(1) << 18;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -66,10 +73,16 @@ Split plan_split(int64_t nbatch, int64_t m, int64_t n, int64_t k, int threads) {
   s.rows = m;
   s.cols = n;
   const int64_t per_product = m * n * k;
-  if (threads > 1 && nbatch < threads && nbatch * per_product >= kParallelWork) {
-    // Enough blocks that batch * blocks is a multiple of the thread count, so
-    // every thread gets the same number of equal blocks.
-    const int64_t want = threads / std::gcd<int64_t>(nbatch, threads);
+  // Blocks wanted for the threads: enough that batch * blocks is a multiple
+  // of the thread count, so every thread gets the same number of equal blocks.
+  int64_t want = 1;
+  if (threads > 1 && nbatch < threads && nbatch * per_product >= kParallelWork)
+    want = threads / std::gcd<int64_t>(nbatch, threads);
+  // Blocks wanted for the cache: C in row blocks of at most kBlockElems, in a
+  // multiple of the threads' count.
+  const int64_t cache_blocks = m * n > kBlockElems && m / kMinBlock > 1 ? ceil_div(m * n, kBlockElems) : 1;
+  if (cache_blocks > 1) want = ceil_div(cache_blocks, want) * want;
+  if (want > 1) {
     auto cut = [&](int64_t extent, int64_t& count, int64_t& size) {
       const int64_t blocks = std::max<int64_t>(1, std::min(want, extent / kMinBlock));
       size = ceil_div(ceil_div(extent, blocks), kBlockAlign) * kBlockAlign;
@@ -85,14 +98,14 @@ Split plan_split(int64_t nbatch, int64_t m, int64_t n, int64_t k, int threads) {
   return s;
 }
 
-void blas_gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float beta,
-               float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda,
+void blas_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+               float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
               b, ldb, beta, c, ldc);
 }
-void blas_gemm(bool ta, bool tb, int m, int n, int k, const double* a, int lda, const double* b, int ldb,
-               double beta, double* c, int ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda,
+void blas_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
+               int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
               b, ldb, beta, c, ldc);
 }
 
@@ -109,7 +122,7 @@ void cpu_gemm(const GemmDesc& d) {
     const T* A = static_cast<const T*>(d.a.data_ptr());
     const T* B = static_cast<const T*>(d.b.data_ptr());
     T* C = static_cast<T*>(d.c.data_ptr());
-    const T beta = static_cast<T>(d.beta);
+    const T alpha = static_cast<T>(d.alpha), beta = static_cast<T>(d.beta);
     parallel_for(0, nbatch * blocks, s.grain, [&](int64_t lo, int64_t hi) {
       for (int64_t t = lo; t < hi; ++t) {
         // Batch entry: unravel its index into per-operand offsets.
@@ -129,7 +142,7 @@ void cpu_gemm(const GemmDesc& d) {
         const T* b = B + ob + (d.trans_b ? n0 * d.ldb : n0);
         T* c = C + oc + m0 * d.ldc + n0;
         blas_gemm(d.trans_a, d.trans_b, static_cast<int>(m1 - m0), static_cast<int>(n1 - n0),
-                  static_cast<int>(d.k), a, static_cast<int>(d.lda), b, static_cast<int>(d.ldb), beta, c,
+                  static_cast<int>(d.k), alpha, a, static_cast<int>(d.lda), b, static_cast<int>(d.ldb), beta, c,
                   static_cast<int>(d.ldc));
       }
     });
@@ -188,11 +201,13 @@ bool fold_rows(const Tensor& a, int64_t& ld) {
   return true;
 }
 
-// out[batch..., m, n] = a[..., m, k] @ b[..., k, n] + beta * out, with a's and
-// b's batch dims broadcast to out's. a and b are plain (autograd-free) views
-// of dim >= 2; out is contiguous and, when beta is 1, already holds the
-// addend.
-void run_gemm(Tensor a, Tensor b, Tensor& out, double beta) {
+// out[batch..., m, n] = alpha * a[..., m, k] @ b[..., k, n] + beta * out,
+// with a's and b's batch dims broadcast to out's. a and b are plain
+// (autograd-free) views of dim >= 2; out is any view whose matrices are
+// row-major (contiguous rows, any row and batch strides: a contiguous tensor,
+// or heads side by side in an (N, L, H, D) buffer) and, when beta is 1,
+// already holds the addend.
+void run_gemm(Tensor a, Tensor b, Tensor& out, double alpha, double beta) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   if (out.numel() == 0) return;
   if (k == 0) {  // an empty sum: the product is zero
@@ -208,36 +223,41 @@ void run_gemm(Tensor a, Tensor b, Tensor& out, double beta) {
     b = b.contiguous();
     lb = blas_layout(b);
   }
+  const MatLayout lc = blas_layout(out);
+  EMBER_CHECK(lc.ok && !lc.trans, ShapeError, "matmul: the output of shape ", out.shape().str(), " with strides ",
+              out.strides().str(), " does not hold row-major matrices");
   GemmDesc d;
   d.m = m;
   d.n = n;
   d.k = k;
   d.trans_b = lb.trans;
   d.ldb = lb.ld;
-  d.ldc = n;
+  d.ldc = lc.ld;
   d.a = a;
   d.b = b;
   d.c = out;
+  d.alpha = alpha;
   d.beta = beta;
   Shape b_batch;
   for (int i = 0; i < b.dim() - 2; ++i) b_batch.push_back(b.size(i));
-  int64_t fold_ld = 0;
-  if (b_batch.numel() == 1 && a.dim() > 2 && out.numel() / n <= INT_MAX && fold_rows(a, fold_ld)) {
+  int64_t fold_lda = 0, fold_ldc = 0;
+  if (b_batch.numel() == 1 && a.dim() > 2 && out.numel() / n <= INT_MAX && fold_rows(a, fold_lda) &&
+      fold_rows(out, fold_ldc)) {
     // One GEMM over all of a's rows: [batch * m, k] @ [k, n] -> out as [batch * m, n].
     d.m = out.numel() / n;
-    d.lda = fold_ld;
+    d.lda = fold_lda;
+    d.ldc = fold_ldc;
   } else {
     d.trans_a = la.trans;
     d.lda = la.ld;
     const int nb = out.dim() - 2;
-    const Shape cs = contiguous_strides(out.shape());
     for (int i = 0; i < nb; ++i) {
       d.batch.push_back(out.size(i));
       // Operand dim aligned with out's dim i from the right; absent or size 1: broadcast.
       const int ia = i - (nb - (a.dim() - 2)), ib = i - (nb - (b.dim() - 2));
       d.a_batch_strides.push_back(ia >= 0 && a.size(ia) != 1 ? a.stride(ia) : 0);
       d.b_batch_strides.push_back(ib >= 0 && b.size(ib) != 1 ? b.stride(ib) : 0);
-      d.c_batch_strides.push_back(cs[i]);
+      d.c_batch_strides.push_back(out.size(i) != 1 ? out.stride(i) : 0);
     }
   }
   profiler::add_matmul_flops(static_cast<uint64_t>(2 * d.m * d.n * d.k * d.batch.numel()));
@@ -287,7 +307,7 @@ Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b) {
   out_nd.push_back(an.size(-2));
   out_nd.push_back(bn.size(-1));
   Tensor out = empty(out_nd, TensorOptions(a.dtype(), a.device()));
-  run_gemm(an, bn, out, 0.0);
+  run_gemm(an, bn, out, 1.0, 0.0);
   // Drop the dims that 1-D operands added.
   if (a1 || b1) {
     Shape final_shape;
@@ -358,6 +378,25 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return matmul_impl("bmm", a, b);
 }
 
+void matmul_into(const Tensor& a, const Tensor& b, Tensor out, double alpha, double beta) {
+  check_operands("matmul_into", a, b);
+  check_same_device("matmul_into", a, out);
+  EMBER_CHECK(out.dtype() == a.dtype(), DTypeError, "matmul_into: output dtype ", dtype_name(out.dtype()),
+              " differs from the operands' ", dtype_name(a.dtype()));
+  EMBER_CHECK(a.dim() >= 2 && b.dim() >= 2 && out.dim() >= 2 && a.size(-1) == b.size(-2) &&
+                  out.size(-2) == a.size(-2) && out.size(-1) == b.size(-1) && a.dim() <= out.dim() &&
+                  b.dim() <= out.dim(),
+              ShapeError, "matmul_into: shapes ", a.shape().str(), " @ ", b.shape().str(), " do not give ",
+              out.shape().str());
+  for (const Tensor* t : {&a, &b})
+    for (int i = 0; i < t->dim() - 2; ++i) {
+      const int64_t s = t->size(i), o = out.size(i + out.dim() - t->dim());
+      EMBER_CHECK(s == o || s == 1, ShapeError, "matmul_into: batch dims of ", t->shape().str(),
+                  " do not broadcast to the output's ", out.shape().str());
+    }
+  run_gemm(a.detach(), b.detach(), out, alpha, beta);
+}
+
 // ---- linear -------------------------------------------------------------------
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -390,7 +429,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   // x @ W^T with W^T a column-major view: BLAS reads W transposed in place.
   const Tensor xn = x.dim() == 1 ? x.detach().unsqueeze(0) : x.detach();
   Tensor out_nd = x.dim() == 1 ? out.view({1, n}) : out;
-  run_gemm(xn, weight.detach().t(), out_nd, beta);
+  run_gemm(xn, weight.detach().t(), out_nd, 1.0, beta);
   if (autograd::needs_grad({x, weight, bias})) {
     // y = x W^T + b  =>  dx = dy W,  dW = dy^T x (summed over every leading
     // index of x, as one GEMM over all rows),  db = dy (the engine sums it

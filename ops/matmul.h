@@ -36,10 +36,18 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 /// [out, in], bias broadcastable to [..., out] (usually [out]) or undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+/// out = alpha * a @ b + beta * out, recording no graph: for ops that keep
+/// GEMM results in a layout of their own (multi-head attention writes each
+/// head's product into its columns of an (N, L, H * D) buffer). a [..., m, k]
+/// and b [..., k, n] are read in place where BLAS can address them; their
+/// batch dims broadcast to out's [..., m, n]; out may be any view whose
+/// matrices are row-major (contiguous rows, any row and batch strides).
+void matmul_into(const Tensor& a, const Tensor& b, Tensor out, double alpha = 1.0, double beta = 0.0);
+
 /// One batched GEMM in row-major BLAS terms. For every index i of `batch`
 /// (row-major order):
 /// \code
-///   C_i = op(A_i) @ op(B_i) + beta * C_i,   C_i: [m, n], op(A_i): [m, k], op(B_i): [k, n]
+///   C_i = alpha * op(A_i) @ op(B_i) + beta * C_i,   C_i: [m, n], op(A_i): [m, k], op(B_i): [k, n]
 /// \endcode
 /// where A_i starts at a.data_ptr() + dot(i, a_batch_strides) elements and is
 /// stored row-major with leading dimension lda, as [m, k] or, when trans_a, as
@@ -66,7 +74,8 @@ struct GemmDesc {
   ///@{
   Tensor a, b, c;  ///< base pointer, dtype and device of each operand
   ///@}
-  double beta = 0;  ///< 0: C is overwritten (its old contents ignored); 1: accumulated into
+  double alpha = 1;  ///< scales the product (attention's 1/sqrt(d) costs no pass of its own)
+  double beta = 0;   ///< 0: C is overwritten (its old contents ignored); 1: accumulated into
 };
 
 /// The batched GEMM: OpenBLAS on the CPU, cuBLAS on CUDA.

@@ -4,6 +4,7 @@
 /// fused pass per row forward and one backward, rows in parallel.
 #pragma once
 
+#include <ember/core/dispatch.h>
 #include <ember/core/tensor.h>
 
 namespace ember {
@@ -25,5 +26,14 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor masked_softmax(const Tensor& x, const Tensor& mask);
 /// The causal mask for q queries and k keys: true (masked) where key j > query i.
 Tensor causal_mask(int64_t q, int64_t k, Device device = kCPU);
+
+/// Kernels (a backend registers these), also used by ops that run a softmax
+/// inside a fused op of their own (ops/attention.h). x3, y3: [A, R, B]
+/// contiguous, softmax over R; mask3: bool of the same shape (true = masked
+/// out; a fully masked row gives zeros) or undefined. log: log_softmax.
+extern KernelTable<void(const Tensor& x3, const Tensor& mask3, Tensor& y3, bool log)> softmax_kernel;
+/// y3 the forward's output, g3 its gradient, dx3 the input's gradient; all
+/// [A, R, B] contiguous.
+extern KernelTable<void(const Tensor& y3, const Tensor& g3, Tensor& dx3, bool log)> softmax_backward_kernel;
 
 }  // namespace ember

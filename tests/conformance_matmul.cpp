@@ -1,8 +1,10 @@
 // Conformance rows: matmul in all its 1-D / 2-D / batched forms, mm, bmm and
-// linear. GEMMs sum k products, so float32 tolerances are looser.
+// linear, and multi-head attention (ops/attention.h), which is made of GEMMs.
+// GEMMs sum k products, so float32 tolerances are looser.
 #include "conformance.h"
 
 namespace conformance {
+using namespace ember;
 namespace {
 
 OpCase gemm(OpCase c) {
@@ -27,6 +29,19 @@ Register rows({
     gemm({"linear", {F({2, 3, 4}), F({5, 4}), F({5})}, [](const In& x) { return linear(x[0], x[1], x[2]); }}),
     gemm({"linear no bias", {F({3, 4}), F({2, 4})}, [](const In& x) { return linear(x[0], x[1]); }}),
     gemm({"linear 1-D input", {F({4}), F({3, 4}), F({3})}, [](const In& x) { return linear(x[0], x[1], x[2]); }}),
+    // Attention as one op: its GEMMs read and write per-head strided views.
+    gemm({"multi_head_attention", {F({2, 3, 4}), F({2, 5, 4}), F({2, 5, 4})},
+          [](const In& x) { return multi_head_attention(x[0], x[1], x[2], 2); }}),
+    gemm({"multi_head_attention bool mask, dropout", {F({2, 3, 4}), F({2, 5, 4}), F({2, 5, 4}), B({2, 1, 1, 5})},
+          [](const In& x) {
+            Generator g(5);
+            return multi_head_attention(x[0], x[1], x[2], 2, x[3], 0.3, &g);
+          }}),
+    gemm({"multi_head_self_attention", {F({2, 4, 12})}, [](const In& x) { return multi_head_self_attention(x[0], 2); }}),
+    gemm({"multi_head_self_attention causal, dropout", {F({2, 4, 18})}, [](const In& x) {
+            Generator g(7);
+            return multi_head_self_attention(x[0], 3, causal_mask(4, 4, x[0].device()), 0.3, &g);
+          }}),
 });
 
 }  // namespace

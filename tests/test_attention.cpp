@@ -105,3 +105,56 @@ TEST_CASE("attention: scaled dot product with lengths and causality; additive at
   check_close(y, {2, 3, 4, 5, 10, 11, 12, 13}, 1e-5);
   CHECK(att.attention_weights.at<float>({0, 0, 2}) == 0.0f);
 }
+
+// MultiheadAttention runs attention as one op (ops/attention.h) unless the
+// weights are asked for; the composed path (split heads, matmul, softmax,
+// dropout, merge) is the reference here: the same draws of the default
+// generator, so the same dropout mask, and the same outputs and gradients.
+TEST_CASE("MultiheadAttention: the one-op path matches the composed one, with dropout and masks") {
+  struct Case {
+    const char* name;
+    bool self, causal, kpm;
+    int64_t kdim;
+  };
+  for (const Case c : {Case{"self, packed", true, false, false, 0}, Case{"self, causal, padding", true, true, true, 0},
+                       Case{"cross, padding", false, false, true, 0}, Case{"cross, kdim/vdim", false, true, false, 6}}) {
+    CAPTURE(c.name);
+    nn::MultiheadAttention mha(8, 2, {0.25, true, c.kdim, c.kdim, /*batch_first=*/true});
+    fill(mha);
+    mha.train();
+    const int64_t kd = c.kdim ? c.kdim : 8;
+    Tensor x = inp({3, 4, 8}, 0.0).requires_grad_();
+    Tensor mem = inp({3, 4, kd}, 0.5).requires_grad_();
+    const Tensor kpm = c.kpm ? from_vector(std::vector<bool>{false, false, true, false, false, false, false, false,
+                                                             false, true, true, true},
+                                           {3, 4})
+                             : Tensor();
+    std::vector<Tensor> grads[2];
+    Tensor outs[2];
+    for (int weights = 0; weights < 2; ++weights) {
+      manual_seed(11);
+      mha.zero_grad();
+      x.mutable_grad() = Tensor();
+      mem.mutable_grad() = Tensor();
+      const Tensor& kv = c.self ? x : mem;
+      outs[weights] = mha.forward(x, kv, kv, kpm, weights == 1, Tensor(), true, c.causal).first;
+      sum(mul(outs[weights], inp({3, 4, 8}, 1.0))).backward();
+      grads[weights].push_back(x.grad());
+      if (!c.self) grads[weights].push_back(mem.grad());
+      for (const Tensor& p : mha.parameters()) grads[weights].push_back(p.grad());
+    }
+    CHECK(max(abs(sub(outs[0], outs[1]))).item<double>() < 1e-6);
+    REQUIRE(grads[0].size() == grads[1].size());
+    for (size_t i = 0; i < grads[0].size(); ++i) CHECK(max(abs(sub(grads[0][i], grads[1][i]))).item<double>() < 1e-5);
+  }
+}
+
+TEST_CASE("multi_head_attention: bad input is refused with the op named") {
+  const Tensor q = randn({2, 3, 8}), k = randn({2, 5, 8});
+  CHECK_THROWS_WITH_AS(multi_head_attention(q, k, k, 3), doctest::Contains("multi_head_attention"), ValueError);
+  CHECK_THROWS_AS(multi_head_attention(q, k.narrow(1, 0, 0), k.narrow(1, 0, 0), 2), ShapeError);
+  CHECK_THROWS_AS(multi_head_attention(q, randn({2, 5, 4}), k, 2), ShapeError);
+  CHECK_THROWS_AS(multi_head_attention(q, k, k, 2, zeros({2, 1, 3, 5})), DTypeError);
+  CHECK_THROWS_AS(multi_head_attention(q, k, k, 2, Tensor(), 1.0), ValueError);
+  CHECK_THROWS_AS(multi_head_self_attention(randn({2, 3, 8}), 2), ShapeError);
+}

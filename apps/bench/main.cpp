@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -52,23 +53,33 @@ void sync_device() {
   (void)probe.item();
 }
 
+// Wall times, and the process's CPU time per call (all threads): on a
+// shared machine the wall time grows with the load, the CPU time much less.
 struct Timing {
-  double median_ms = 0, min_ms = 0, max_ms = 0;
+  double median_ms = 0, min_ms = 0, max_ms = 0, cpu_ms = 0;
 };
+
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
 
 // warmup untimed calls, then each of steps calls timed on its own.
 Timing time_steps(int warmup, int steps, const std::function<void()>& body) {
   for (int i = 0; i < warmup; ++i) body();
   sync_device();
   std::vector<double> ms;
+  const double cpu0 = process_cpu_ms();
   for (int i = 0; i < steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     body();
     sync_device();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
+  const double cpu = (process_cpu_ms() - cpu0) / steps;
   std::sort(ms.begin(), ms.end());
-  return {ms[ms.size() / 2], ms.front(), ms.back()};
+  return {ms[ms.size() / 2], ms.front(), ms.back(), cpu};
 }
 
 // Peak resident memory since the last reset_peak_rss(): Linux's VmHWM, which
@@ -117,6 +128,7 @@ struct Bench {
                                 {"median_ms", t.median_ms},
                                 {"min_ms", t.min_ms},
                                 {"max_ms", t.max_ms},
+                                {"cpu_ms", t.cpu_ms},
                                 {"gflops", gflops},
                                 {"fraction_of_sgemm_peak", fraction},
                                 {"peak_tensor_mb", extra_mb},
@@ -124,14 +136,14 @@ struct Bench {
                                 {"rss_growth_mb", peak_rss_mb() - rss_at_reset_mb},
                                 {"threads", num_threads()}};
     records.push_back(r);
-    std::printf("%-34s %6lld %9.3f %9.3f %9.3f %9.1f %6.0f%% %9.1f %9.1f\n", workload.c_str(),
-                static_cast<long long>(batch), t.median_ms, t.min_ms, t.max_ms, gflops,
+    std::printf("%-34s %6lld %9.3f %9.3f %9.3f %9.3f %9.1f %6.0f%% %9.1f %9.1f\n", workload.c_str(),
+                static_cast<long long>(batch), t.median_ms, t.min_ms, t.max_ms, t.cpu_ms, gflops,
                 100 * fraction, extra_mb, peak_rss_mb());
   }
 
   static void table_header(const char* what) {
-    std::printf("\n%s\n%-34s %6s %9s %9s %9s %9s %7s %9s %9s\n", what, "workload", "batch", "median", "min", "max",
-                "GFLOP/s", "of peak", "tensorMB", "rssMB");
+    std::printf("\n%s\n%-34s %6s %9s %9s %9s %9s %9s %7s %9s %9s\n", what, "workload", "batch", "median", "min", "max",
+                "cpu ms", "GFLOP/s", "of peak", "tensorMB", "rssMB");
   }
 
   // The machine: SGEMM peak (2048^3, OpenBLAS on num_threads threads) and triad bandwidth.
@@ -189,8 +201,11 @@ struct Bench {
     record(name, batch, t, gflop, static_cast<double>(memory_stats(g_dev).peak_allocated) / 1048576.0);
   }
 
+  int64_t only_batch = 0;  // --batch: one batch size of attention_regression (0: both)
+
   void attention_regression() {
     for (int64_t batch : {32, 256}) {
+      if (only_batch && batch != only_batch) continue;
       ar::TokenTransformer model;
       model.to(g_dev);
       model.train();
@@ -359,6 +374,8 @@ int main(int argc, char** argv) {
                  "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU; the machine line and "
                  "the raw OpenBLAS rows stay CPU figures)")
       ->check(CLI::IsMember({"cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3"}));
+  app.add_option("--batch", b.only_batch, "attention_regression: run only this batch size (32 or 256)")
+      ->check(CLI::IsMember({0, 32, 256}));
   app.add_option("--json", json, "write one record per workload and batch size to this file");
   try {
     app.parse(argc, argv);

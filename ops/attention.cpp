@@ -1,0 +1,184 @@
+// Multi-head attention as one op (ops/attention.h): forward and backward
+// written with matmul_into on per-head strided views and the softmax and
+// dropout kernels, so it has no kernel of its own and runs on every backend
+// that has those.
+#include <ember/ops/attention.h>
+
+#include <cmath>
+
+#include <ember/core/autograd.h>
+#include <ember/core/dtype.h>
+#include <ember/ops/dropout.h>
+#include <ember/ops/matmul.h>
+#include <ember/ops/pointwise.h>
+#include <ember/ops/softmax.h>
+
+namespace ember {
+namespace {
+
+// x (N, T, H * D) seen per head as (N, H, T, D): head h is D columns at h * D
+// of every row. A view: no copy, x's own row and batch strides.
+Tensor heads(const Tensor& x, int64_t H) {
+  const int64_t D = x.size(2) / H;
+  return make_view(x, {x.size(0), H, x.size(1), D}, {x.stride(0), D, x.stride(1), 1}, x.offset());
+}
+
+// The same heads transposed: (N, H, D, T), each read column-major by BLAS.
+Tensor heads_t(const Tensor& x, int64_t H) {
+  const int64_t D = x.size(2) / H;
+  return make_view(x, {x.size(0), H, D, x.size(1)}, {x.stride(0), D, 1, x.stride(1)}, x.offset());
+}
+
+// A plain view with a contiguous last dim, which heads() needs.
+Tensor unit_last(const Tensor& x) { return x.stride(2) == 1 || x.size(2) <= 1 ? x.detach() : x.detach().contiguous(); }
+
+void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, const Tensor& mask,
+                  double p) {
+  EMBER_CHECK(q.defined() && k.defined() && v.defined(), ValueError, op, ": got an undefined tensor");
+  EMBER_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, ShapeError, op,
+              ": expected q (N, L, E), k and v (N, S, E), got ", q.shape().str(), ", ", k.shape().str(), ", ",
+              v.shape().str());
+  EMBER_CHECK(q.is_floating_point() && k.dtype() == q.dtype() && v.dtype() == q.dtype(), DTypeError, op,
+              ": expected q, k, v of one floating dtype, got ", dtype_name(q.dtype()), ", ", dtype_name(k.dtype()),
+              ", ", dtype_name(v.dtype()));
+  check_same_device(op, q, k);
+  check_same_device(op, q, v);
+  const int64_t N = q.size(0), E = q.size(2);
+  EMBER_CHECK(k.size(0) == N && v.size(0) == N && k.size(1) == v.size(1) && k.size(2) == E && v.size(2) == E,
+              ShapeError, op, ": q ", q.shape().str(), ", k ", k.shape().str(), " and v ", v.shape().str(),
+              " do not fit (one batch, one width E, as many values as keys)");
+  EMBER_CHECK(H > 0 && E % H == 0, ValueError, op, ": width ", E, " is not divisible into ", H, " heads");
+  EMBER_CHECK(k.size(1) > 0, ShapeError, op, ": attention over zero keys (k of shape ", k.shape().str(), ")");
+  EMBER_CHECK(p >= 0.0 && p < 1.0, ValueError, op, ": dropout probability must be in [0, 1), got ", p);
+  if (mask.defined()) {
+    EMBER_CHECK(mask.dtype() == DType::Bool, DTypeError, op, ": mask must be bool (true = masked out), got ",
+                dtype_name(mask.dtype()));
+    check_same_device(op, q, mask);
+    const Shape full{N, H, q.size(1), k.size(1)};
+    EMBER_CHECK(mask.dim() <= 4 && broadcast_shapes(full, mask.shape(), op) == full, ShapeError, op, ": mask of shape ",
+                mask.shape().str(), " does not broadcast to (N, H, L, S) = ", full.str());
+  }
+}
+
+// What the forward keeps for backward: the weights W = softmax(S), the
+// dropout mask and Wd = dropout(W) (Wd is W when p = 0).
+struct Forward {
+  Tensor out, w, keep, wd;
+};
+
+Forward forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, const Tensor& mask, double p,
+                Generator* gen, double scale) {
+  const int64_t N = q.size(0), L = q.size(1), S = k.size(1), E = q.size(2);
+  const TensorOptions o(q.dtype(), q.device());
+  const Shape ws{N, H, L, S}, rows{N * H * L, S, 1};  // softmax over S, one row per (n, h, query)
+  Forward f;
+  f.out = empty({N, L, E}, o);
+  f.w = empty(ws, o);
+  if (f.out.numel() == 0) return f;
+  {
+    Tensor scores = empty(ws, o);
+    matmul_into(heads(q, H), heads_t(k, H), scores, scale);
+    const Tensor m3 = mask.defined() ? broadcast_view(mask, ws).contiguous().view(rows) : Tensor();
+    Tensor w3 = f.w.view(rows);
+    softmax_kernel(q.device(), scores.view(rows), m3, w3, false);
+  }
+  f.wd = f.w;
+  if (p > 0) {
+    Generator& g = gen ? *gen : default_generator();
+    const RandomSpec spec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(f.w.numel()) + 3) / 4),
+                          0.0, 1.0};
+    f.wd = empty(ws, o);
+    f.keep = empty(ws, TensorOptions(DType::Bool, q.device()));
+    dropout_kernel(q.device(), f.w, f.wd, f.keep, spec, p);
+  }
+  matmul_into(f.wd, heads(v, H), heads(f.out, H));
+  return f;
+}
+
+// Gradients of q, k, v into dq, dk, dv (each (N, T, E) views with a unit
+// last stride, or undefined when not wanted), from g = d out.
+void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Forward& f, int64_t H,
+              double p, double scale, Tensor dq, Tensor dk, Tensor dv) {
+  if (!f.wd.defined()) {  // no queries, or no batch: nothing flows back
+    for (Tensor* d : {&dq, &dk, &dv})
+      if (d->defined()) d->zero_();
+    return;
+  }
+  const Tensor gh = heads(unit_last(g), H);
+  if (dv.defined()) matmul_into(f.wd.transpose(-2, -1), gh, heads(dv, H));  // dV = Wd^T G
+  if (!dq.defined() && !dk.defined()) return;
+  const TensorOptions o(f.w.dtype(), f.w.device());
+  const Shape rows{f.w.numel() / f.w.size(-1), f.w.size(-1), 1};
+  Tensor dw = empty(f.w.shape(), o);
+  matmul_into(gh, heads_t(v, H), dw);  // dWd = G V^T
+  if (p > 0) {
+    Tensor dwk = empty(f.w.shape(), o);
+    masked_scale_kernel(dw.device(), dw, f.keep, dwk, 1.0 / (1.0 - p));
+    dw = dwk;
+  }
+  Tensor ds = empty(f.w.shape(), o);
+  Tensor ds3 = ds.view(rows);
+  softmax_backward_kernel(ds.device(), f.w.view(rows), dw.view(rows), ds3, false);
+  dw = Tensor();
+  if (dq.defined()) matmul_into(ds, heads(k, H), heads(dq, H), scale);                   // dQ = dS K / sqrt(D)
+  if (dk.defined()) matmul_into(ds.transpose(-2, -1), heads(q, H), heads(dk, H), scale);  // dK = dS^T Q / sqrt(D)
+}
+
+double scale_of(const Tensor& q, int64_t H) { return 1.0 / std::sqrt(static_cast<double>(q.size(2) / H)); }
+
+}  // namespace
+
+Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t num_heads, const Tensor& mask,
+                            double dropout_p, Generator* gen) {
+  check_inputs("multi_head_attention", q, k, v, num_heads, mask, dropout_p);
+  const Tensor qp = unit_last(q), kp = unit_last(k), vp = unit_last(v);
+  const int64_t H = num_heads;
+  const double scale = scale_of(q, H);
+  Forward f = forward(qp, kp, vp, H, mask, dropout_p, gen, scale);
+  Tensor out = std::move(f.out);  // not kept by the node: the output holds the node
+  if (autograd::needs_grad({q, k, v}))
+    autograd::record("multi_head_attention", {q, k, v}, out,
+                     [sq = autograd::SavedTensor(qp), sk = autograd::SavedTensor(kp),
+                      sv = autograd::SavedTensor(vp), f = std::move(f), H, p = dropout_p,
+                      scale](autograd::BackwardContext& ctx) {
+                       const Tensor &q = sq.get(), &k = sk.get(), &v = sv.get();
+                       auto grad = [&](int i, const Tensor& like) {
+                         return ctx.needs_grad(i) ? empty(like.shape(), TensorOptions(like.dtype(), like.device()))
+                                                  : Tensor();
+                       };
+                       const Tensor dq = grad(0, q), dk = grad(1, k), dv = grad(2, v);
+                       backward(ctx.grad_output(), q, k, v, f, H, p, scale, dq, dk, dv);
+                       if (dq.defined()) ctx.set_grad(0, dq);
+                       if (dk.defined()) ctx.set_grad(1, dk);
+                       if (dv.defined()) ctx.set_grad(2, dv);
+                     });
+  return out;
+}
+
+Tensor multi_head_self_attention(const Tensor& qkv, int64_t num_heads, const Tensor& mask, double dropout_p,
+                                 Generator* gen) {
+  EMBER_CHECK(qkv.defined() && qkv.dim() == 3 && qkv.size(2) % 3 == 0, ShapeError,
+              "multi_head_self_attention: expected a packed projection (N, L, 3E), got ",
+              qkv.defined() ? qkv.shape().str() : std::string("an undefined tensor"));
+  const Tensor packed = unit_last(qkv);
+  const int64_t E = qkv.size(2) / 3, H = num_heads;
+  const Tensor q = packed.narrow(2, 0, E), k = packed.narrow(2, E, E), v = packed.narrow(2, 2 * E, E);
+  check_inputs("multi_head_self_attention", q, k, v, H, mask, dropout_p);
+  const double scale = scale_of(q, H);
+  Forward f = forward(q, k, v, H, mask, dropout_p, gen, scale);
+  Tensor out = std::move(f.out);  // not kept by the node: the output holds the node
+  if (autograd::needs_grad({qkv}))
+    autograd::record("multi_head_self_attention", {qkv}, out,
+                     [sp = autograd::SavedTensor(packed), f = std::move(f), H, E, p = dropout_p,
+                      scale](autograd::BackwardContext& ctx) {
+                       const Tensor& x = sp.get();
+                       // The three slices of one gradient, each written by its GEMM.
+                       Tensor d = empty(x.shape(), TensorOptions(x.dtype(), x.device()));
+                       backward(ctx.grad_output(), x.narrow(2, 0, E), x.narrow(2, E, E), x.narrow(2, 2 * E, E), f, H,
+                                p, scale, d.narrow(2, 0, E), d.narrow(2, E, E), d.narrow(2, 2 * E, E));
+                       ctx.set_grad(0, d);
+                     });
+  return out;
+}
+
+}  // namespace ember
