@@ -38,9 +38,10 @@ void cpu_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpec
     const uint32_t threshold =
         static_cast<uint32_t>(std::ceil(static_cast<double>(static_cast<float>(p)) * 16777216.0));
     const T scale = static_cast<T>(1.0 / (1.0 - p));
-    // Blocks of 16 Philox counters (64 elements); counter c covers elements
-    // 4c .. 4c+3, word j giving element 4c+j (philox_block's order).
-    constexpr int kLanes = 16, kBlock = 4 * kLanes;
+    // Blocks of 64 Philox counters (256 elements; four interleaved vector
+    // chains, core/random.h); counter c covers elements 4c .. 4c+3, word j
+    // giving element 4c+j (philox_block's order).
+    constexpr int kLanes = 64, kBlock = 4 * kLanes;
     const int64_t blocks = (n + kBlock - 1) / kBlock;
     parallel_for(0, blocks, 64, [&](int64_t lo, int64_t hi) {
       // Locals, not captures: a store through out may alias anything the

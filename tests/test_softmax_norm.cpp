@@ -159,4 +159,11 @@ TEST_CASE("philox: the vector lanes give the same words as one counter at a time
   philox_block<16>(0x123456789ABCDEFull, 0xFFFFFFF8ull, block);
   for (int l = 0; l < 16; ++l)
     for (int w = 0; w < 4; ++w) CHECK(block[4 * l + w] == r[w][l]);
+  // 64 counters (dropout's block): four interleaved chains where AVX-512 has them.
+  uint32_t wide[256];
+  philox_block<64>(0x123456789ABCDEFull, 0xFFFFFFE0ull, wide);
+  for (int l = 0; l < 64; ++l) {
+    const Philox4x32 one = Philox4x32::generate(0x123456789ABCDEFull, 0xFFFFFFE0ull + l);
+    for (int w = 0; w < 4; ++w) CHECK(wide[4 * l + w] == one.v[w]);
+  }
 }
