@@ -13,6 +13,7 @@
 
 #include <ember/core/dtype_dispatch.h>
 #include <ember/cuda/common.h>
+#include <ember/ops/copy.h>
 #include <ember/ops/matmul.h>
 
 namespace ember::cuda {
@@ -67,7 +68,22 @@ void cuda_gemm(const GemmDesc& d) {
     const T* A = static_cast<const T*>(d.a.data_ptr());
     const T* B = static_cast<const T*>(d.b.data_ptr());
     T* C = static_cast<T*>(d.c.data_ptr());
-    const T alpha = static_cast<T>(d.alpha), beta = static_cast<T>(d.beta);
+    const T alpha = static_cast<T>(d.alpha);
+    T beta = static_cast<T>(d.beta);
+    if (d.bias.defined()) {
+      // The bias broadcast into every row of every C_i by the copy kernel,
+      // then the product accumulated onto it.
+      Shape shape = d.batch, cs = d.c_batch_strides;
+      shape.push_back(d.m);
+      shape.push_back(d.n);
+      cs.push_back(d.ldc);
+      cs.push_back(1);
+      Shape bs = Shape::filled(shape.size(), 0);
+      bs[bs.size() - 1] = 1;
+      Tensor cv = make_view(d.c, shape, cs, d.c.offset());
+      copy_kernel(d.c.device(), make_view(d.bias, shape, bs, d.bias.offset()), cv);
+      beta = 1;
+    }
     for (int64_t o = 0; o < outer; ++o) {
       int64_t rest = o, oa = 0, ob = 0, oc = 0;
       for (int i = nb - 2; i >= 0; --i) {

@@ -122,7 +122,10 @@ void cpu_gemm(const GemmDesc& d) {
     const T* A = static_cast<const T*>(d.a.data_ptr());
     const T* B = static_cast<const T*>(d.b.data_ptr());
     T* C = static_cast<T*>(d.c.data_ptr());
-    const T alpha = static_cast<T>(d.alpha), beta = static_cast<T>(d.beta);
+    const T alpha = static_cast<T>(d.alpha);
+    // A bias is written into the block first and the product accumulated onto it.
+    const T* bias = d.bias.defined() ? static_cast<const T*>(d.bias.data_ptr()) : nullptr;
+    const T beta = bias ? T(1) : static_cast<T>(d.beta);
     parallel_for(0, nbatch * blocks, s.grain, [&](int64_t lo, int64_t hi) {
       for (int64_t t = lo; t < hi; ++t) {
         // Batch entry: unravel its index into per-operand offsets.
@@ -141,6 +144,8 @@ void cpu_gemm(const GemmDesc& d) {
         const T* a = A + oa + (d.trans_a ? m0 : m0 * d.lda);
         const T* b = B + ob + (d.trans_b ? n0 * d.ldb : n0);
         T* c = C + oc + m0 * d.ldc + n0;
+        if (bias)
+          for (int64_t r = 0; r < m1 - m0; ++r) std::copy(bias + n0, bias + n1, c + r * d.ldc);
         blas_gemm(d.trans_a, d.trans_b, static_cast<int>(m1 - m0), static_cast<int>(n1 - n0),
                   static_cast<int>(d.k), alpha, a, static_cast<int>(d.lda), b, static_cast<int>(d.ldb), beta, c,
                   static_cast<int>(d.ldc));
@@ -207,11 +212,12 @@ bool fold_rows(const Tensor& a, int64_t& ld) {
 // row-major (contiguous rows, any row and batch strides: a contiguous tensor,
 // or heads side by side in an (N, L, H, D) buffer) and, when beta is 1,
 // already holds the addend.
-void run_gemm(Tensor a, Tensor b, Tensor& out, double alpha, double beta) {
+void run_gemm(Tensor a, Tensor b, Tensor& out, double alpha, double beta, const Tensor& bias = Tensor()) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   if (out.numel() == 0) return;
   if (k == 0) {  // an empty sum: the product is zero
-    if (beta == 0) out.zero_();
+    if (bias.defined()) out.copy_(bias);
+    else if (beta == 0) out.zero_();
     return;
   }
   MatLayout la = blas_layout(a), lb = blas_layout(b);
@@ -238,6 +244,7 @@ void run_gemm(Tensor a, Tensor b, Tensor& out, double alpha, double beta) {
   d.c = out;
   d.alpha = alpha;
   d.beta = beta;
+  d.bias = bias;
   Shape b_batch;
   for (int i = 0; i < b.dim() - 2; ++i) b_batch.push_back(b.size(i));
   int64_t fold_lda = 0, fold_ldc = 0;
@@ -411,6 +418,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   out_shape[out_shape.size() - 1] = n;
   Tensor out = empty(out_shape, TensorOptions(x.dtype(), x.device()));
   double beta = 0;
+  Tensor row_bias;
   if (bias.defined()) {
     check_same_device("linear", x, bias);
     EMBER_CHECK(bias.dtype() == x.dtype(), DTypeError, "linear: bias has dtype ", dtype_name(bias.dtype()),
@@ -421,15 +429,21 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     EMBER_CHECK(fits, ShapeError, "linear: bias of shape ", bias.shape().str(),
                 " does not broadcast to the output shape ", out_shape.str(), " (input ", x.shape().str(),
                 ", weight ", weight.shape().str(), ")");
-    // The bias is written first and the GEMM accumulates onto it (beta = 1):
-    // no second pass over the output.
-    out.copy_(bias.detach());
-    beta = 1;
+    if (bias.dim() == 1 && bias.size(0) == n) {
+      // The usual [out] bias goes to the GEMM kernel, which writes it into
+      // each block of the output just before that block's product.
+      row_bias = bias.detach().contiguous();
+    } else {
+      // Any other broadcast: written first, and the GEMM accumulates onto it
+      // (beta = 1).
+      out.copy_(bias.detach());
+      beta = 1;
+    }
   }
   // x @ W^T with W^T a column-major view: BLAS reads W transposed in place.
   const Tensor xn = x.dim() == 1 ? x.detach().unsqueeze(0) : x.detach();
   Tensor out_nd = x.dim() == 1 ? out.view({1, n}) : out;
-  run_gemm(xn, weight.detach().t(), out_nd, 1.0, beta);
+  run_gemm(xn, weight.detach().t(), out_nd, 1.0, beta, row_bias);
   if (autograd::needs_grad({x, weight, bias})) {
     // y = x W^T + b  =>  dx = dy W,  dW = dy^T x (summed over every leading
     // index of x, as one GEMM over all rows),  db = dy (the engine sums it

@@ -76,6 +76,11 @@ struct GemmDesc {
   ///@}
   double alpha = 1;  ///< scales the product (attention's 1/sqrt(d) costs no pass of its own)
   double beta = 0;   ///< 0: C is overwritten (its old contents ignored); 1: accumulated into
+  /// Undefined, or a contiguous [n] vector (the dtype and device of C) added
+  /// to every row of every C_i, with beta = 0: linear's bias. The CPU kernel
+  /// writes it into each block of C just before that block's GEMM, while the
+  /// block is in cache, instead of in a pass over all of C first.
+  Tensor bias;
 };
 
 /// The batched GEMM: OpenBLAS on the CPU, cuBLAS on CUDA.
@@ -87,6 +92,7 @@ extern KernelTable<void(const GemmDesc& desc)> gemm_kernel;
 inline void anomaly_inputs(const GemmDesc& d, AnomalyCheck& check) {
   check.input(d.a);
   check.input(d.b);
+  if (d.bias.defined()) check.input(d.bias);
   if (d.beta != 0) check.input(d.c);
 }
 inline void anomaly_outputs(const GemmDesc& d, AnomalyCheck& check) { check.output(d.c); }

@@ -2,7 +2,9 @@
 //
 // Softmax over dim d sees the input as a contiguous [A, R, B] block (R the
 // softmax dim; B = 1 when d is last, so rows are contiguous). One row is one
-// (a, b) pair, walked with stride B; rows run in parallel.
+// (a, b) pair, walked with stride B; rows run in parallel. Contiguous rows
+// have paths of their own (rows of up to 64 across the vector lanes, longer
+// ones as plain vectorised loops); masks and B > 1 take the general loop.
 //
 // Backward, with y the saved output and g the incoming gradient:
 //   softmax:      dx = y * (g - sum_j g_j y_j)
@@ -84,6 +86,38 @@ void short_rows_softmax(const T* x, T* y, int64_t R, int64_t lo, int64_t hi, boo
   }
 }
 
+// Softmax (or log_softmax) of one contiguous, unmasked row of R elements:
+// three passes, each a plain loop the compiler vectorises, over a row that
+// stays in L1 between them (memory sees one read of x and one write of y).
+template <class T>
+void contiguous_row_softmax(const T* __restrict xr, T* __restrict yr, int64_t R, bool log) {
+  T mx = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int64_t r = 0; r < R; ++r) mx = xr[r] > mx ? xr[r] : mx;
+  if (mx == -std::numeric_limits<T>::infinity()) {  // all -inf
+    for (int64_t r = 0; r < R; ++r) yr[r] = std::numeric_limits<T>::quiet_NaN();
+    return;
+  }
+  T s = 0;
+  if (log) {
+#pragma omp simd reduction(+ : s)
+    for (int64_t r = 0; r < R; ++r) s += fn::exp_(xr[r] - mx);
+    const T lse = mx + std::log(s);
+#pragma omp simd
+    for (int64_t r = 0; r < R; ++r) yr[r] = xr[r] - lse;
+  } else {
+#pragma omp simd reduction(+ : s)
+    for (int64_t r = 0; r < R; ++r) {
+      const T e = fn::exp_(xr[r] - mx);
+      yr[r] = e;
+      s += e;
+    }
+    const T inv = T(1) / s;
+#pragma omp simd
+    for (int64_t r = 0; r < R; ++r) yr[r] *= inv;
+  }
+}
+
 void cpu_softmax(const Tensor& x3, const Tensor& mask3, Tensor& y3, bool log) {
   const int64_t A = x3.size(0), R = x3.size(1), B = x3.size(2);
   dispatch_floating(x3.dtype(), "softmax", [&](auto tag) {
@@ -96,6 +130,12 @@ void cpu_softmax(const Tensor& x3, const Tensor& mask3, Tensor& y3, bool log) {
                    [&](int64_t lo, int64_t hi) { short_rows_softmax<T>(x, y, R, lo, hi, log); });
       return;
     }
+    if (!m && B == 1) {
+      parallel_for(0, A, row_grain(R), [&](int64_t lo, int64_t hi) {
+        for (int64_t row = lo; row < hi; ++row) contiguous_row_softmax<T>(x + row * R, y + row * R, R, log);
+      });
+      return;
+    }
     parallel_for(0, A * B, row_grain(R), [&](int64_t lo, int64_t hi) {
       for (int64_t row = lo; row < hi; ++row) {
         const int64_t base = (row / B) * R * B + row % B;
@@ -104,33 +144,19 @@ void cpu_softmax(const Tensor& x3, const Tensor& mask3, Tensor& y3, bool log) {
         const bool* mr = m ? m + base : nullptr;
         // 1. the max over kept positions (subtracted for stability)
         T mx = -std::numeric_limits<T>::infinity();
-        if (!mr && B == 1) {
-#pragma omp simd reduction(max : mx)
-          for (int64_t r = 0; r < R; ++r) mx = xr[r] > mx ? xr[r] : mx;
-        } else {
-          for (int64_t r = 0; r < R; ++r)
-            if (!mr || !mr[r * B]) mx = std::max(mx, xr[r * B]);
-        }
+        for (int64_t r = 0; r < R; ++r)
+          if (!mr || !mr[r * B]) mx = std::max(mx, xr[r * B]);
         if (mx == -std::numeric_limits<T>::infinity()) {  // all masked (or all -inf)
           for (int64_t r = 0; r < R; ++r) yr[r * B] = mr ? T(0) : std::numeric_limits<T>::quiet_NaN();
           continue;
         }
         // 2. sum of exp(x - max)
         T s = 0;
-        if (!mr && B == 1 && !log) {  // the common case, kept simple enough to vectorise
-#pragma omp simd reduction(+ : s)
-          for (int64_t r = 0; r < R; ++r) {
-            const T e = fn::exp_(xr[r] - mx);
-            yr[r] = e;
-            s += e;
-          }
-        } else {
-          for (int64_t r = 0; r < R; ++r) {
-            const bool keep = !mr || !mr[r * B];
-            const T e = keep ? fn::exp_(xr[r * B] - mx) : T(0);
-            if (!log) yr[r * B] = e;
-            s += e;
-          }
+        for (int64_t r = 0; r < R; ++r) {
+          const bool keep = !mr || !mr[r * B];
+          const T e = keep ? fn::exp_(xr[r * B] - mx) : T(0);
+          if (!log) yr[r * B] = e;
+          s += e;
         }
         // 3. normalise
         if (log) {
@@ -152,6 +178,28 @@ void cpu_softmax_backward(const Tensor& y3, const Tensor& g3, Tensor& dx3, bool 
     const T* y = static_cast<const T*>(y3.data_ptr());
     const T* g = static_cast<const T*>(g3.data_ptr());
     T* dx = static_cast<T*>(dx3.data_ptr());
+    if (B == 1) {  // contiguous rows: each loop vectorises
+      parallel_for(0, A, row_grain(R), [&](int64_t lo, int64_t hi) {
+        for (int64_t row = lo; row < hi; ++row) {
+          const T* __restrict yr = y + row * R;
+          const T* __restrict gr = g + row * R;
+          T* __restrict dr = dx + row * R;
+          T dot = 0;
+          if (log) {
+#pragma omp simd reduction(+ : dot)
+            for (int64_t r = 0; r < R; ++r) dot += gr[r];
+#pragma omp simd
+            for (int64_t r = 0; r < R; ++r) dr[r] = gr[r] - fn::exp_(yr[r]) * dot;
+          } else {
+#pragma omp simd reduction(+ : dot)
+            for (int64_t r = 0; r < R; ++r) dot += gr[r] * yr[r];
+#pragma omp simd
+            for (int64_t r = 0; r < R; ++r) dr[r] = yr[r] * (gr[r] - dot);
+          }
+        }
+      });
+      return;
+    }
     parallel_for(0, A * B, row_grain(R), [&](int64_t lo, int64_t hi) {
       for (int64_t row = lo; row < hi; ++row) {
         const int64_t base = (row / B) * R * B + row % B;

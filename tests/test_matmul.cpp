@@ -477,4 +477,14 @@ TEST_CASE("matmul: operands reach the GEMM kernel in place") {
     REQUIRE(spy.seen.size() == 2);  // dx = dy W and dW = dy^T x, both one GEMM
     for (const GemmDesc& d : spy.seen) CHECK(d.batch.empty());
   }
+  SUBCASE("a linear's [out] bias rides in the descriptor, written block by block") {
+    // 600 x 500 outputs: more than one row block of C even on one thread.
+    const Tensor x = rnd({2, 300, 8}, dt, 11), w = rnd({500, 8}, dt, 12), b = rnd({500}, dt, 13);
+    GemmSpy spy;
+    const Tensor y = linear(x, w, b);
+    REQUIRE(spy.seen.size() == 1);
+    CHECK(spy.seen[0].bias.data_ptr() == b.data_ptr());
+    CHECK(spy.seen[0].beta == 0);
+    check_close(y, add(ref_matmul(x, w.t()), b), 1e-12);
+  }
 }

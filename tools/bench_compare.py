@@ -62,7 +62,8 @@ for rnd in range(a.rounds):
                     if not r["workload"].endswith("train step"):
                         continue
                     k = (fw, r["workload"], r["batch"])
-                    runs.setdefault(k + (t,), []).append((r["median_ms"], r["peak_rss_mb"], r["rss_growth_mb"]))
+                    runs.setdefault(k + (t,), []).append(
+                        (r["median_ms"], r["peak_rss_mb"], r["rss_growth_mb"], r.get("cpu_ms", 0.0)))
                     best_round[k] = min(best_round.get(k, float("inf")), r["median_ms"])
         for (fw, w, b), ms in best_round.items():
             if fw == "ember" and ("pytorch", w, b) in best_round:
@@ -94,3 +95,15 @@ for (w, b) in sorted(paired):
     ratios = [pt / em for em, pt in paired[(w, b)]]
     print(f"{w:34s} {b:6d} {e[0]:10.2f} {e[1]:4d} {p_[0]:11.2f} {p_[1]:4d} {p_[0] / e[0]:8.2f}x"
           f" {min(ratios):5.2f}-{max(ratios):5.2f}x {e[2]:7.0f} ({e[3]:4.0f}) {p_[2]:7.0f} ({p_[3]:4.0f})")
+
+# CPU time per step on one thread: the work each framework does for a step,
+# which a busy machine inflates far less than the wall time above.
+print(f"\nCPU time per step on 1 thread (median over rounds): the frameworks' work, little affected by load")
+print(f"{'workload':34s} {'batch':>6s} {'ember cpu ms':>13s} {'pytorch cpu ms':>15s} {'ratio':>7s}")
+for (w, b) in sorted(paired):
+    e, p_ = runs.get(("ember", w, b, 1)), runs.get(("pytorch", w, b, 1))
+    if not e or not p_:
+        continue
+    ec, pc = statistics.median(x[3] for x in e), statistics.median(x[3] for x in p_)
+    if ec > 0 and pc > 0:
+        print(f"{w:34s} {b:6d} {ec:13.2f} {pc:15.2f} {pc / ec:6.2f}x")

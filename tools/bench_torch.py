@@ -2,7 +2,8 @@
 # models, batch sizes and optimizers, for side-by-side ratios (make bench).
 #   /usr/bin/python3 tools/bench_torch.py --threads N --steps S --warmup W --json FILE [--workload W]
 # Prints the same records as bench --json: workload, batch, median_ms, min_ms,
-# max_ms, gflops (model matmul FLOPs counted analytically), peak_rss_mb.
+# max_ms, cpu_ms (process CPU time per step), gflops (model matmul FLOPs
+# counted analytically), peak_rss_mb, rss_growth_mb.
 import argparse, json, math, resource, time
 import torch
 import torch.nn as nn
@@ -85,27 +86,31 @@ def peak_rss_mb():
 
 
 def time_steps(body):
+    """Median, min and max wall ms per step, and the process CPU ms per step
+    (all threads), as bench reports them."""
     reset_peak_rss()
     for _ in range(a.warmup):
         body()
     ms = []
+    cpu0 = time.process_time()
     for _ in range(a.steps):
         t0 = time.perf_counter()
         body()
         ms.append((time.perf_counter() - t0) * 1e3)
+    cpu = (time.process_time() - cpu0) * 1e3 / a.steps
     ms.sort()
-    return ms[len(ms) // 2], ms[0], ms[-1]
+    return ms[len(ms) // 2], ms[0], ms[-1], cpu
 
 
 records = []
 
 
 def record(name, batch, t, gflop):
-    med, lo, hi = t
-    r = dict(workload=name, batch=batch, median_ms=med, min_ms=lo, max_ms=hi, gflops=gflop / (med * 1e-3),
+    med, lo, hi, cpu = t
+    r = dict(workload=name, batch=batch, median_ms=med, min_ms=lo, max_ms=hi, cpu_ms=cpu, gflops=gflop / (med * 1e-3),
              peak_rss_mb=peak_rss_mb(), rss_growth_mb=peak_rss_mb() - rss_at_reset[0], threads=a.threads)
     records.append(r)
-    print(f"{name:34s} {batch:6d} {med:9.3f} {lo:9.3f} {hi:9.3f} {r['gflops']:9.1f}")
+    print(f"{name:34s} {batch:6d} {med:9.3f} {lo:9.3f} {hi:9.3f} {cpu:9.3f} {r['gflops']:9.1f}")
 
 
 if a.workload in ("all", "attention_regression"):
