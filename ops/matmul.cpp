@@ -14,9 +14,11 @@
 //    one strided dim (a contiguous stack), the whole batch is one GEMM with
 //    batch * m rows (x @ W for a [batch, seq, in] activation).
 // The CPU kernel then only walks the batch and splits the work across the
-// pool. OpenBLAS is pinned to one thread at library start, so Ember's pool is
-// the only set of threads (see core/parallel.h); single-threaded cblas calls
-// from several threads at once are safe in OpenBLAS's pthread build.
+// pool; float32 products of at most 64 columns, a 64-long inner dim and 256
+// rows (one attention head's) go to ops/small_gemm.h instead of OpenBLAS.
+// OpenBLAS is pinned to one thread at library start, so Ember's pool is the
+// only set of threads (see core/parallel.h); single-threaded cblas calls from
+// several threads at once are safe in OpenBLAS's pthread build.
 #include <ember/ops/matmul.h>
 
 #include <cblas.h>
@@ -30,6 +32,7 @@
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/pointwise.h>
+#include <ember/ops/small_gemm.h>
 
 namespace ember {
 
@@ -146,6 +149,12 @@ void cpu_gemm(const GemmDesc& d) {
         T* c = C + oc + m0 * d.ldc + n0;
         if (bias)
           for (int64_t r = 0; r < m1 - m0; ++r) std::copy(bias + n0, bias + n1, c + r * d.ldc);
+        if constexpr (std::is_same_v<T, float>) {
+          if (cpu::small_gemm_fits(m1 - m0, n1 - n0, d.k)) {  // one attention head's product
+            cpu::small_gemm(d.trans_a, d.trans_b, m1 - m0, n1 - n0, d.k, alpha, a, d.lda, b, d.ldb, beta, c, d.ldc);
+            continue;
+          }
+        }
         blas_gemm(d.trans_a, d.trans_b, static_cast<int>(m1 - m0), static_cast<int>(n1 - n0),
                   static_cast<int>(d.k), alpha, a, static_cast<int>(d.lda), b, static_cast<int>(d.ldb), beta, c,
                   static_cast<int>(d.ldc));

@@ -219,6 +219,49 @@ TEST_CASE("matmul: large products split across the thread pool") {
   }
 }
 
+TEST_CASE("matmul: small float32 products (the attention-head kernel) on every edge") {
+  // ops/small_gemm.h takes float32 products of n, k <= 64 and m <= 256 (with
+  // AVX-512; elsewhere these go to OpenBLAS and must pass all the same): every
+  // row tail of its 8- and 6-row blocks, every column tail of its 16-wide
+  // vectors, both operand layouts, heads of a packed projection (rows 3E
+  // apart), alpha and beta (matmul_into), and the limits either side.
+  uint64_t seed = 100;
+  for (int64_t m : {1, 5, 6, 7, 8, 9, 13, 50, 256, 257})
+    for (int64_t n : {1, 15, 16, 17, 33, 50, 64, 65})
+      for (int64_t k : {1, 16, 50, 64, 65}) {
+        INFO("m ", m, " n ", n, " k ", k);
+        const Tensor a = rnd({m, k}, DType::Float32, seed), b = rnd({k, n}, DType::Float32, seed + 1);
+        seed += 2;
+        const Tensor want = ref_matmul(a, b);
+        const double tol = 1e-5 * std::sqrt(static_cast<double>(k));
+        check_close(matmul(a, b), want, tol);
+        const Tensor aT = a.t().contiguous().t(), bT = b.t().contiguous().t();
+        check_close(matmul(aT, bT), want, tol);
+        check_close(matmul(a, bT), want, tol);
+      }
+  // Attention heads: q, k, v as (N, H, L, D) views of a packed (N, L, 3, H, D).
+  const int64_t N = 3, L = 17, H = 4, D = 16;
+  const Tensor qkv = rnd({N, L, 3, H, D}, DType::Float32, 7);
+  const Tensor q = qkv.select(2, 0).permute({0, 2, 1, 3}), k = qkv.select(2, 1).permute({0, 2, 1, 3});
+  const Tensor v = qkv.select(2, 2).permute({0, 2, 1, 3});
+  const Tensor scores = matmul(q, k.transpose(-1, -2));
+  check_close(scores, ref_matmul(q, k.transpose(-1, -2)), 1e-4);
+  check_close(matmul(scores, v), ref_matmul(scores, v), 1e-4);
+  check_close(matmul(scores.transpose(-1, -2), v), ref_matmul(scores.transpose(-1, -2), v), 1e-4);
+  // alpha and beta: out = 0.5 a b + 1 * out, written into a strided view.
+  const Tensor a = rnd({L, D}, DType::Float32, 8), b = rnd({D, L}, DType::Float32, 9);
+  Tensor buf = rnd({L, 2 * L}, DType::Float32, 10);
+  const Tensor before = buf.narrow(1, 3, L).clone();
+  matmul_into(a, b, buf.narrow(1, 3, L), 0.5, 1.0);
+  check_close(buf.narrow(1, 3, L), add(mul(ref_matmul(a, b), from_vector(std::vector<double>{0.5}, {})),
+                                       before.to(DType::Float64)),
+              1e-4);
+  // beta = 0 never reads the output: NaN there stays out of the result.
+  Tensor nan_out = full({L, L}, std::nan(""), TensorOptions(DType::Float32));
+  matmul_into(a, b, nan_out, 1.0, 0.0);
+  check_close(nan_out, ref_matmul(a, b), 1e-4);
+}
+
 TEST_CASE("matmul: gradients") {
   SUBCASE("known answers") {
     // tools/reference_matmul.py: d sum(C * Wt) for C = A @ B.

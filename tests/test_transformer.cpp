@@ -140,7 +140,9 @@ TEST_CASE("VisionTransformer: weights from a PyTorch-made safetensors file give 
   CHECK(allclose(y, get("output"), 1e-5, 1e-6));
   sum(mul(y, get("output_weight"))).backward();
   CHECK(allclose(x.grad(), get("input.grad"), 1e-5, 1e-7));
-  for (auto& [n, p] : vit.named_parameters()) CHECK_MESSAGE(allclose(p.grad(), get("grad." + n), 1e-5, 1e-7), n);
+  // float32 in a different summation order than PyTorch's: entries near zero
+  // differ by a few ulp of the gradients' scale (about 1), hence atol 1e-6.
+  for (auto& [n, p] : vit.named_parameters()) CHECK_MESSAGE(allclose(p.grad(), get("grad." + n), 1e-5, 1e-6), n);
 }
 
 TEST_CASE("TransformerEncoderLayer keeps head-averaged attention weights on request") {
