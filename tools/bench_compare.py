@@ -4,13 +4,13 @@
 # framework at its best thread setting (1 or all cores, whichever is faster),
 # then the table of Ember/PyTorch step-time ratios with the load average the
 # runs saw. Without python3-torch only Ember's full table is printed.
-#   /usr/bin/python3 tools/bench_compare.py [--build build] [--steps 20] [--rounds 3]
+#   /usr/bin/python3 tools/bench_compare.py [--build build] [--steps 20] [--rounds 5]
 import argparse, json, os, statistics, subprocess, sys, tempfile
 
 p = argparse.ArgumentParser()
 p.add_argument("--build", default="build")
 p.add_argument("--steps", type=int, default=20)
-p.add_argument("--rounds", type=int, default=3, help="alternating rounds; medians over rounds are compared")
+p.add_argument("--rounds", type=int, default=5, help="alternating rounds; the speed-up is the median of the rounds' ratios")
 p.add_argument("--skip-table", action="store_true", help="only the side-by-side comparison")
 a = p.parse_args()
 bench = os.path.join(a.build, "bin", "bench")
@@ -87,13 +87,15 @@ def best_setting(fw, w, b):
 print(f"\nside by side: median over {a.rounds} alternating round(s) of each run's median step time, each framework "
       f"at its best thread setting ({cores} cores); load average {min(loads):.1f}-{max(loads):.1f} during the runs")
 print("(peak RSS of the process during the workload, and in brackets its growth over the RSS before it;"
-      " speed-up = PyTorch ms / Ember ms, and its range over the rounds' paired runs)")
+      " speed-up = PyTorch ms / Ember ms in each round, both at their best thread count in that round,"
+      " median over the rounds and its range: pairing runs made a minute apart cancels most of the"
+      " machine's drift; the ms columns are medians over rounds at the best setting overall)")
 print(f"{'workload':34s} {'batch':>6s} {'ember ms':>10s} {'thr':>4s} {'pytorch ms':>11s} {'thr':>4s} {'speed-up':>9s}"
       f" {'range':>13s} {'ember MB':>14s} {'pytorch MB':>14s}")
 for (w, b) in sorted(paired):
     e, p_ = best_setting("ember", w, b), best_setting("pytorch", w, b)
     ratios = [pt / em for em, pt in paired[(w, b)]]
-    print(f"{w:34s} {b:6d} {e[0]:10.2f} {e[1]:4d} {p_[0]:11.2f} {p_[1]:4d} {p_[0] / e[0]:8.2f}x"
+    print(f"{w:34s} {b:6d} {e[0]:10.2f} {e[1]:4d} {p_[0]:11.2f} {p_[1]:4d} {statistics.median(ratios):8.2f}x"
           f" {min(ratios):5.2f}-{max(ratios):5.2f}x {e[2]:7.0f} ({e[3]:4.0f}) {p_[2]:7.0f} ({p_[3]:4.0f})")
 
 # CPU time per step on one thread: the work each framework does for a step,
