@@ -158,3 +158,53 @@ TEST_CASE("multi_head_attention: bad input is refused with the op named") {
   CHECK_THROWS_AS(multi_head_attention(q, k, k, 2, Tensor(), 1.0), ValueError);
   CHECK_THROWS_AS(multi_head_self_attention(randn({2, 3, 8}), 2), ShapeError);
 }
+
+TEST_CASE("multi_head_attention: the fused float32 CPU kernel matches the composed float64 path") {
+  // The fused kernel (ops/attention.cpp) takes float32 on the CPU without a
+  // mask and with at most 64 queries and keys; float64 takes the composed
+  // path (GEMMs, softmax and dropout kernels), which the gradchecks cover.
+  // Both draw the same dropout mask from the same seed, so they agree to
+  // float32 rounding, dropout included.
+  struct Case {
+    int64_t N, L, S, H, D;
+    bool packed;
+  };
+  for (const Case c : {Case{2, 17, 5, 3, 8, false}, Case{3, 50, 50, 4, 16, true}, Case{1, 64, 64, 2, 32, true},
+                       Case{2, 7, 64, 1, 64, false}, Case{2, 65, 9, 2, 4, true}, Case{2, 1, 1, 1, 1, false}}) {
+    for (double p : {0.0, 0.3}) {
+      CAPTURE(c.L);
+      CAPTURE(c.S);
+      CAPTURE(c.D);
+      CAPTURE(p);
+      const int64_t E = c.H * c.D;
+      // Inputs as strided views: columns [1, 1 + E) of wider rows (rows 3E + 2 apart when packed).
+      Generator gen(5);
+      const Tensor wide_q = randn({c.N, c.L, 3 * E + 2}, TensorOptions(DType::Float64), &gen);
+      const Tensor wide_kv = randn({c.N, c.S, 2 * E + 1}, TensorOptions(DType::Float64), &gen);
+      const Tensor gout = randn({c.N, c.L, E}, TensorOptions(DType::Float64), &gen);
+      std::vector<Tensor> outs, grads;
+      for (DType dt : {DType::Float32, DType::Float64}) {
+        const Tensor base_q = wide_q.to(dt).requires_grad_(), base_kv = wide_kv.to(dt).requires_grad_();
+        Generator drop(42);
+        Tensor out;
+        if (c.packed && c.L == c.S) {
+          out = multi_head_self_attention(base_q.narrow(2, 1, 3 * E), c.H, Tensor(), p, &drop);
+        } else if (c.packed) {
+          out = multi_head_attention(base_q.narrow(2, 1, E), base_q.narrow(2, 1 + E, E).narrow(1, 0, c.S),
+                                     base_q.narrow(2, 1 + 2 * E, E).narrow(1, 0, c.S), c.H, Tensor(), p, &drop);
+        } else {
+          out = multi_head_attention(base_q.narrow(2, 1, E), base_kv.narrow(2, 0, E), base_kv.narrow(2, E + 1, E),
+                                     c.H, Tensor(), p, &drop);
+        }
+        sum(mul(out, gout.to(dt))).backward();
+        outs.push_back(out.to(DType::Float64));
+        grads.push_back(base_q.grad().to(DType::Float64));
+        grads.push_back(base_kv.grad().defined() ? base_kv.grad().to(DType::Float64) : zeros_like(wide_kv));
+      }
+      CHECK(max(abs(sub(outs[0], outs[1]))).item<double>() < 1e-5);
+      CHECK(max(abs(sub(grads[0], grads[2]))).item<double>() < 2e-5);
+      CHECK(max(abs(sub(grads[1], grads[3]))).item<double>() < 2e-5);
+      CHECK(max(abs(outs[1])).item<double>() > 0.1);  // not vacuous
+    }
+  }
+}
