@@ -18,7 +18,7 @@
 #include <ember/ops/fast_math.h>
 #include <ember/ops/matmul.h>
 #include <ember/ops/pointwise.h>
-#include <ember/ops/small_gemm.h>
+#include <ember/ops/sgemm_avx512.h>
 #include <ember/ops/softmax.h>
 
 namespace ember {
@@ -72,7 +72,7 @@ void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
 //
 // Per (batch entry, head) task, everything between the GEMMs stays in a 16 KB
 // buffer: S = Q K^T / sqrt(D), the softmax, dropout and O = Wd V, with the
-// small products on ops/small_gemm.h. The composed path writes and reads
+// small products on ops/sgemm_avx512.h. The composed path writes and reads
 // back the (N, H, L, S) scores, weights, dropped weights and mask (10 MB
 // each at the demo's batch 256) between kernels; this one keeps only each
 // row's log-sum-exp, and backward recomputes W = exp(S - lse) (as
@@ -97,7 +97,7 @@ struct FusedArgs {
 bool fused_fits(const Tensor& q, const Tensor& k, int64_t H, const Tensor& mask) {
   const int64_t D = q.size(2) / H;
   return q.device().is_cpu() && q.dtype() == DType::Float32 && !mask.defined() && q.size(1) <= 64 &&
-         k.size(1) >= 32 && k.size(1) <= 64 && cpu::small_gemm_fits(64, D, 64) && q.numel() > 0 && k.numel() > 0;
+         k.size(1) >= 32 && k.size(1) <= 64 && cpu::sgemm_avx512_fits(64, D, 64) && q.numel() > 0 && k.numel() > 0;
 }
 
 FusedArgs fused_args(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, double scale, double p,
@@ -135,7 +135,7 @@ void dropout_factors(const FusedArgs& a, int64_t t, float* f) {
 // Asks for the cache lines of task t's rows of q, k and v (and of g in
 // backward). A head is one short run in each row of a projection whose rows
 // are 3E floats apart; the hardware prefetcher does not follow that, and
-// without this every row of K costs a miss while small_gemm packs it: asked
+// without this every row of K costs a miss while sgemm_avx512 packs it: asked
 // for one task ahead, the misses overlap the current task's arithmetic.
 void prefetch_task(const FusedArgs& a, int64_t t, const float* g = nullptr, int64_t gs0 = 0, int64_t gs1 = 0) {
   if (t >= a.N * a.H) return;
@@ -152,7 +152,7 @@ void prefetch_task(const FusedArgs& a, int64_t t, const float* g = nullptr, int6
 
 // S = Q K^T * scale for task t into s (row stride S).
 void scores(const FusedArgs& a, int64_t n, int64_t h, float* s) {
-  cpu::small_gemm(false, true, a.L, a.S, a.D, a.scale, a.q + n * a.qs0 + h * a.D, a.qs1, a.k + n * a.ks0 + h * a.D,
+  cpu::sgemm_avx512(false, true, a.L, a.S, a.D, a.scale, a.q + n * a.qs0 + h * a.D, a.qs1, a.k + n * a.ks0 + h * a.D,
                   a.ks1, 0.0f, s, a.S);
 }
 
@@ -187,7 +187,7 @@ void fused_forward(const FusedArgs& a, float* out, float* lse) {
 #pragma omp simd
         for (int64_t e = 0; e < a.L * a.S; ++e) w[e] *= f[e];
       }
-      cpu::small_gemm(false, false, a.L, a.D, a.S, 1.0f, w, a.S, a.v + n * a.vs0 + h * a.D, a.vs1, 0.0f,
+      cpu::sgemm_avx512(false, false, a.L, a.D, a.S, 1.0f, w, a.S, a.v + n * a.vs0 + h * a.D, a.vs1, 0.0f,
                       out + n * a.L * E + h * a.D, E);
     }
   });
@@ -223,11 +223,11 @@ void fused_backward(const FusedArgs& a, const float* lse, const float* g, int64_
           for (int64_t e = 0; e < LS; ++e) dw[e] = w[e] * f[e];
           wd = dw;
         }
-        cpu::small_gemm(true, false, a.S, a.D, a.L, 1.0f, wd, a.S, gh, gs1, 0.0f, dv + n * dvs0 + h * a.D, dvs1);
+        cpu::sgemm_avx512(true, false, a.S, a.D, a.L, 1.0f, wd, a.S, gh, gs1, 0.0f, dv + n * dvs0 + h * a.D, dvs1);
       }
       if (!dq && !dk) continue;
       // dW = (G V^T) * f; dS = W * (dW - rowsum(dW * W)), into dw.
-      cpu::small_gemm(false, true, a.L, a.S, a.D, 1.0f, gh, gs1, a.v + n * a.vs0 + h * a.D, a.vs1, 0.0f, dw, a.S);
+      cpu::sgemm_avx512(false, true, a.L, a.S, a.D, 1.0f, gh, gs1, a.v + n * a.vs0 + h * a.D, a.vs1, 0.0f, dw, a.S);
       if (a.p > 0) {
 #pragma omp simd
         for (int64_t e = 0; e < LS; ++e) dw[e] *= f[e];
@@ -242,10 +242,10 @@ void fused_backward(const FusedArgs& a, const float* lse, const float* g, int64_
         for (int64_t j = 0; j < a.S; ++j) d[j] = r[j] * (d[j] - dot);
       }
       if (dq)
-        cpu::small_gemm(false, false, a.L, a.D, a.S, a.scale, dw, a.S, a.k + n * a.ks0 + h * a.D, a.ks1, 0.0f,
+        cpu::sgemm_avx512(false, false, a.L, a.D, a.S, a.scale, dw, a.S, a.k + n * a.ks0 + h * a.D, a.ks1, 0.0f,
                         dq + n * dqs0 + h * a.D, dqs1);
       if (dk)
-        cpu::small_gemm(true, false, a.S, a.D, a.L, a.scale, dw, a.S, a.q + n * a.qs0 + h * a.D, a.qs1, 0.0f,
+        cpu::sgemm_avx512(true, false, a.S, a.D, a.L, a.scale, dw, a.S, a.q + n * a.qs0 + h * a.D, a.qs1, 0.0f,
                         dk + n * dks0 + h * a.D, dks1);
     }
   });

@@ -219,16 +219,17 @@ TEST_CASE("matmul: large products split across the thread pool") {
   }
 }
 
-TEST_CASE("matmul: small float32 products (the attention-head kernel) on every edge") {
-  // ops/small_gemm.h takes float32 products of n, k <= 64 and m <= 256 (with
-  // AVX-512; elsewhere these go to OpenBLAS and must pass all the same): every
-  // row tail of its 8- and 6-row blocks, every column tail of its 16-wide
-  // vectors, both operand layouts, heads of a packed projection (rows 3E
-  // apart), alpha and beta (matmul_into), and the limits either side.
+TEST_CASE("matmul: Ember's float32 kernel (ops/sgemm_avx512.h) on every edge") {
+  // It takes float32 products up to 256 columns wide (with AVX-512; elsewhere
+  // these go to OpenBLAS and must pass all the same): every row tail of its
+  // 8- and 6-row blocks, every column tail of its 16-wide vectors and 64-wide
+  // panels, inner dims across its 256-long panels, both operand layouts,
+  // heads of a packed projection (rows 3E apart), alpha and beta
+  // (matmul_into), and the limit either side.
   uint64_t seed = 100;
-  for (int64_t m : {1, 5, 6, 7, 8, 9, 13, 50, 256, 257})
-    for (int64_t n : {1, 15, 16, 17, 33, 50, 64, 65})
-      for (int64_t k : {1, 16, 50, 64, 65}) {
+  for (int64_t m : {1, 5, 6, 7, 8, 9, 13, 50, 257})
+    for (int64_t n : {1, 15, 16, 17, 33, 50, 64, 65, 130, 256, 257})
+      for (int64_t k : {1, 16, 64, 65, 256, 600}) {
         INFO("m ", m, " n ", n, " k ", k);
         const Tensor a = rnd({m, k}, DType::Float32, seed), b = rnd({k, n}, DType::Float32, seed + 1);
         seed += 2;

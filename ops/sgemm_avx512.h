@@ -1,0 +1,169 @@
+/// \file
+/// Ember's own float32 GEMM for the shapes of small and medium transformers:
+/// outputs at most 256 columns wide (any rows, any inner dim), used by the
+/// CPU matmul kernel (ops/matmul.cpp) in place of OpenBLAS, and by the fused
+/// attention kernel (ops/attention.cpp) for one head's products.
+///
+/// Why: Debian's OpenBLAS 0.3.21 runs its Haswell (AVX2) SGEMM kernel on this
+/// machine's AVX-512 CPU, and at the models' shapes it spends a large part of
+/// each call packing: on one core it gave 76-93 GFLOP/s on the demo
+/// transformer's linear layers (12800 x 64 @ 64 x 192 and the like) and 35-65
+/// on one attention head's 50 x 50 x 16 products. This kernel, measured the
+/// same way: 131-191 and 100-126.
+///
+/// How: op(B) is copied, per panel of at most 64 columns and 256 rows of the
+/// inner dim, into a zero-padded buffer of whole 16-float vectors; every
+/// block of MR rows of C then accumulates in MR x NB AVX-512 registers (NB <=
+/// 4 vectors, MR x NB <= 24), A's elements broadcast from wherever they are
+/// (row- or column-major, so transposed operands are never copied). Inner
+/// dims longer than 256 run panel after panel, accumulating into C.
+///
+/// Only with AVX-512 (EMBER_NATIVE on a machine that has it); elsewhere
+/// sgemm_avx512_fits() is false and OpenBLAS does all the work.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace ember::cpu {
+
+/// Widest output the kernel takes (four panels of 64 columns; wider products
+/// go to OpenBLAS, whose cache blocking pays off there).
+constexpr int64_t kSgemmMaxN = 256;
+
+#if defined(__AVX512F__)
+
+/// Whether sgemm_avx512 takes an m x n x k product.
+inline bool sgemm_avx512_fits(int64_t m, int64_t n, int64_t k) {
+  return m > 0 && n > 0 && k > 0 && n <= kSgemmMaxN;
+}
+
+namespace sgemm_detail {
+
+constexpr int64_t kPanelN = 64, kPanelK = 256;
+
+// MR rows by NB 16-wide column blocks of C = alpha A Bp + beta C. A's element
+// (r, p) is a[r * ars + p * acs]; bp is the packed [k][16 NB] panel; `last`
+// masks the columns of the final block that exist.
+template <int MR, int NB>
+inline void block(int64_t k, float alpha, float beta, const float* a, int64_t ars, int64_t acs, const float* bp,
+                  float* c, int64_t ldc, __mmask16 last) {
+  __m512 acc[MR][NB];
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; ++p) {
+    __m512 bv[NB];
+    for (int j = 0; j < NB; ++j) bv[j] = _mm512_load_ps(bp + p * NB * 16 + j * 16);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * ars + p * acs]);
+      for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
+    }
+  }
+  const __m512 al = _mm512_set1_ps(alpha), be = _mm512_set1_ps(beta);
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < NB; ++j) {
+      const __mmask16 mask = j == NB - 1 ? last : static_cast<__mmask16>(0xFFFF);
+      float* cp = c + r * ldc + j * 16;
+      __m512 x = _mm512_mul_ps(al, acc[r][j]);
+      // beta = 0 never reads C (it may hold NaN from an empty()).
+      if (beta != 0.0f) x = _mm512_fmadd_ps(be, _mm512_maskz_loadu_ps(mask, cp), x);
+      _mm512_mask_storeu_ps(cp, mask, x);
+    }
+}
+
+// All m rows against one packed panel: blocks of MR rows, MR * NB
+// accumulators staying within 24 of the 32 registers (the rest hold B's
+// vectors and A's broadcast), then the leftover rows in one smaller block.
+template <int NB>
+void rows(int64_t m, int64_t k, float alpha, float beta, const float* a, int64_t ars, int64_t acs, const float* bp,
+          float* c, int64_t ldc, __mmask16 last) {
+  constexpr int MR = NB == 4 ? 6 : 8;
+  int64_t i = 0;
+  for (; i + MR <= m; i += MR) {
+    // Rows of A far apart (a head of a packed projection, 768 bytes apart in
+    // the demo transformer) each start with a miss; asking for the next
+    // block's rows now overlaps those misses with this block's arithmetic.
+    if (acs == 1)
+      for (int64_t r = i + MR; r < std::min(m, i + 2 * MR); ++r)
+        for (int64_t p = 0; p < std::min<int64_t>(k, 64); p += 16)
+          _mm_prefetch(reinterpret_cast<const char*>(a + r * ars + p), _MM_HINT_T0);
+    block<MR, NB>(k, alpha, beta, a + i * ars, ars, acs, bp, c + i * ldc, ldc, last);
+  }
+  const float* ai = a + i * ars;
+  float* ci = c + i * ldc;
+  switch (m - i) {
+    case 7: block<7, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last); break;
+    case 6: block<6, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last); break;
+    case 5: block<5, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last); break;
+    case 4: block<4, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last); break;
+    case 3: block<3, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last); break;
+    case 2: block<2, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last); break;
+    case 1: block<1, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last); break;
+    default: break;
+  }
+}
+
+// Copies op(B)'s rows [k0, k0 + kw) and columns [n0, n0 + nw) into bp[p][j]
+// (row length np, the padding columns zero).
+inline void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t k0, int64_t kw, int64_t n0, int64_t nw,
+                   int64_t np, float* bp) {
+  if (!trans_b) {
+    for (int64_t p = 0; p < kw; ++p) {
+      const float* br = b + (k0 + p) * ldb + n0;
+      float* o = bp + p * np;
+      for (int64_t j = 0; j < nw; ++j) o[j] = br[j];
+      for (int64_t j = nw; j < np; ++j) o[j] = 0.0f;
+    }
+  } else {
+    for (int64_t p = 0; p < kw; ++p)
+      for (int64_t j = nw; j < np; ++j) bp[p * np + j] = 0.0f;
+    for (int64_t j = 0; j < nw; ++j) {  // B's row n0 + j is op(B)'s column, contiguous along p
+      const float* bc = b + (n0 + j) * ldb + k0;
+      for (int64_t p = 0; p < kw; ++p) bp[p * np + j] = bc[p];
+    }
+  }
+}
+
+}  // namespace sgemm_detail
+
+/// C[m x n] (row stride ldc) = alpha * op(A)[m x k] @ op(B)[k x n] + beta * C,
+/// with op(A)(r, p) = trans_a ? a[p * lda + r] : a[r * lda + p] and op(B)(p, j)
+/// likewise. Requires sgemm_avx512_fits(m, n, k).
+inline void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                         int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  using namespace sgemm_detail;
+  alignas(64) float bp[kPanelK * kPanelN];  // 64 KB: one panel, in L2
+  const int64_t ars = trans_a ? 1 : lda, acs = trans_a ? lda : 1;
+  for (int64_t n0 = 0; n0 < n; n0 += kPanelN) {
+    const int64_t nw = std::min(kPanelN, n - n0), nb = (nw + 15) / 16, np = nb * 16;
+    const auto last = static_cast<__mmask16>((1u << (nw - (nb - 1) * 16)) - 1);
+    for (int64_t k0 = 0; k0 < k; k0 += kPanelK) {
+      const int64_t kw = std::min(kPanelK, k - k0);
+      pack_b(trans_b, b, ldb, k0, kw, n0, nw, np, bp);
+      // Later panels of the inner dim add onto what the first one wrote.
+      const float be = k0 == 0 ? beta : 1.0f;
+      const float* ak = a + k0 * acs;
+      float* cn = c + n0;
+      switch (nb) {
+        case 1: rows<1>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last); break;
+        case 2: rows<2>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last); break;
+        case 3: rows<3>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last); break;
+        default: rows<4>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last); break;
+      }
+    }
+  }
+}
+
+#else
+
+inline bool sgemm_avx512_fits(int64_t, int64_t, int64_t) { return false; }
+inline void sgemm_avx512(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
+                         float, float*, int64_t) {}
+
+#endif
+
+}  // namespace ember::cpu
