@@ -160,7 +160,9 @@ inline void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
 
 #else
 
+/// Without AVX-512: never (OpenBLAS does every product).
 inline bool sgemm_avx512_fits(int64_t, int64_t, int64_t) { return false; }
+/// Without AVX-512: never called (sgemm_avx512_fits is false).
 inline void sgemm_avx512(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
                          float, float*, int64_t) {}
 
