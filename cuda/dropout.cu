@@ -38,8 +38,7 @@ struct MaskedScale {
 void cuda_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpec& spec, double p) {
   const int64_t n = xt.numel();
   if (n == 0) return;
-  const uint32_t threshold =
-      static_cast<uint32_t>(std::ceil(static_cast<double>(static_cast<float>(p)) * 16777216.0));
+  const uint32_t threshold = dropout_threshold(p);
   dispatch_floating(xt.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
     EMBER_CUDA_LAUNCH(dropout_kernel_impl<T>, blocks_for((n + 3) / 4, 256, 4096), 256, 0, xt.device().index,

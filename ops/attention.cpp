@@ -117,11 +117,10 @@ FusedArgs fused_args(const Tensor& q, const Tensor& k, const Tensor& v, int64_t 
 }
 
 // The dropout multipliers (0 or 1/(1-p)) of task t's L x S weights, as
-// cpu_dropout (ops/dropout.cpp) decides them: keep when (bits >> 8) >=
-// ceil(p 2^24).
+// cpu_dropout (ops/dropout.cpp) decides them (dropout_threshold).
 void dropout_factors(const FusedArgs& a, int64_t t, float* f) {
   const int64_t n = a.L * a.S, e0 = t * n;
-  const uint32_t th = static_cast<uint32_t>(std::ceil(static_cast<double>(static_cast<float>(a.p)) * 16777216.0));
+  const uint32_t th = dropout_threshold(a.p);
   const float sc = static_cast<float>(1.0 / (1.0 - a.p));
   alignas(64) uint32_t bits[256];
   // Blocks of 64 counters (256 elements) from the counter holding e0.

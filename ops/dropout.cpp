@@ -35,8 +35,7 @@ void cpu_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpec
     const int64_t n = xt.numel();
     // u = (bits >> 8) / 2^24 >= p  <=>  (bits >> 8) >= ceil(p 2^24): the
     // comparison in integers, exactly as rand() >= p would decide it.
-    const uint32_t threshold =
-        static_cast<uint32_t>(std::ceil(static_cast<double>(static_cast<float>(p)) * 16777216.0));
+    const uint32_t threshold = dropout_threshold(p);
     const T scale = static_cast<T>(1.0 / (1.0 - p));
     // Blocks of 64 Philox counters (256 elements; four interleaved vector
     // chains, core/random.h); counter c covers elements 4c .. 4c+3, word j

@@ -3,6 +3,9 @@
 /// the rest by 1 / (1 - p), so the expected value is unchanged.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+
 #include <ember/core/dispatch.h>
 #include <ember/core/random.h>
 #include <ember/core/tensor.h>
@@ -14,6 +17,13 @@ namespace ember {
 /// gen is null): reproducible from the seed, the same for any thread count.
 /// Not training, or p = 0: x itself.
 Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+
+/// The integer form of "u >= p" for u = (bits >> 8) / 2^24: an element is kept
+/// when (bits >> 8) >= dropout_threshold(p). Every dropout draw (the CPU and
+/// CUDA kernels, the fused CPU attention) decides with it, so they agree.
+inline uint32_t dropout_threshold(double p) {
+  return static_cast<uint32_t>(std::ceil(static_cast<double>(static_cast<float>(p)) * 16777216.0));
+}
 
 /// Kernels (a backend registers these). x, out, keep contiguous; keep bool.
 /// Element i uses Philox counter spec.offset + i / 4, word i % 4, as float
