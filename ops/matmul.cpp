@@ -127,7 +127,8 @@ void cpu_gemm(const GemmDesc& d) {
     const T* B = static_cast<const T*>(d.b.data_ptr());
     T* C = static_cast<T*>(d.c.data_ptr());
     const T alpha = static_cast<T>(d.alpha);
-    // A bias is written into the block first and the product accumulated onto it.
+    // OpenBLAS: a bias is written into the block first and the product
+    // accumulated onto it (beta 1); Ember's kernel adds it as it stores C.
     const T* bias = d.bias.defined() ? static_cast<const T*>(d.bias.data_ptr()) : nullptr;
     const T beta = bias ? T(1) : static_cast<T>(d.beta);
     parallel_for(0, nbatch * blocks, s.grain, [&](int64_t lo, int64_t hi) {
@@ -148,14 +149,15 @@ void cpu_gemm(const GemmDesc& d) {
         const T* a = A + oa + (d.trans_a ? m0 : m0 * d.lda);
         const T* b = B + ob + (d.trans_b ? n0 * d.ldb : n0);
         T* c = C + oc + m0 * d.ldc + n0;
-        if (bias)
-          for (int64_t r = 0; r < m1 - m0; ++r) std::copy(bias + n0, bias + n1, c + r * d.ldc);
         if constexpr (std::is_same_v<T, float>) {
-          if (cpu::sgemm_avx512_fits(m1 - m0, n1 - n0, d.k)) {
-            cpu::sgemm_avx512(d.trans_a, d.trans_b, m1 - m0, n1 - n0, d.k, alpha, a, d.lda, b, d.ldb, beta, c, d.ldc);
+          if (cpu::sgemm_avx512_fits(m1 - m0, n1 - n0, d.k)) {  // adds the bias as it writes C
+            cpu::sgemm_avx512(d.trans_a, d.trans_b, m1 - m0, n1 - n0, d.k, alpha, a, d.lda, b, d.ldb,
+                              static_cast<T>(d.beta), c, d.ldc, bias ? bias + n0 : nullptr);
             continue;
           }
         }
+        if (bias)
+          for (int64_t r = 0; r < m1 - m0; ++r) std::copy(bias + n0, bias + n1, c + r * d.ldc);
         blas_gemm(d.trans_a, d.trans_b, static_cast<int>(m1 - m0), static_cast<int>(n1 - n0),
                   static_cast<int>(d.k), alpha, a, static_cast<int>(d.lda), b, static_cast<int>(d.ldb), beta, c,
                   static_cast<int>(d.ldc));

@@ -78,8 +78,9 @@ struct GemmDesc {
   double beta = 0;   ///< 0: C is overwritten (its old contents ignored); 1: accumulated into
   /// Undefined, or a contiguous [n] vector (the dtype and device of C) added
   /// to every row of every C_i, with beta = 0: linear's bias. The CPU kernel
-  /// writes it into each block of C just before that block's GEMM, while the
-  /// block is in cache, instead of in a pass over all of C first.
+  /// adds it as it stores each block of C (Ember's own kernel) or writes it
+  /// into the block just before OpenBLAS's GEMM, while the block is in cache,
+  /// never in a pass over all of C first.
   Tensor bias;
 };
 

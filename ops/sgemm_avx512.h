@@ -37,6 +37,9 @@ constexpr int64_t kSgemmMaxN = 256;
 
 #if defined(__AVX512F__)
 
+/// Whether this build has the kernel (AVX-512); without it every product goes to OpenBLAS.
+constexpr bool kHaveSgemmAvx512 = true;
+
 /// Whether sgemm_avx512 takes an m x n x k product.
 inline bool sgemm_avx512_fits(int64_t m, int64_t n, int64_t k) {
   return m > 0 && n > 0 && k > 0 && n <= kSgemmMaxN;
@@ -46,12 +49,13 @@ namespace sgemm_detail {
 
 constexpr int64_t kPanelN = 64, kPanelK = 256;
 
-// MR rows by NB 16-wide column blocks of C = alpha A Bp + beta C. A's element
-// (r, p) is a[r * ars + p * acs]; bp is the packed [k][16 NB] panel; `last`
-// masks the columns of the final block that exist.
+// MR rows by NB 16-wide column blocks of C = alpha A Bp + beta C (+ bias,
+// one value per column, when not null). A's element (r, p) is a[r * ars + p *
+// acs]; bp is the packed [k][16 NB] panel; `last` masks the columns of the
+// final block that exist.
 template <int MR, int NB>
 inline void block(int64_t k, float alpha, float beta, const float* a, int64_t ars, int64_t acs, const float* bp,
-                  float* c, int64_t ldc, __mmask16 last) {
+                  float* c, int64_t ldc, __mmask16 last, const float* bias) {
   __m512 acc[MR][NB];
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_setzero_ps();
@@ -71,6 +75,7 @@ inline void block(int64_t k, float alpha, float beta, const float* a, int64_t ar
       __m512 x = _mm512_mul_ps(al, acc[r][j]);
       // beta = 0 never reads C (it may hold NaN from an empty()).
       if (beta != 0.0f) x = _mm512_fmadd_ps(be, _mm512_maskz_loadu_ps(mask, cp), x);
+      if (bias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask, bias + j * 16));
       _mm512_mask_storeu_ps(cp, mask, x);
     }
 }
@@ -80,7 +85,7 @@ inline void block(int64_t k, float alpha, float beta, const float* a, int64_t ar
 // vectors and A's broadcast), then the leftover rows in one smaller block.
 template <int NB>
 void rows(int64_t m, int64_t k, float alpha, float beta, const float* a, int64_t ars, int64_t acs, const float* bp,
-          float* c, int64_t ldc, __mmask16 last) {
+          float* c, int64_t ldc, __mmask16 last, const float* bias) {
   constexpr int MR = NB == 4 ? 6 : 8;
   int64_t i = 0;
   for (; i + MR <= m; i += MR) {
@@ -91,18 +96,18 @@ void rows(int64_t m, int64_t k, float alpha, float beta, const float* a, int64_t
       for (int64_t r = i + MR; r < std::min(m, i + 2 * MR); ++r)
         for (int64_t p = 0; p < std::min<int64_t>(k, 64); p += 16)
           _mm_prefetch(reinterpret_cast<const char*>(a + r * ars + p), _MM_HINT_T0);
-    block<MR, NB>(k, alpha, beta, a + i * ars, ars, acs, bp, c + i * ldc, ldc, last);
+    block<MR, NB>(k, alpha, beta, a + i * ars, ars, acs, bp, c + i * ldc, ldc, last, bias);
   }
   const float* ai = a + i * ars;
   float* ci = c + i * ldc;
   switch (m - i) {
-    case 7: block<7, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last); break;
-    case 6: block<6, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last); break;
-    case 5: block<5, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last); break;
-    case 4: block<4, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last); break;
-    case 3: block<3, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last); break;
-    case 2: block<2, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last); break;
-    case 1: block<1, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last); break;
+    case 7: block<7, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias); break;
+    case 6: block<6, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias); break;
+    case 5: block<5, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias); break;
+    case 4: block<4, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias); break;
+    case 3: block<3, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias); break;
+    case 2: block<2, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias); break;
+    case 1: block<1, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias); break;
     default: break;
   }
 }
@@ -177,11 +182,14 @@ inline void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t k0, int64_
 
 }  // namespace sgemm_detail
 
-/// C[m x n] (row stride ldc) = alpha * op(A)[m x k] @ op(B)[k x n] + beta * C,
-/// with op(A)(r, p) = trans_a ? a[p * lda + r] : a[r * lda + p] and op(B)(p, j)
-/// likewise. Requires sgemm_avx512_fits(m, n, k).
+/// C[m x n] (row stride ldc) = alpha * op(A)[m x k] @ op(B)[k x n] + beta * C
+/// (+ bias[j] in every row, when bias is not null: linear's bias, added as C
+/// is written, with no pass of its own), with op(A)(r, p) = trans_a ? a[p *
+/// lda + r] : a[r * lda + p] and op(B)(p, j) likewise. Requires
+/// sgemm_avx512_fits(m, n, k).
 inline void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                         int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+                         int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                         const float* bias = nullptr) {
   using namespace sgemm_detail;
   alignas(64) float bp[kPanelK * kPanelN];  // 64 KB: one panel, in L2
   const int64_t ars = trans_a ? 1 : lda, acs = trans_a ? lda : 1;
@@ -191,15 +199,17 @@ inline void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
     for (int64_t k0 = 0; k0 < k; k0 += kPanelK) {
       const int64_t kw = std::min(kPanelK, k - k0);
       pack_b(trans_b, b, ldb, k0, kw, n0, nw, np, bp);
-      // Later panels of the inner dim add onto what the first one wrote.
+      // Later panels of the inner dim add onto what the first one wrote
+      // (which holds beta C and the bias already).
       const float be = k0 == 0 ? beta : 1.0f;
+      const float* bs = k0 == 0 && bias ? bias + n0 : nullptr;
       const float* ak = a + k0 * acs;
       float* cn = c + n0;
       switch (nb) {
-        case 1: rows<1>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last); break;
-        case 2: rows<2>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last); break;
-        case 3: rows<3>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last); break;
-        default: rows<4>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last); break;
+        case 1: rows<1>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs); break;
+        case 2: rows<2>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs); break;
+        case 3: rows<3>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs); break;
+        default: rows<4>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs); break;
       }
     }
   }
@@ -207,11 +217,13 @@ inline void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
 
 #else
 
+/// Without AVX-512: no kernel.
+constexpr bool kHaveSgemmAvx512 = false;
 /// Without AVX-512: never (OpenBLAS does every product).
 inline bool sgemm_avx512_fits(int64_t, int64_t, int64_t) { return false; }
 /// Without AVX-512: never called (sgemm_avx512_fits is false).
 inline void sgemm_avx512(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
-                         float, float*, int64_t) {}
+                         float, float*, int64_t, const float* = nullptr) {}
 
 #endif
 

@@ -240,6 +240,17 @@ TEST_CASE("matmul: Ember's float32 kernel (ops/sgemm_avx512.h) on every edge") {
         check_close(matmul(aT, bT), want, tol);
         check_close(matmul(a, bT), want, tol);
       }
+  // linear's [out] bias, which the kernel adds as it stores C: across column
+  // panels (n > 64), inner-dim panels (k > 256: added once) and row blocks.
+  for (int64_t n : {17, 130, 257})
+    for (int64_t k : {65, 600}) {
+      INFO("linear n ", n, " k ", k);
+      const Tensor x = rnd({3, 97, k}, DType::Float32, seed), w = rnd({n, k}, DType::Float32, seed + 1);
+      const Tensor bias = rnd({n}, DType::Float32, seed + 2);
+      seed += 3;
+      const Tensor want = add(ref_matmul(x, w.t()), bias.to(DType::Float64));
+      check_close(linear(x, w, bias), want, 1e-5 * std::sqrt(static_cast<double>(k)));
+    }
   // Attention heads: q, k, v as (N, H, L, D) views of a packed (N, L, 3, H, D).
   const int64_t N = 3, L = 17, H = 4, D = 16;
   const Tensor qkv = rnd({N, L, 3, H, D}, DType::Float32, 7);
