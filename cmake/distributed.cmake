@@ -5,7 +5,7 @@
 #    process group (Debian: libopenmpi-dev, openmpi-bin). Only MPI's C API is
 #    called, through the CXX component (a consumer's project need not enable
 #    C); MPI_CXX_SKIP_MPICXX keeps the old C++ bindings out of the headers.
-#    Linked PUBLIC into the static `ember`, whose consumers need libmpi too;
+#    Linked PUBLIC into the static `ember_ops`, whose consumers need libmpi too;
 #    the installed EmberConfig.cmake finds MPI again and ember.pc names its
 #    libraries.
 #  - EMBER_NCCL (AUTO, ON, OFF; needs the CUDA backend and MPI): NCCL for CUDA
@@ -36,8 +36,8 @@ else()
   find_package(MPI COMPONENTS CXX)
   if(MPI_CXX_FOUND)
     set(EMBER_MPI_ENABLED ON)
-    target_link_libraries(ember PUBLIC MPI::MPI_CXX)
-    target_compile_definitions(ember PRIVATE EMBER_HAVE_MPI)
+    target_link_libraries(ember_ops PUBLIC MPI::MPI_CXX)
+    target_compile_definitions(ember_ops PRIVATE EMBER_HAVE_MPI)
     foreach(lib ${MPI_CXX_LIBRARIES})
       string(APPEND EMBER_PC_MPI_LIBS " ${lib}")
     endforeach()

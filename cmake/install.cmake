@@ -1,9 +1,10 @@
 # Install rules (included by CMakeLists.txt when EMBER_INSTALL is on):
 #   cmake --install build --prefix P
-# gives P/lib/libember.a, the headers under P/include/ember/ (the real files:
-# the build tree only links to the source folders), the CMake package
-# (P/lib/cmake/Ember: find_package(Ember 0.1 CONFIG REQUIRED), target
-# Ember::ember) and P/lib/pkgconfig/ember.pc. The CUDA backends come as
+# gives the layers' archives P/lib/libember_{ops,optim,nn}.a, the headers
+# under P/include/ember/ (the real files: the build tree only links to the
+# source folders), the CMake package (P/lib/cmake/Ember:
+# find_package(Ember 0.1 CONFIG REQUIRED), target Ember::ember, which links
+# the three) and P/lib/pkgconfig/ember.pc. The CUDA backends come as
 # object files with their own targets, each in its own export file so that
 # a CPU-only consumer needs no CUDA toolkit: Ember::ember_cuda_emu (the
 # emulated backend, component cuda_emu) and, when nvcc built it,
@@ -14,7 +15,7 @@ include(CMakePackageConfigHelpers)
 
 set(EMBER_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Ember)
 
-install(TARGETS ember EXPORT EmberTargets
+install(TARGETS ember ember_nn ember_optim ember_ops EXPORT EmberTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 foreach(part ${EMBER_HEADER_PARTS})

@@ -1,20 +1,17 @@
-// CUDA kernels of optim/optimizer.cpp: the fused Adam/AdamW step, one pass
-// over p, g, m, v (four loads, three stores per element), per parameter and
-// for a whole parameter group in as few launches as possible (PyTorch's
-// multi-tensor apply: the kernel receives up to kMaxTensors parameters by
-// value and a table mapping each block to a chunk of one of them). The
-// formula is the CPU kernel's, term by term (optim/adam_kernel.h).
+// CUDA kernels of the optimizers (tables: ops/optimizer_kernels.h): the
+// fused Adam/AdamW step, one pass over p, g, m, v (four loads, three stores
+// per element), per parameter and for a whole parameter group in as few
+// launches as possible (PyTorch's multi-tensor apply: the kernel receives up
+// to kMaxTensors parameters by value and a table mapping each block to a
+// chunk of one of them), and the gradient norm's sum of squares. The formula
+// is the CPU kernel's, term by term.
 #include <vector>
 
 #include <ember/core/dtype_dispatch.h>
 #include <ember/cuda/block_reduce.cuh>
 #include <ember/cuda/common.h>
 #include <ember/ops/functors.h>
-#include <ember/optim/adam_kernel.h>
-
-namespace ember::optim {
-extern KernelTable<double(const Tensor& x)> sum_squares_kernel;
-}
+#include <ember/ops/optimizer_kernels.h>
 
 namespace ember::cuda {
 namespace {

@@ -1,11 +1,7 @@
 // Optimizer updates. SGD is written with Ember's in-place ops; Adam/AdamW
 // use one fused kernel per parameter (moments and parameter updated in one
-// pass over memory), registered in a KernelTable so a CUDA kernel can join.
-//
-// Adam, step t, gradient g (PyTorch 1.13, amsgrad off):
-//   Adam:  g += wd * p                 AdamW: p *= 1 - lr * wd
-//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
-//   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+// pass over memory): the kernel tables of ops/optimizer_kernels.h, with the
+// formulas, where the CPU and CUDA backends register their kernels.
 #include <ember/optim/optimizer.h>
 
 #include <algorithm>
@@ -18,73 +14,10 @@
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
+#include <ember/ops/optimizer_kernels.h>
 #include <ember/ops/reduce.h>
-#include <ember/optim/adam_kernel.h>
 
 namespace ember::optim {
-
-KernelTable<void(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s)> adam_kernel("adam_step");
-KernelTable<void(std::vector<AdamParam>& params, const AdamStep& s)> adam_multi_kernel("adam_step (all parameters)");
-// Sum of squares of a contiguous tensor, accumulated in float64: the gradient
-// norm of clip_grad_norm_ in one read of each gradient, with no temporaries.
-KernelTable<double(const Tensor& x)> sum_squares_kernel("sum_squares");
-
-namespace {
-
-void cpu_adam(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) {
-  dispatch_floating(p.dtype(), "adam_step", [&](auto tag) {
-    using T = decltype(tag);
-    T* pp = static_cast<T*>(p.data_ptr());
-    const T* gp = static_cast<const T*>(g.data_ptr());
-    T* mp = static_cast<T*>(m.data_ptr());
-    T* vp = static_cast<T*>(v.data_ptr());
-    const T b1 = static_cast<T>(s.beta1), b2 = static_cast<T>(s.beta2), eps = static_cast<T>(s.eps);
-    const T step_size = static_cast<T>(s.lr / s.bias_correction1);
-    const T bc2_sqrt = static_cast<T>(std::sqrt(s.bias_correction2));
-    const T wd = static_cast<T>(s.weight_decay), decay = static_cast<T>(1.0 - s.lr * s.weight_decay);
-    parallel_for(0, p.numel(), 16384, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        T grad = gp[i];
-        T param = pp[i];
-        if (s.decoupled) param *= decay;
-        else grad += wd * param;
-        mp[i] = b1 * mp[i] + (T(1) - b1) * grad;
-        vp[i] = b2 * vp[i] + (T(1) - b2) * grad * grad;
-        pp[i] = param - step_size * mp[i] / (std::sqrt(vp[i]) / bc2_sqrt + eps);
-      }
-    });
-  });
-}
-
-// Fixed chunks whose partial sums are added in order: the same total for any
-// thread count (runs stay deterministic for a seed and thread count, and
-// across thread counts here).
-double cpu_sum_squares(const Tensor& x) {
-  constexpr int64_t kChunk = 16384;
-  const int64_t n = x.numel(), chunks = (n + kChunk - 1) / kChunk;
-  std::vector<double> partial(static_cast<size_t>(chunks));
-  dispatch_floating(x.dtype(), "sum_squares", [&](auto tag) {
-    using T = decltype(tag);
-    const T* xp = static_cast<const T*>(x.data_ptr());
-    parallel_for(0, chunks, 4, [&](int64_t lo, int64_t hi) {
-      for (int64_t c = lo; c < hi; ++c) {
-        double s = 0;
-        const int64_t end = std::min(n, (c + 1) * kChunk);
-#pragma omp simd reduction(+ : s)
-        for (int64_t i = c * kChunk; i < end; ++i) s += static_cast<double>(xp[i]) * static_cast<double>(xp[i]);
-        partial[static_cast<size_t>(c)] = s;
-      }
-    });
-  });
-  double total = 0;
-  for (double s : partial) total += s;
-  return total;
-}
-
-}  // namespace
-
-EMBER_REGISTER_KERNEL(adam_kernel, CPU, cpu_adam);
-EMBER_REGISTER_KERNEL(sum_squares_kernel, CPU, cpu_sum_squares);
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name)
     : groups_(std::move(groups)) {

@@ -1,6 +1,9 @@
 /// \file
-/// The fused Adam/AdamW step's kernel table, shared by the CPU kernel
-/// (optim/optimizer.cpp) and the CUDA one (cuda/optimizer.cu).
+/// The kernel tables of the optimizers' updates: the fused Adam/AdamW step
+/// and the gradient norm's sum of squares. The CPU kernels are in
+/// ops/optimizer_kernels.cpp, the CUDA ones in cuda/optimizer.cu; they live
+/// in the ops layer, below optim/, so that the CUDA backend (which sits on
+/// ops alone) can register them. optim/optimizer.cpp calls them.
 ///
 /// Adam, step t, gradient g (PyTorch 1.13, amsgrad off):
 /// \code
@@ -39,5 +42,10 @@ struct AdamParam {
 };
 /// The multi-parameter kernel (see AdamParam).
 extern KernelTable<void(std::vector<AdamParam>& params, const AdamStep& s)> adam_multi_kernel;
+
+/// Sum of squares of a contiguous floating tensor, accumulated in float64:
+/// the gradient norm of clip_grad_norm_ in one read of each gradient, with
+/// no temporaries.
+extern KernelTable<double(const Tensor& x)> sum_squares_kernel;
 
 }  // namespace ember::optim
