@@ -15,15 +15,6 @@
 #include <ember/ops/functors.h>
 #include <ember/ops/norm.h>
 
-namespace ember {
-extern KernelTable<void(const Tensor& x2, const Tensor& w, const Tensor& b, double eps, Tensor& y2, Tensor& mean,
-                        Tensor& rstd)>
-    layer_norm_kernel;
-extern KernelTable<void(const Tensor& g2, const Tensor& x2, const Tensor& w, const Tensor& mean, const Tensor& rstd,
-                        Tensor& dx2, Tensor& dw, Tensor& db)>
-    layer_norm_backward_kernel;
-}  // namespace ember
-
 namespace ember::cuda {
 namespace {
 

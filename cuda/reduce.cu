@@ -9,10 +9,6 @@
 #include <ember/cuda/block_reduce.cuh>
 #include <ember/ops/reduce.h>
 
-namespace ember {
-extern KernelTable<void(const Tensor& x3, Tensor& out)> sum_kernel;
-}
-
 namespace ember::cuda {
 namespace {
 

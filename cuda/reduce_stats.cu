@@ -10,10 +10,7 @@
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/tensor.h>
 #include <ember/cuda/common.h>
-
-namespace ember {
-extern KernelTable<void(const Tensor& x3, Tensor& values2, Tensor& indices2, bool is_max)> minmax_kernel;
-}
+#include <ember/ops/reduce.h>
 
 namespace ember::cuda {
 namespace {

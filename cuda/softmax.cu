@@ -15,10 +15,6 @@
 #include <ember/ops/functors.h>
 #include <ember/ops/softmax.h>
 
-namespace ember {
-extern KernelTable<void(const Tensor& x3, const Tensor& mask3, Tensor& y3, bool log)> softmax_kernel;
-extern KernelTable<void(const Tensor& y3, const Tensor& g3, Tensor& dx3, bool log)> softmax_backward_kernel;
-}  // namespace ember
 
 namespace ember::cuda {
 namespace {

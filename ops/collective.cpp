@@ -19,9 +19,9 @@
 
 namespace ember::distributed {
 
-KernelTable<void(Tensor& t, int root)> broadcast_kernel("broadcast");
-KernelTable<Work(Tensor& t, ReduceOp op, bool blocking)> all_reduce_kernel("all_reduce");
-KernelTable<void(const Tensor& in, Tensor& out)> all_gather_kernel("all_gather");
+decltype(broadcast_kernel) broadcast_kernel("broadcast");
+decltype(all_reduce_kernel) all_reduce_kernel("all_reduce");
+decltype(all_gather_kernel) all_gather_kernel("all_gather");
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {

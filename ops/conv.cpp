@@ -15,8 +15,8 @@
 namespace ember {
 
 // Tables declared in ops/conv_kernels.h (with WindowGeom).
-KernelTable<void(const Tensor& x, Tensor& cols, const WindowGeom& g)> im2col_kernel("unfold");
-KernelTable<void(const Tensor& cols, Tensor& dx, const WindowGeom& g)> col2im_kernel("fold");
+decltype(im2col_kernel) im2col_kernel("unfold");
+decltype(col2im_kernel) col2im_kernel("fold");
 
 namespace {
 

@@ -11,9 +11,9 @@
 
 namespace ember {
 
-KernelTable<void(const Tensor&, Tensor&)> copy_kernel("copy");
-KernelTable<void(const Tensor&, Tensor&)> cross_device_copy_kernel("copy between devices");
-KernelTable<void(Tensor&, double)> fill_kernel("fill");
+decltype(copy_kernel) copy_kernel("copy");
+decltype(cross_device_copy_kernel) cross_device_copy_kernel("copy between devices");
+decltype(fill_kernel) fill_kernel("fill");
 
 namespace {
 

@@ -18,10 +18,10 @@
 namespace ember {
 
 // x, out, keep: contiguous, same numel; keep is bool.
-KernelTable<void(const Tensor& x, Tensor& out, Tensor& keep, const RandomSpec& spec, double p)> dropout_kernel(
+decltype(dropout_kernel) dropout_kernel(
     "dropout");
 // g, keep, dx: contiguous, same numel. dx = g * keep * scale.
-KernelTable<void(const Tensor& g, const Tensor& keep, Tensor& dx, double scale)> masked_scale_kernel(
+decltype(masked_scale_kernel) masked_scale_kernel(
     "dropout_backward");
 
 namespace {

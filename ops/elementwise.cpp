@@ -60,8 +60,8 @@ void check_inplace(const char* op, const Tensor& self) {
 // Every functor's unary/binary/compare kernel, where and masked_fill:
 // ops/pointwise_kernels.h over cpu::map (the CUDA backend registers the same
 // templates over its own loop).
-KernelTable<void(const Tensor&, const Tensor&, const Tensor&, Tensor&)> where_kernel("where");
-KernelTable<void(const Tensor&, const Tensor&, Tensor&, double)> masked_fill_kernel("masked_fill");
+decltype(where_kernel) where_kernel("where");
+decltype(masked_fill_kernel) masked_fill_kernel("masked_fill");
 
 namespace {
 struct CpuLoops {

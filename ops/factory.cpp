@@ -15,7 +15,7 @@
 
 namespace ember {
 
-KernelTable<void(Tensor& out, const RandomSpec& spec)> random_kernel("random");
+decltype(random_kernel) random_kernel("random");
 
 namespace {
 

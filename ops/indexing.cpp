@@ -30,13 +30,13 @@
 
 namespace ember {
 
-KernelTable<IndexCheckResult(const Tensor&, int64_t, bool, int64_t)> index_check_kernel("index_check");
-KernelTable<int64_t(const Tensor&)> index_max_kernel("index_max");
-KernelTable<void(const Tensor&, const Tensor&, Tensor&)> index_select_kernel("index_select");
-KernelTable<void(Tensor&, const Tensor&, const Tensor&, int64_t)> index_add_kernel("index_add");
-KernelTable<void(const Tensor&, int64_t, const Tensor&, Tensor&)> gather_kernel("gather");
-KernelTable<void(Tensor&, int64_t, const Tensor&, const Tensor&)> scatter_add_kernel("scatter_add");
-KernelTable<void(const Tensor&, Tensor&)> one_hot_kernel("one_hot");
+decltype(index_check_kernel) index_check_kernel("index_check");
+decltype(index_max_kernel) index_max_kernel("index_max");
+decltype(index_select_kernel) index_select_kernel("index_select");
+decltype(index_add_kernel) index_add_kernel("index_add");
+decltype(gather_kernel) gather_kernel("gather");
+decltype(scatter_add_kernel) scatter_add_kernel("scatter_add");
+decltype(one_hot_kernel) one_hot_kernel("one_hot");
 
 // ---- CPU kernels ------------------------------------------------------------
 namespace {

@@ -25,17 +25,15 @@
 
 namespace ember {
 
-KernelTable<void(const Tensor&, const Tensor&, Tensor&, Tensor&, int64_t, double)> cross_entropy_kernel(
+decltype(cross_entropy_kernel) cross_entropy_kernel(
     "cross_entropy");
-KernelTable<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, int64_t, double, double)>
-    cross_entropy_backward_kernel("cross_entropy_backward");
-KernelTable<void(const Tensor&, const Tensor&, Tensor&, int64_t)> nll_loss_kernel("nll_loss");
-KernelTable<void(const Tensor&, const Tensor&, Tensor&, int64_t, double)> nll_loss_backward_kernel(
+decltype(cross_entropy_backward_kernel) cross_entropy_backward_kernel("cross_entropy_backward");
+decltype(nll_loss_kernel) nll_loss_kernel("nll_loss");
+decltype(nll_loss_backward_kernel) nll_loss_backward_kernel(
     "nll_loss_backward");
-KernelTable<void(const Tensor&, const Tensor&, const Tensor&, Tensor&)> bce_with_logits_kernel(
+decltype(bce_with_logits_kernel) bce_with_logits_kernel(
     "binary_cross_entropy_with_logits");
-KernelTable<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, int)>
-    bce_with_logits_backward_kernel("binary_cross_entropy_with_logits_backward");
+decltype(bce_with_logits_backward_kernel) bce_with_logits_backward_kernel("binary_cross_entropy_with_logits_backward");
 
 // ---- CPU kernels ------------------------------------------------------------
 namespace {

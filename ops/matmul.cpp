@@ -37,7 +37,7 @@
 
 namespace ember {
 
-KernelTable<void(const GemmDesc& desc)> gemm_kernel("matmul");
+decltype(gemm_kernel) gemm_kernel("matmul");
 
 namespace {
 

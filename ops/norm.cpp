@@ -23,14 +23,8 @@
 
 namespace ember {
 
-// x2, y2: [rows, N]; w, b: [N] or undefined; mean, rstd: [rows].
-KernelTable<void(const Tensor& x2, const Tensor& w, const Tensor& b, double eps, Tensor& y2, Tensor& mean,
-                 Tensor& rstd)>
-    layer_norm_kernel("layer_norm");
-// dw, db: [N] outputs or undefined when not needed; dx2 undefined when not needed.
-KernelTable<void(const Tensor& g2, const Tensor& x2, const Tensor& w, const Tensor& mean, const Tensor& rstd,
-                 Tensor& dx2, Tensor& dw, Tensor& db)>
-    layer_norm_backward_kernel("layer_norm_backward");
+decltype(layer_norm_kernel) layer_norm_kernel("layer_norm");
+decltype(layer_norm_backward_kernel) layer_norm_backward_kernel("layer_norm_backward");
 
 namespace {
 

@@ -2,6 +2,7 @@
 /// Normalisation: layer_norm (fused forward and backward) and batch_norm.
 #pragma once
 
+#include <ember/core/dispatch.h>
 #include <ember/core/tensor.h>
 
 namespace ember {
@@ -19,5 +20,16 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = true,
                   double momentum = 0.1, double eps = 1e-5);
+
+/// layer_norm's kernels (a backend registers these). x2, y2: [rows, N]
+/// contiguous; w, b: [N] or undefined; mean, rstd: [rows], the statistics
+/// backward reuses.
+extern KernelTable<void(const Tensor& x2, const Tensor& w, const Tensor& b, double eps, Tensor& y2, Tensor& mean,
+                        Tensor& rstd)>
+    layer_norm_kernel;
+/// g2: y2's gradient. dx2, dw, db: outputs, each undefined when not needed.
+extern KernelTable<void(const Tensor& g2, const Tensor& x2, const Tensor& w, const Tensor& mean, const Tensor& rstd,
+                        Tensor& dx2, Tensor& dw, Tensor& db)>
+    layer_norm_backward_kernel;
 
 }  // namespace ember

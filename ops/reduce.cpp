@@ -69,7 +69,7 @@ ReduceLayout reduce_layout(const Tensor& x, const Shape& dims, bool keepdim, con
 }
 
 // ---- sum kernel: out[a, b] = sum_r x[a, r, b] --------------------------------
-KernelTable<void(const Tensor& x3, Tensor& out)> sum_kernel("sum");
+decltype(sum_kernel) sum_kernel("sum");
 
 namespace {
 

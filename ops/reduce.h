@@ -3,6 +3,7 @@
 /// list reduces over all dims.
 #pragma once
 
+#include <ember/core/dispatch.h>
 #include <ember/core/tensor.h>
 
 namespace ember {
@@ -51,5 +52,14 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
 ///@}
 /// Over all elements, as an index into the flattened tensor.
 Tensor argmax(const Tensor& x);
+
+/// Kernels (a backend registers these). Every reduction first views its input
+/// as a contiguous [A, R, B] block x3 (ops/reduce_layout.h) and reduces R.
+/// out[a, b] = sum_r x3[a, r, b]; out: [A, B], x3's dtype (float64 math for
+/// floats on the CPU).
+extern KernelTable<void(const Tensor& x3, Tensor& out)> sum_kernel;
+/// values2[a, b] = max_r (is_max) or min_r x3[a, r, b]; indices2: [A, B] int64
+/// (the first r on ties) or undefined when only values are wanted.
+extern KernelTable<void(const Tensor& x3, Tensor& values2, Tensor& indices2, bool is_max)> minmax_kernel;
 
 }  // namespace ember

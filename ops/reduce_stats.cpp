@@ -17,8 +17,7 @@
 
 namespace ember {
 
-// values2: [A, B]; indices2: [A, B] int64 or undefined.
-KernelTable<void(const Tensor& x3, Tensor& values2, Tensor& indices2, bool is_max)> minmax_kernel("max/min");
+decltype(minmax_kernel) minmax_kernel("max/min");
 
 namespace {
 

@@ -28,9 +28,9 @@
 namespace ember {
 
 // x3, y3: [A, R, B] contiguous; mask3: bool of the same shape or undefined.
-KernelTable<void(const Tensor& x3, const Tensor& mask3, Tensor& y3, bool log)> softmax_kernel("softmax");
+decltype(softmax_kernel) softmax_kernel("softmax");
 // y3, g3, dx3: [A, R, B] contiguous.
-KernelTable<void(const Tensor& y3, const Tensor& g3, Tensor& dx3, bool log)> softmax_backward_kernel(
+decltype(softmax_backward_kernel) softmax_backward_kernel(
     "softmax_backward");
 
 namespace {
