@@ -1,54 +1,37 @@
-// The op conformance table: one row per op, run on every layout and backend.
-//
-// A row names the op, describes its inputs, and gives the function to test.
-// test_conformance.cpp runs every row:
-//   1. float64 gradcheck with contiguous inputs;
-//   2. float64 gradcheck with non-contiguous inputs (each input is a
-//      transposed or strided view of a larger buffer);
-//   3. forward and backward on every other available backend ("cuda": the
-//      SIMT-emulated backend in the tests, a GPU where there is one), with
-//      contiguous and with non-contiguous inputs made on that device,
-//      against the CPU result in float32.
+// Ember's op conformance table: one row per op, run on every layout and
+// backend by the installed harness (testing/conformance.h, which says what
+// each check does); test_conformance.cpp runs every row of the registry.
 // Broadcasting is covered by rows whose inputs have different shapes.
 //
 // Adding an op: add a row to the family's file (conformance_<family>.cpp):
 //   {"mul", {F({3, 4}), F({4})}, [](const In& x) { return mul(x[0], x[1]); }},
+// A row's name starts with the op it covers ("mul", "mul scalar"): every
+// public op declared in ops/*.h must have one ("conformance: every op has a
+// row"). An op with no kernel on a backend fails step 3, unless its row is
+// wrapped in cpu_only(row, "why"), which the test then holds to: a cpu_only
+// op that does run on the backend fails too, so the mark is removed when the
+// kernel arrives.
 #pragma once
 
-#include <functional>
 #include <string>
 #include <vector>
 
 #include <ember/ember.h>
+#include <ember/testing/conformance.h>
 
 namespace conformance {
 
 using ember::Shape;
 using ember::Tensor;
-using In = std::vector<Tensor>;
-
-struct InputSpec {
-  enum Kind { Float, Positive, Int, Bool } kind = Float;
-  Shape shape;
-  int64_t low = 0, high = 2;  // Int: values in [low, high)
-  bool grad = true;           // Float/Positive: differentiate w.r.t. it
-};
-inline InputSpec F(Shape s) { return {InputSpec::Float, s, 0, 2, true}; }
-// Floating values in [0.5, 2): for log, sqrt, division.
-inline InputSpec P(Shape s) { return {InputSpec::Positive, s, 0, 2, true}; }
-// Floating, but not differentiated (e.g. a target).
-inline InputSpec C(Shape s) { return {InputSpec::Float, s, 0, 2, false}; }
-inline InputSpec I(Shape s, int64_t low, int64_t high) { return {InputSpec::Int, s, low, high, false}; }
-inline InputSpec B(Shape s) { return {InputSpec::Bool, s, 0, 2, false}; }
-
-struct OpCase {
-  std::string name;
-  std::vector<InputSpec> inputs;
-  std::function<Tensor(const In&)> fn;
-  bool differentiable = true;
-  double fwd_rtol = 1e-5;  // cross-backend tolerance (float32)
-  double bwd_rtol = 1e-4;
-};
+using ember::testing::B;
+using ember::testing::C;
+using ember::testing::cpu_only;
+using ember::testing::F;
+using ember::testing::I;
+using ember::testing::In;
+using ember::testing::InputSpec;
+using ember::testing::OpCase;
+using ember::testing::P;
 
 // Families register their rows through a static registrar.
 std::vector<OpCase>& registry();

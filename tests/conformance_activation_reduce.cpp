@@ -25,6 +25,9 @@ Register rows({
     {"amin all", {F({4, 3})}, [](const In& x) { return amin(x[0], {}); }},
     {"max along dim", {F({3, 5})}, [](const In& x) { return max(x[0], 1).values; }},
     {"min along dim keepdim", {F({3, 5})}, [](const In& x) { return min(x[0], 0, true).values; }},
+    {"argmax dim 1", {F({3, 5})}, [](const In& x) { return argmax(x[0], 1); }, false},
+    {"argmax all", {F({3, 5})}, [](const In& x) { return argmax(x[0]); }, false},
+    {"argmin dim 0 keepdim", {F({4, 3})}, [](const In& x) { return argmin(x[0], 0, true); }, false},
 });
 
 }  // namespace

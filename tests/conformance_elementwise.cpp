@@ -15,6 +15,7 @@ Register rows({
     {"div", {F({3, 4}), P({4})}, [](const In& x) { return div(x[0], x[1]); }},
     {"rdiv scalar", {P({3, 2})}, [](const In& x) { return div(2.0, x[0]); }},
     {"neg", {F({4, 3})}, [](const In& x) { return neg(x[0]); }},
+    {"square", {F({4, 3})}, [](const In& x) { return square(x[0]); }},
     {"pow scalar", {P({3, 4})}, [](const In& x) { return pow(x[0], 2.5); }},
     {"pow square", {F({3, 4})}, [](const In& x) { return pow(x[0], 2.0); }},
     {"pow tensor", {P({3, 4}), F({4})}, [](const In& x) { return pow(x[0], x[1]); }},
@@ -32,6 +33,13 @@ Register rows({
     {"masked_fill", {F({2, 3, 4}), B({3, 1})}, [](const In& x) { return masked_fill(x[0], x[1], -7.0); }},
     {"gt", {F({3, 4}), F({4})}, [](const In& x) { return gt(x[0], x[1]); }, false},
     {"eq scalar", {I({3, 4}, 0, 3)}, [](const In& x) { return eq(x[0], 1.0); }, false},
+    {"ne", {I({3, 4}, 0, 3), I({4}, 0, 3)}, [](const In& x) { return ne(x[0], x[1]); }, false},
+    {"lt", {F({3, 4}), F({3, 1})}, [](const In& x) { return lt(x[0], x[1]); }, false},
+    {"le scalar", {F({3, 4})}, [](const In& x) { return le(x[0], 0.25); }, false},
+    {"ge", {F({3, 4}), F({4})}, [](const In& x) { return ge(x[0], x[1]); }, false},
+    {"logical_and", {B({3, 4}), B({4})}, [](const In& x) { return logical_and(x[0], x[1]); }, false},
+    {"logical_or", {B({3, 4}), B({3, 4})}, [](const In& x) { return logical_or(x[0], x[1]); }, false},
+    {"logical_not", {B({3, 4})}, [](const In& x) { return logical_not(x[0]); }, false},
 });
 
 }  // namespace

@@ -36,11 +36,11 @@ Register rows({
     {"nll_loss 3-D none", {F({2, 3, 4}), I({2, 4}, 0, 3)},
      [](const In& x) { return nll_loss(x[0], x[1], Reduction::None); }},
     {"nll_loss sum", {F({4, 3}), I({4}, 0, 3)}, [](const In& x) { return nll_loss(x[0], x[1], Reduction::Sum); }},
-    {"bce_with_logits mean", {F({3, 4}), C({3, 4})},
+    {"binary_cross_entropy_with_logits mean", {F({3, 4}), C({3, 4})},
      [](const In& x) { return binary_cross_entropy_with_logits(x[0], ember::div(ember::add(x[1], 2.0), 4.0)); }},
-    {"bce_with_logits none target grad", {F({3, 4}), F({3, 4})},
+    {"binary_cross_entropy_with_logits none target grad", {F({3, 4}), F({3, 4})},
      [](const In& x) { return binary_cross_entropy_with_logits(x[0], x[1], Reduction::None); }},
-    {"bce_with_logits sum pos_weight", {F({3, 4}), C({3, 4}), P({4})},
+    {"binary_cross_entropy_with_logits sum pos_weight", {F({3, 4}), C({3, 4}), P({4})},
      [](const In& x) {
        return binary_cross_entropy_with_logits(x[0], ember::div(ember::add(x[1], 2.0), 4.0), Reduction::Sum, x[2]);
      }},

@@ -3,7 +3,12 @@
 
 #include "conformance.h"
 
-#include <ember/ops/copy.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
 
 using namespace ember;
 
@@ -14,74 +19,86 @@ std::vector<OpCase>& registry() {
   return rows;
 }
 
-namespace {
-
-// Inputs for a row, deterministic per (row, input), in dtype dt. With
-// strided = true each floating tensor is a non-contiguous view: a transpose
-// of a buffer laid out the other way (2-D and up) or every other element of
-// a longer buffer (1-D).
-In make_inputs(const OpCase& c, DType dt, bool strided, Device device = kCPU) {
-  In xs;
-  uint64_t seed = 17;
-  for (char ch : c.name) seed = seed * 31 + static_cast<uint64_t>(ch);
-  for (const InputSpec& s : c.inputs) {
-    Generator gen(seed++);
-    Tensor t;
-    switch (s.kind) {
-      case InputSpec::Float: t = uniform(s.shape, -2.0, 2.0, TensorOptions(DType::Float64), &gen); break;
-      case InputSpec::Positive: t = uniform(s.shape, 0.5, 2.0, TensorOptions(DType::Float64), &gen); break;
-      case InputSpec::Int: t = randint(s.low, s.high, s.shape, TensorOptions(DType::Int64), &gen); break;
-      case InputSpec::Bool: t = gt(rand(s.shape, TensorOptions(DType::Float64), &gen), 0.5); break;
-    }
-    const bool floating = s.kind == InputSpec::Float || s.kind == InputSpec::Positive;
-    if (floating) t = t.to(dt);
-    t = t.to(device);  // the same values on every device; views are made there
-    if (strided && floating && t.numel() > 1) {
-      Tensor view;
-      if (t.dim() >= 2) {
-        Tensor buf = empty(t.transpose(-1, -2).shape(), TensorOptions(dt, device));
-        buf.copy_(t.transpose(-1, -2));
-        view = buf.transpose(-1, -2);  // same values, transposed strides
-      }
-      if (!view.defined() || view.is_contiguous()) {
-        // Every other element of a buffer twice as long in the first dim > 1.
-        int k = 0;
-        while (t.shape()[k] == 1) ++k;
-        Shape bs = t.shape();
-        bs[k] *= 2;
-        Tensor buf = zeros(bs, TensorOptions(dt, device));
-        view = buf.slice(k, 0, bs[k], 2);
-        view.copy_(t);
-      }
-      t = view;
-      REQUIRE(!t.is_contiguous());
-    }
-    // Leaves: a fresh handle so requires_grad_ applies to this view only.
-    t = t.detach();
-    if (floating && s.grad && c.differentiable) t.requires_grad_();
-    xs.push_back(t);
+// The public ops: every free function returning a tensor (or one in place) that ops/*.h
+// declares at the start of a line (`Tensor relu(`), read from the sources so
+// that a new op is on the list the moment its header has it.
+std::set<std::string> public_ops() {
+  std::set<std::string> ops;
+  const std::regex decl(R"(^(?:Tensor&?|ValuesIndices|std::vector<Tensor>)\s+([a-z_0-9]+)\()");
+  for (const auto& entry : std::filesystem::directory_iterator(EMBER_SOURCE_DIR "/ops")) {
+    if (entry.path().extension() != ".h") continue;
+    std::ifstream in(entry.path());
+    std::string line;
+    std::smatch m;
+    while (std::getline(in, line))
+      if (std::regex_search(line, m, decl)) ops.insert(m[1]);
   }
-  return xs;
+  return ops;
 }
 
-void run_gradcheck(const OpCase& c, bool strided) {
-  In xs = make_inputs(c, DType::Float64, strided);
-  GradcheckResult r = gradcheck(c.fn, xs);
-  const std::string where = c.name + (strided ? " (non-contiguous inputs)" : " (contiguous inputs)");
-  INFO(where);
-  CHECK_MESSAGE(r.ok, r.message);
+// Public ops that need no row, and why: what the table would test is not an
+// op's forward and backward against other backends.
+const std::map<std::string, std::string>& ops_without_rows() {
+  static const std::map<std::string, std::string> exempt = {
+      // Factories: no inputs to differentiate; their values are tested in
+      // test_tensor.cpp and, for the random ones, through the Philox stream.
+      {"arange", "factory"}, {"eye", "factory"}, {"full", "factory"}, {"full_like", "factory"},
+      {"linspace", "factory"}, {"ones", "factory"}, {"ones_like", "factory"}, {"zeros", "factory"},
+      {"zeros_like", "factory"}, {"rand", "factory"}, {"rand_like", "factory"}, {"randn", "factory"},
+      {"randn_like", "factory"}, {"randint", "factory"}, {"randperm", "factory"}, {"uniform", "factory"},
+      {"normal", "factory"}, {"uniform_", "factory, in place"}, {"normal_", "factory, in place"}, {"causal_mask", "factory (a bool mask; used by the masked_softmax causal row)"},
+      // The mechanism every elementwise row goes through.
+      {"unary_forward", "the unary ops' common forward (every unary row)"},
+      {"binary_forward", "the binary ops' common forward (every binary row)"},
+      {"unary_inplace", "the in-place unary ops' common body (their out-of-place rows)"},
+      {"binary_inplace", "the in-place binary ops' common body (their out-of-place rows)"},
+      {"broadcast_view", "broadcasting's view (every broadcast row)"},
+      // Collectives: one process here; tests/distributed runs them across two.
+      {"all_gather", "collective (tests/distributed)"},
+  };
+  return exempt;
 }
 
+TEST_CASE("conformance: every op has a row") {
+  std::set<std::string> covered;  // a row covers the op its name starts with
+  for (const OpCase& c : registry()) covered.insert(c.name.substr(0, c.name.find(' ')));
+  const std::set<std::string> ops = public_ops();
+  REQUIRE_MESSAGE(ops.size() > 50, "read only ", ops.size(), " public ops from " EMBER_SOURCE_DIR "/ops/*.h");
+  for (const std::string& op : ops) {
+    if (ops_without_rows().count(op)) continue;
+    const bool in_place = op.back() == '_';  // add_, clamp_: the out-of-place op's kernel, in place
+    CHECK_MESSAGE((covered.count(op) || (in_place && covered.count(op.substr(0, op.size() - 1)))),
+                  "public op ", op, " (ops/*.h) has no row in tests/conformance_*.cpp");
+  }
+  for (const auto& [op, why] : ops_without_rows())
+    CHECK_MESSAGE(ops.count(op), "ops_without_rows names ", op, ", which ops/*.h no longer declares");
+}
+
+namespace {
+// A harness check's report as one doctest check, listing its failures.
+void check(const ember::testing::Report& r) {
+  std::string failures;
+  for (const std::string& f : r.failures) failures += "\n  " + f;
+  CHECK_MESSAGE(r.ok(), failures);
+}
+
+// The backends besides the CPU; none, with a message why, in a build or on
+// a machine without one.
+std::vector<Device> other_backends() {
+  std::string why;
+  std::vector<Device> devices = ember::testing::other_backends(why);
+  if (devices.empty()) MESSAGE("no usable backend besides the CPU (", why, "); nothing to compare");
+  return devices;
+}
 }  // namespace
-
-TEST_CASE("conformance: every op has a row") { CHECK(registry().size() > 0); }
 
 TEST_CASE("conformance: float64 gradcheck, contiguous and non-contiguous") {
   for (const OpCase& c : registry()) {
     if (!c.differentiable) continue;
     SUBCASE(c.name.c_str()) {
-      run_gradcheck(c, false);
-      run_gradcheck(c, true);
+      ember::testing::Report r;
+      ember::testing::check_gradients(c, r);
+      check(r);
     }
   }
 }
@@ -89,77 +106,60 @@ TEST_CASE("conformance: float64 gradcheck, contiguous and non-contiguous") {
 TEST_CASE("conformance: strided inputs give the contiguous result") {
   for (const OpCase& c : registry()) {
     SUBCASE(c.name.c_str()) {
-      NoGradGuard no_grad;
-      const Tensor a = c.fn(make_inputs(c, DType::Float32, false));
-      const Tensor b = c.fn(make_inputs(c, DType::Float32, true));
-      CHECK(a.shape() == b.shape());
-      CHECK_MESSAGE(allclose(b, a, c.fwd_rtol, 1e-6), c.name);
+      ember::testing::Report r;
+      ember::testing::check_strided(c, r);
+      check(r);
     }
   }
 }
 
-// Backends other than the CPU, compared against it: "cuda" when a CUDA
-// backend (real or emulated) is linked and usable.
-std::vector<Device> other_backends();
-
+// Every row on every backend besides the CPU ("cuda": the emulated backend
+// in the tests, a GPU where there is one): an op with no kernel there fails
+// unless its row says cpu_only, and a cpu_only op that runs there fails too.
 TEST_CASE("conformance: every backend matches the CPU") {
   const std::vector<Device> devices = other_backends();
-  if (devices.empty()) {
-    MESSAGE("no usable backend besides the CPU; nothing to compare");
-    return;
-  }
-  for (const OpCase& c : registry()) {
-    for (const Device& d : devices) {
-      for (const bool strided : {false, true}) {
-        // A lambda, so a skipped op can return from it (not from the test).
-        SUBCASE((c.name + " on " + d.str() + (strided ? ", non-contiguous inputs" : "")).c_str()) [&] {
-          // The CPU reference on contiguous inputs; the device gets the same
-          // values, contiguous or as strided views made on the device.
-          In cpu_in = make_inputs(c, DType::Float32, false);
-          In dev_in = make_inputs(c, DType::Float32, strided, d);
-          Tensor a = c.fn(cpu_in), b;
-          // An op whose kernels this backend lacks is listed, not failed: the
-          // table names the missing kernel (the backend's to-do list).
-          try {
-            b = c.fn(dev_in);
-          } catch (const DeviceError& e) {
-            if (std::string(e.what()).find("no kernel for device") == std::string::npos) throw;
-            MESSAGE("not on ", d.str(), " yet: ", c.name, " (", std::string(e.what()), ")");
-            return;
-          }
-          CHECK_MESSAGE(allclose(b.cpu(), a, c.fwd_rtol, 1e-5), c.name, " forward on ", d.str());
-          if (c.differentiable && a.requires_grad()) {
-            Tensor w = rand(a.shape());
-            sum(mul(a, w)).backward();
-            try {
-              sum(mul(b, w.to(d))).backward();
-            } catch (const DeviceError& e) {
-              if (std::string(e.what()).find("no kernel for device") == std::string::npos) throw;
-              MESSAGE("backward not on ", d.str(), " yet: ", c.name, " (", std::string(e.what()), ")");
-              return;
-            }
-            for (size_t i = 0; i < cpu_in.size(); ++i)
-              if (cpu_in[i].requires_grad())
-                CHECK_MESSAGE(allclose(dev_in[i].grad().cpu(), cpu_in[i].grad(), c.bwd_rtol, 1e-5), c.name,
-                              " grad of input ", i, " on ", d.str());
-          }
-        }();
-      }
-    }
-  }
+  for (const OpCase& c : registry())
+    for (const Device& d : devices)
+      for (const bool strided : {false, true})
+        SUBCASE((c.name + " on " + d.str() + (strided ? ", non-contiguous inputs" : "")).c_str()) {
+          ember::testing::Report r;
+          ember::testing::check_backend(c, d, strided, r);
+          check(r);
+        }
 }
 
-// "cuda" when a CUDA backend is linked and a device (or the emulator) is
-// there; a real build on a machine without a GPU skips with a message.
-std::vector<Device> other_backends() {
-  if (!cross_device_copy_kernel.has(DeviceType::CUDA)) return {};
-  try {
-    (void)empty({1}, TensorOptions(Device("cuda")));
-  } catch (const DeviceError& e) {
-    MESSAGE("CUDA backend built, but skipped: ", std::string(e.what()));
-    return {};
+// The backend check itself: a row whose op lost its CUDA kernel fails (here
+// amax's table with its CUDA slot emptied for the test, as if cuda/reduce.cu
+// never registered it), a cpu_only row passes on that ground, and a
+// cpu_only row whose op does run on the device fails.
+TEST_CASE("conformance: a missing CUDA kernel fails its row unless the row says cpu_only") {
+  const std::vector<Device> devices = other_backends();
+  if (devices.empty()) return;
+  const OpCase amax_row{"amax dim 0", {F({4, 3})}, [](const In& x) { return amax(x[0], {0}); }};
+  struct Unregister {  // puts the kernel back on every exit
+    decltype(minmax_kernel)::Fn saved = nullptr;
+    Unregister() : saved(minmax_kernel.has(DeviceType::CUDA) ? minmax_kernel.get(Device("cuda")) : nullptr) {
+      minmax_kernel.set(DeviceType::CUDA, nullptr);
+    }
+    ~Unregister() { minmax_kernel.set(DeviceType::CUDA, saved); }
+  };
+  {
+    Unregister gone;
+    const bool was_registered = gone.saved != nullptr;
+    REQUIRE(was_registered);
+    ember::testing::Report r;
+    ember::testing::check_backend(amax_row, devices[0], false, r);
+    REQUIRE(r.failures.size() == 1);
+    CHECK(r.failures[0].find("amax dim 0: no kernel on cuda") == 0);
+    CHECK(r.failures[0].find("max/min: no kernel for device cuda") != std::string::npos);
+    ember::testing::Report marked;
+    ember::testing::check_backend(ember::testing::cpu_only(amax_row, "test"), devices[0], false, marked);
+    CHECK(marked.ok());
   }
-  return {Device("cuda")};
+  ember::testing::Report stale;
+  ember::testing::check_backend(ember::testing::cpu_only(amax_row, "test"), devices[0], false, stale);
+  REQUIRE(stale.failures.size() == 1);
+  CHECK(stale.failures[0].find("but its row says cpu_only") != std::string::npos);
 }
 
 }  // namespace conformance
