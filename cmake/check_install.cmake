@@ -18,7 +18,7 @@ foreach(h ${headers})
 endforeach()
 # What an op of one's own includes, CUDA kernels included (docs/CUSTOM_OPS.md).
 foreach(h ember.h core/tensor.h core/version.h core/dispatch.h core/autograd.h nn/module.h optim/optimizer.h
-          ops/gradcheck.h testing/conformance.h cuda/common.h cuda/block_reduce.cuh cuda/emu/simt.h cuda/emu/cuda_api.h)
+          ops/gradcheck.h ops/pointwise_register.h testing/conformance.h cuda/common.h cuda/block_reduce.cuh cuda/emu/simt.h cuda/emu/cuda_api.h)
   if(NOT EXISTS "${PREFIX}/include/ember/${h}")
     message(FATAL_ERROR "not installed: include/ember/${h}")
   endif()

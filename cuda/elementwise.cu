@@ -9,12 +9,6 @@
 namespace ember::cuda {
 namespace {
 
-struct CudaLoops {
-  template <class Out, class... In, class F>
-  static void map(Tensor& out, const std::array<const Tensor*, sizeof...(In)>& ins, const F& f) {
-    cuda::map<Out, In...>(out, ins, f);
-  }
-};
 [[maybe_unused]] const bool cuda_pointwise_registered = register_pointwise_kernels<CudaLoops>(DeviceType::CUDA);
 
 }  // namespace

@@ -126,4 +126,13 @@ void map(Tensor& out, const std::array<const Tensor*, sizeof...(In)>& ins, const
                     ops, f);
 }
 
+/// map as the Loops of ops/pointwise_kernels.h: the pointwise kernels (and
+/// users' functors, ops/pointwise_register.h) over this backend's loop.
+struct CudaLoops {
+  template <class Out, class... In, class F>
+  static void map(Tensor& out, const std::array<const Tensor*, sizeof...(In)>& ins, const F& f) {
+    cuda::map<Out, In...>(out, ins, f);
+  }
+};
+
 }  // namespace ember::cuda

@@ -13,6 +13,7 @@
 #include <ember/ops/cpu_loops.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/pointwise_kernels.h>
+#include <ember/ops/pointwise_register.h>
 #include <ember/ops/reduce.h>
 
 namespace ember {
@@ -64,12 +65,6 @@ decltype(where_kernel) where_kernel("where");
 decltype(masked_fill_kernel) masked_fill_kernel("masked_fill");
 
 namespace {
-struct CpuLoops {
-  template <class Out, class... In, class F>
-  static void map(Tensor& out, const std::array<const Tensor*, sizeof...(In)>& ins, const F& f) {
-    cpu::map<Out, In...>(out, ins, f);
-  }
-};
 [[maybe_unused]] const bool cpu_pointwise_registered = register_pointwise_kernels<CpuLoops>(DeviceType::CPU);
 }  // namespace
 

@@ -10,10 +10,12 @@
 // every thread of the block, no inline PTX, no cooperative groups.
 //
 // Forward and dx: one block per row (grid-stride over rows), a block-wide sum
-// through shared memory. dw: one thread per column summing down the rows in
+// with Ember's shipped block reduction (warp shuffles, then one value per
+// warp through shared memory: <ember/cuda/block_reduce.cuh>). dw: one thread per column summing down the rows in
 // order (neighbouring threads read neighbouring addresses; no atomics, so
 // the sums are the same in every run).
 #include <ember/core/dtype_dispatch.h>
+#include <ember/cuda/block_reduce.cuh>
 #include <ember/cuda/common.h>
 #include <ember/ops/functors.h>
 
@@ -24,29 +26,21 @@ namespace {
 
 using namespace ember;
 
-// Threads per block for the row kernels: a power of two (the tree sum
-// halves it) and a multiple of the warp size.
+// Threads per block for the row kernels: a multiple of the warp size, as
+// block_reduce needs.
 constexpr int kRowThreads = 128;
 
-// The sum of v over the block, returned to every thread. scratch holds
-// blockDim.x values (the launch's dynamic shared memory).
+// The sum of v over the block, returned to every thread; scratch: the
+// __shared__ T[32] of block_reduce.
 template <class T>
 __device__ T block_sum(T v, T* scratch) {
-  scratch[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) scratch[threadIdx.x] += scratch[threadIdx.x + s];
-    __syncthreads();  // outside the if: every thread of the block reaches it
-  }
-  const T total = scratch[0];
-  __syncthreads();  // everyone has read scratch[0] before the next call writes it
-  return total;
+  return cuda::block_reduce(v, cuda::SumOp{}, T(0), scratch);
 }
 
 template <class T>
 __global__ void rms_norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ w, T eps, T* __restrict__ y,
                                         T* __restrict__ rstd, int64_t rows, int64_t N) {
-  EMBER_DYNAMIC_SHARED(T, scratch);
+  __shared__ T scratch[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * N;
     T ss = 0;
@@ -61,7 +55,7 @@ __global__ void rms_norm_forward_kernel(const T* __restrict__ x, const T* __rest
 template <class T>
 __global__ void rms_norm_dx_kernel(const T* __restrict__ g, const T* __restrict__ x, const T* __restrict__ w,
                                    const T* __restrict__ rstd, T* __restrict__ dx, int64_t rows, int64_t N) {
-  EMBER_DYNAMIC_SHARED(T, scratch);
+  __shared__ T scratch[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T *gr = g + row * N, *xr = x + row * N;
     const T rs = rstd[row];
@@ -91,7 +85,7 @@ void cuda_rms_norm(const Tensor& x2, const Tensor& w, double eps, Tensor& y2, Te
     // EMBER_CUDA_LAUNCH(kernel, grid, block, dynamic shared bytes, device, args...):
     // <<<>>> on the device's stream under nvcc, the emulator otherwise; the
     // launch error is checked either way.
-    EMBER_CUDA_LAUNCH(rms_norm_forward_kernel<T>, cuda::blocks_for(rows, 1), kRowThreads, kRowThreads * sizeof(T),
+    EMBER_CUDA_LAUNCH(rms_norm_forward_kernel<T>, cuda::blocks_for(rows, 1), kRowThreads, 0,
                       device, x2.data<T>(), w.data<T>(), static_cast<T>(eps), y2.data<T>(), rstd.data<T>(), rows,
                       N);
   });
@@ -104,7 +98,7 @@ void cuda_rms_norm_backward(const Tensor& g2, const Tensor& x2, const Tensor& w,
   dispatch_floating(x2.dtype(), "rms_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     if (dx2.defined() && rows > 0)
-      EMBER_CUDA_LAUNCH(rms_norm_dx_kernel<T>, cuda::blocks_for(rows, 1), kRowThreads, kRowThreads * sizeof(T),
+      EMBER_CUDA_LAUNCH(rms_norm_dx_kernel<T>, cuda::blocks_for(rows, 1), kRowThreads, 0,
                         device, g2.data<T>(), x2.data<T>(), w.data<T>(), rstd.data<T>(), dx2.data<T>(), rows, N);
     if (dw.defined() && N > 0)
       EMBER_CUDA_LAUNCH(rms_norm_dw_kernel<T>, cuda::blocks_for(N, 128, 4096), 128, 0, device, g2.data<T>(),

@@ -3,11 +3,13 @@
 //   1. a known answer worked out by hand;
 //   2. the fused op against the same formula composed from Ember's ops,
 //      forward and both gradients;
-//   3. a float64 gradcheck on the CPU, contiguous and non-contiguous input;
+//   3. conformance rows, run by Ember's own harness (<ember/testing/
+//      conformance.h>): float64 gradchecks with contiguous and
+//      non-contiguous inputs, and device "cuda" against the CPU, forward and
+//      backward (the SIMT emulator in the test build, a GPU in the nvcc
+//      build);
 //   4. bad input: errors name the op;
-//   5. device "cuda" against the CPU, forward and backward, float32 and
-//      float64 (the SIMT emulator in the test build, a GPU in the nvcc build);
-//   6. the RMSNorm layer in a short training run.
+//   5. the RMSNorm layer in a short training run.
 // Exits 0 when every check passes. With --require-cuda a missing CUDA
 // device is a failure (the emulated build always has one); without it, the
 // CUDA checks are skipped with the reason (an nvcc build on a machine
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include <ember/ember.h>
+#include <ember/testing/conformance.h>
 
 #include "rms_norm.h"
 
@@ -84,17 +87,18 @@ void against_composed() {
   }
 }
 
-void gradchecks() {
-  manual_seed(2);
-  const auto fn = [](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1], 1e-3); };
-  const Tensor x = randn({4, 7}, kFloat64).requires_grad_();
-  const Tensor w = randn({7}, kFloat64).requires_grad_();
-  GradcheckResult r = gradcheck(fn, {x, w});
-  check(r.ok, "gradcheck, contiguous: " + r.message);
-  // A transposed (non-contiguous) input: the op makes it contiguous itself.
-  const Tensor xt = randn({7, 4}, kFloat64).requires_grad_();
-  r = gradcheck([](const std::vector<Tensor>& in) { return rms_norm(in[0].t(), in[1], 1e-3); }, {xt, w});
-  check(r.ok, "gradcheck, transposed input: " + r.message);
+// The op's rows: every layout, every backend (rms_norm's backward keeps the
+// CPU's tolerances on cuda: its row sums are over at most 300 elements).
+void conformance_rows() {
+  using namespace ember::testing;
+  const std::vector<OpCase> rows = {
+      {"rms_norm", {F({4, 7}), F({7})}, [](const In& x) { return rms_norm(x[0], x[1], 1e-3); }},
+      {"rms_norm 3-D, wide rows", {F({3, 5, 300}), F({300})}, [](const In& x) { return rms_norm(x[0], x[1]); }},
+      {"rms_norm gain fixed", {F({37, 40}), C({40})}, [](const In& x) { return rms_norm(x[0], x[1]); }},
+  };
+  const Report r = check_rows(rows);
+  for (const std::string& note : r.notes) std::printf("conformance: %s\n", note.c_str());
+  for (const std::string& f : r.failures) check(false, "conformance: " + f);
 }
 
 void errors() {
@@ -115,33 +119,7 @@ void errors() {
 
 // Whether device "cuda" exists in this program; the reason when it does not.
 bool cuda_available(std::string& why) {
-  try {
-    (void)empty({1}, TensorOptions(Device("cuda")));
-    return true;
-  } catch (const DeviceError& e) {
-    why = e.what();
-    return false;
-  }
-}
-
-void cuda_vs_cpu() {
-  manual_seed(3);
-  const Device cuda("cuda");
-  // 37 rows and N = 300: more than one pass of a 128-thread block, and a tail.
-  for (DType dt : {kFloat32, kFloat64}) {
-    const Tensor x = randn({37, 300}, dt), w = randn({300}, dt), g = randn({37, 300}, dt);
-    const Tensor xc = x.clone().requires_grad_(), wc = w.clone().requires_grad_();
-    const Tensor xd = x.to(cuda).requires_grad_(), wd = w.to(cuda).requires_grad_();
-    const Tensor yc = rms_norm(xc, wc), yd = rms_norm(xd, wd);
-    check(yd.device() == cuda, "the output stays on cuda");
-    yc.backward(g);
-    yd.backward(g.to(cuda));
-    const double tol = dt == kFloat64 ? 1e-12 : 2e-5;
-    const std::string name = std::string("cuda vs cpu, ") + dtype_name(dt);
-    check_close(yd.cpu(), yc, tol, tol, name + ": forward");
-    check_close(xd.grad().cpu(), xc.grad(), tol, tol, name + ": dx");
-    check_close(wd.grad().cpu(), wc.grad(), tol, tol, name + ": dw");
-  }
+  return !ember::testing::other_backends(why).empty();
 }
 
 // y = sum of the inputs, through Linear -> RMSNorm -> Linear, 200 Adam steps.
@@ -184,12 +162,11 @@ int main(int argc, char** argv) {
   const bool require_cuda = argc > 1 && std::strcmp(argv[1], "--require-cuda") == 0;
   run("known answer", known_answer);
   run("against composed ops", against_composed);
-  run("gradcheck", gradchecks);
+  run("conformance rows", conformance_rows);
   run("errors", errors);
   run("training", training);
   std::string why;
   if (cuda_available(why)) {
-    run("cuda vs cpu", cuda_vs_cpu);
     std::printf("cuda checks ran\n");
   } else if (require_cuda) {
     check(false, "device cuda is required but unavailable: " + why);
