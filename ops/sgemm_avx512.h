@@ -27,6 +27,8 @@
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
+
+#include <ember/ops/avx512_transpose.h>  // transpose16
 #endif
 
 namespace ember::cpu {
@@ -112,43 +114,6 @@ void rows(int64_t m, int64_t k, float alpha, float beta, const float* a, int64_t
   }
 }
 
-// r[i] becomes column i of the 16 x 16 tile whose rows were r[0..15]:
-// pairs interleaved, then 4 x 4 blocks within each 128-bit lane, then the
-// lanes themselves. (GCC 12's unpack intrinsics pass an "undefined" vector
-// as their unused merge source, which -Wmaybe-uninitialized reports.)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int i = 0; i < 4; ++i) {
-    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
-    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
-    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-    r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
-    r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd);
-  }
-}
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 // Copies op(B)'s rows [k0, k0 + kw) and columns [n0, n0 + nw) into bp[p][j]
 // (row length np, the padding columns zero).
 inline void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t k0, int64_t kw, int64_t n0, int64_t nw,
@@ -173,7 +138,7 @@ inline void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t k0, int64_
         __m512 r[16];
         for (int64_t j = 0; j < 16; ++j)
           r[j] = j < jw ? _mm512_maskz_loadu_ps(pm, b + (n0 + j0 + j) * ldb + k0 + p0) : _mm512_setzero_ps();
-        transpose16(r);
+        cpu::transpose16(r);
         for (int64_t p = 0; p < pw; ++p) _mm512_store_ps(bp + (p0 + p) * np + j0, r[p]);
       }
     }

@@ -6,6 +6,8 @@
 //   vit                   training step of the ViT (28x28, patch 7, width 64,
 //                         depth 4, 4 heads, MLP 128), batch 128
 //   matmul                linear / bmm at the models' shapes, Ember and raw OpenBLAS
+//   bgemm                 the bf16 GEMM kernel against the float32 one at the models'
+//                         linear shapes, 1 thread, alternating, and against the bf16 peak
 //   kernels               softmax, layer_norm, gelu, cross_entropy forward and
 //                         backward in GB/s against a measured triad bandwidth
 //   adamw                 one AdamW step over the ViT's parameters
@@ -25,6 +27,7 @@
 #include <chrono>
 #include <ctime>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -33,6 +36,8 @@
 #include <vector>
 
 #include <ember/ember.h>
+#include <ember/ops/bgemm_avx512.h>   // bgemm, bf16_peak_gflops
+#include <ember/ops/sgemm_avx512.h>   // sgemm_avx512: the float32 kernel beside it
 
 #include "models.h"  // apps/attention_regression: the demo transformer
 
@@ -63,6 +68,12 @@ double process_cpu_ms() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
+// The 1-minute load average (the neighbours' builds on the shared machine); -1 when unknown.
+double load_average() {
+  double l[1] = {-1};
+  return getloadavg(l, 1) == 1 ? l[0] : -1;
 }
 
 // warmup untimed calls, then each of steps calls timed on its own.
@@ -115,6 +126,9 @@ struct Bench {
   double sgemm_peak = 0;  // GFLOP/s, raw OpenBLAS on a large square, this thread count
   double ember_gemm = 0;  // GFLOP/s, Ember's matmul at 16384 x 256 @ 256 x 256 (its own AVX-512 kernel)
   double triad_gbs = 0;   // GB/s, a = b + s c over arrays far larger than the caches
+  // GFLOP/s of one core's register-only loops (bgemm_avx512.h): vdpbf16ps and
+  // vfmadd231ps, the best of 20 short windows; 0 without AVX512_BF16.
+  double bf16_peak = 0, fp32_fma_peak = 0;
   // The references the fractions are taken against: the CPU's, or on a GPU
   // measure_device()'s.
   double peak = 0, bandwidth = 0;
@@ -179,9 +193,16 @@ struct Bench {
       ember_gemm = 2.0 * 16384 * 256 * 256 / (te.median_ms * 1e-3) * 1e-9;
     }
     empty_cache();  // its 32 MB must not count in the workloads' peak RSS
+    // The best of short windows: on the shared machine a window that got the
+    // core to itself is the core's rate; longer ones average in the neighbours.
+    for (int i = 0; i < 20; ++i) {
+      bf16_peak = std::max(bf16_peak, cpu::bf16_peak_gflops(0.002));
+      fp32_fma_peak = std::max(fp32_fma_peak, cpu::fp32_peak_gflops(0.002));
+    }
     std::printf("machine: SGEMM peak %.1f GFLOP/s (OpenBLAS, 2048^3, %d thread(s)); Ember's matmul %.1f GFLOP/s "
-                "(16384x256 @ 256x256); triad %.1f GB/s\n",
-                sgemm_peak, num_threads(), ember_gemm, triad_gbs);
+                "(16384x256 @ 256x256); triad %.1f GB/s; one core's register-only loops: bf16 %.1f GFLOP/s "
+                "(vdpbf16ps), fp32 %.1f (vfmadd231ps)\n",
+                sgemm_peak, num_threads(), ember_gemm, triad_gbs, bf16_peak, fp32_fma_peak);
     peak = sgemm_peak;
     bandwidth = triad_gbs;
   }
@@ -294,6 +315,107 @@ struct Bench {
     }
   }
 
+  // The bf16 GEMM kernel (bgemm_avx512.h) against the float32 kernel
+  // (sgemm_avx512.h) at the models' linear shapes, on one thread, called in
+  // turn (float32, bf16, then a window of the register-only vdpbf16ps loop)
+  // so each round sees the same machine. Each call is timed alone: "fast"
+  // is the fastest decile (calls that had the core to themselves), "median"
+  // what the loaded machine gave; the ratio is the median of the rounds'
+  // float32 / bf16 time ratios, and "of peak" the fast bf16 rate against the
+  // loop's best window over the same rounds.
+  void bgemm_shapes() {
+    const int saved = num_threads();
+    set_num_threads(1);
+    std::printf("\nbf16 GEMM (vdpbf16ps) vs float32 GEMM (Ember's kernels, raw arrays), 1 thread, %s; load average %.2f\n",
+                cpu::bgemm_uses_kernel() ? "AVX512_BF16 kernel" : "float32 fallback (no AVX512_BF16)", load_average());
+    std::printf("%-30s %6s %5s %5s %3s %9s %9s %9s %9s %7s %9s %7s\n", "shape", "m", "n", "k", "op", "f32 fast",
+                "bf16 fast", "f32 med", "bf16 med", "ratio", "bf16 peak", "of peak");
+    struct S {
+      const char* name;
+      int64_t m, n, k;
+      bool ta, tb;
+    };
+    // ViT b128: 128 x 17 tokens, width 64, qkv 192, MLP 128; linear's
+    // forward x W^T (B transposed), dX = dY W, dW = dY^T X (A transposed).
+    // Attention regression b256: 256 x 50 tokens, feed-forward 256.
+    const std::vector<S> shapes = {
+        {"vit in_proj forward", 2176, 192, 64, false, true},   {"vit out_proj forward", 2176, 64, 64, false, true},
+        {"vit mlp fc1 forward", 2176, 128, 64, false, true},   {"vit mlp fc2 forward", 2176, 64, 128, false, true},
+        {"vit patch embed (im2col)", 2048, 64, 49, false, true}, {"vit in_proj dX", 2176, 64, 192, false, false},
+        {"vit mlp fc1 dX", 2176, 64, 128, false, false},       {"vit mlp fc2 dX", 2176, 128, 64, false, false},
+        {"vit in_proj dW", 192, 64, 2176, true, false},        {"vit mlp fc1 dW", 128, 64, 2176, true, false},
+        {"vit mlp fc2 dW", 64, 128, 2176, true, false},        {"ar b256 in_proj forward", 12800, 192, 64, false, true},
+        {"ar b256 linear1 forward", 12800, 256, 64, false, true}, {"ar b256 linear2 forward", 12800, 64, 256, false, true}};
+    Generator gen(7);
+    for (const S& s : shapes) {
+      const int64_t asz = s.m * s.k, bsz = s.k * s.n;
+      const std::vector<float> af = randn({asz}, TensorOptions(), &gen).to_vector<float>();
+      const std::vector<float> bf = randn({bsz}, TensorOptions(), &gen).to_vector<float>();
+      std::vector<uint16_t> a16(asz), bw16(bsz);
+      for (int64_t i = 0; i < asz; ++i) a16[i] = cpu::bf16_from_float(af[i]);
+      for (int64_t i = 0; i < bsz; ++i) bw16[i] = cpu::bf16_from_float(bf[i]);
+      std::vector<float> c(s.m * s.n);
+      const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+      cpu::BgemmArgs g;
+      g.trans_a = s.ta;
+      g.trans_b = s.tb;
+      g.m = s.m;
+      g.n = s.n;
+      g.k = s.k;
+      g.a = a16.data();
+      g.lda = lda;
+      g.b = bw16.data();
+      g.ldb = ldb;
+      g.c = c.data();
+      g.ldc = s.n;
+      auto f32 = [&] {
+        if (cpu::sgemm_avx512_fits(s.m, s.n, s.k))
+          cpu::sgemm_avx512(s.ta, s.tb, s.m, s.n, s.k, 1.0f, af.data(), lda, bf.data(), ldb, 0.0f, c.data(), s.n);
+        else
+          cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.m, s.n,
+                      s.k, 1.0f, af.data(), lda, bf.data(), ldb, 0.0f, c.data(), s.n);
+      };
+      auto b16 = [&] { cpu::bgemm(g); };
+      auto ms = [](const std::function<void()>& f) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      };
+      for (int i = 0; i < warmup; ++i) {
+        f32();
+        b16();
+      }
+      std::vector<double> tf, tb, ratio;
+      double peak_best = 0;
+      const int rounds = std::max(20, steps * 10);
+      for (int r = 0; r < rounds; ++r) {
+        tf.push_back(ms(f32));
+        tb.push_back(ms(b16));
+        ratio.push_back(tf.back() / tb.back());
+        if (r % 4 == 0) peak_best = std::max(peak_best, cpu::bf16_peak_gflops(0.0002));
+      }
+      const double gflop = 2.0 * s.m * s.n * s.k * 1e-9;
+      auto at = [](std::vector<double> v, double q) {
+        std::sort(v.begin(), v.end());
+        return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
+      };
+      const double ff = gflop / (at(tf, 0.1) * 1e-3), bfast = gflop / (at(tb, 0.1) * 1e-3);
+      const double fm = gflop / (at(tf, 0.5) * 1e-3), bm = gflop / (at(tb, 0.5) * 1e-3), rm = at(ratio, 0.5);
+      const double frac = peak_best > 0 ? bfast / peak_best : 0;
+      const std::string op = std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
+      std::printf("%-30s %6lld %5lld %5lld %3s %9.1f %9.1f %9.1f %9.1f %6.2fx %9.1f %6.0f%%\n", s.name,
+                  static_cast<long long>(s.m), static_cast<long long>(s.n), static_cast<long long>(s.k), op.c_str(), ff,
+                  bfast, fm, bm, rm, peak_best, 100 * frac);
+      records.push_back(nlohmann::ordered_json{{"workload", std::string("bgemm ") + s.name},
+                                               {"m", s.m}, {"n", s.n}, {"k", s.k}, {"op", op},
+                                               {"fp32_gflops_fast", ff}, {"bf16_gflops_fast", bfast},
+                                               {"fp32_gflops_median", fm}, {"bf16_gflops_median", bm},
+                                               {"ratio_median", rm}, {"bf16_peak_gflops", peak_best},
+                                               {"fraction_of_bf16_peak", frac}, {"threads", 1}});
+    }
+    set_num_threads(saved);
+  }
+
   // GB/s: bytes each kernel must read and write, over its median time.
   void kernels() {
     std::printf("\nmemory-bound kernels on 64 MB tensors, GB/s against the %s's %.1f GB/s\n", bandwidth_name, bandwidth);
@@ -379,8 +501,8 @@ int main(int argc, char** argv) {
   int threads = 0;
   Bench b;
   CLI::App app{"Ember benchmarks: training steps of the demo models and the kernels they are made of"};
-  app.add_option("--workload", workload, "all, attention_regression, vit, matmul, kernels, adamw or overhead")
-      ->check(CLI::IsMember({"all", "attention_regression", "vit", "matmul", "kernels", "adamw", "overhead"}));
+  app.add_option("--workload", workload, "all, attention_regression, vit, matmul, bgemm, kernels, adamw or overhead")
+      ->check(CLI::IsMember({"all", "attention_regression", "vit", "matmul", "bgemm", "kernels", "adamw", "overhead"}));
   app.add_option("--steps", b.steps, "timed steps per workload (median, min and max reported)")
       ->check(CLI::PositiveNumber);
   app.add_option("--warmup", b.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
@@ -410,6 +532,7 @@ int main(int argc, char** argv) {
     if (want("attention_regression")) b.attention_regression();
     if (want("vit")) b.vit();
     if (want("matmul")) b.matmul_shapes();
+    if (want("bgemm") && g_dev.is_cpu()) b.bgemm_shapes();
     if (want("kernels")) b.kernels();
     if (want("adamw")) b.adamw();
     if (want("overhead")) b.overhead();
@@ -420,6 +543,8 @@ int main(int argc, char** argv) {
                                   {"sgemm_peak_gflops", b.sgemm_peak},
                                   {"ember_matmul_gflops", b.ember_gemm},
                                   {"triad_gb_per_s", b.triad_gbs},
+                                  {"bf16_register_peak_gflops", b.bf16_peak},
+                                  {"fp32_register_peak_gflops", b.fp32_fma_peak},
                                   {"reference_gflops", b.peak},
                                   {"reference_gb_per_s", b.bandwidth},
                                   {"records", b.records}}

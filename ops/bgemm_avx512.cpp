@@ -1,0 +1,602 @@
+// The bf16 GEMM kernel on AVX512_BF16 (vdpbf16ps) and its float32 fallback;
+// the interface and the layouts are described in ops/bgemm_avx512.h.
+//
+// Every kernel function carries EMBER_TARGET_BF16 (a function target
+// attribute), so this file compiles in any x86-64 build and the kernel runs
+// only where CPUID says the CPU has AVX512_BF16 (bgemm_uses_kernel()).
+#include <ember/ops/bgemm_avx512.h>
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <ember/core/error.h>
+#include <ember/core/parallel.h>
+#include <ember/ops/sgemm_avx512.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define EMBER_BGEMM_X86 1
+#include <immintrin.h>
+
+#include <ember/ops/avx512_transpose.h>  // transpose16, EMBER_TARGET_AVX512
+#define EMBER_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+// GCC 12's AVX-512 intrinsics pass an "undefined" vector as the unused merge
+// source of shifts, unpacks and extracts, which -Wmaybe-uninitialized reports
+// (as in ops/avx512_transpose.h).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#else
+#define EMBER_BGEMM_X86 0
+#endif
+
+namespace ember::cpu {
+
+uint16_t bf16_from_float(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0;  // NaN
+  // Round to nearest even: add 0x7FFF, plus 1 when the kept part is odd.
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+float bf16_to_float(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+namespace {
+
+// Products below this many multiply-adds run on the caller (as matmul's
+// kParallelWork, ops/matmul.cpp): waking the pool costs more.
+constexpr int64_t kParallelWork = int64_t(1) << 19;
+
+// bgemm_force_fallback's switch; EMBER_NO_AVX512_BF16 is read once, apart.
+std::atomic<bool> g_force_fallback{false};
+bool env_disables_kernel() {
+  static const bool off = [] {
+    const char* e = std::getenv("EMBER_NO_AVX512_BF16");
+    return e && *e && std::strcmp(e, "0") != 0;
+  }();
+  return off;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A 64-byte aligned scratch array that keeps its memory between calls on a
+// thread (up to kKeep bytes; a larger one is freed when the call ends).
+struct Scratch {
+  static constexpr size_t kKeep = size_t(16) << 20;
+  std::unique_ptr<unsigned char[]> mem;
+  size_t cap = 0;
+  void* get(size_t bytes) {
+    if (bytes > cap) {
+      mem.reset(new unsigned char[bytes + 64]);
+      cap = bytes;
+    }
+    return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(mem.get()) + 63) & ~uintptr_t(63));
+  }
+  void trim() {
+    if (cap > kKeep) {
+      mem.reset();
+      cap = 0;
+    }
+  }
+};
+
+// ---- the fallback: float32 operands through the float32 GEMM ------------------
+
+float elem(const void* p, GemmElem t, int64_t i) {
+  // A float32 operand is rounded to bf16, as the kernel packs it.
+  return t == GemmElem::kBFloat16 ? bf16_to_float(static_cast<const uint16_t*>(p)[i])
+                                  : bf16_to_float(bf16_from_float(static_cast<const float*>(p)[i]));
+}
+
+void bgemm_fallback(const BgemmArgs& g) {
+  const int64_t m = g.m, n = g.n, k = g.k;
+  // op(B) as a row-major float32 [k][n], shared by every row block.
+  std::vector<float> bf(static_cast<size_t>(k * n));
+  parallel_for(0, k, std::max<int64_t>(1, kParallelWork / std::max<int64_t>(1, n * 64)), [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p)
+      for (int64_t j = 0; j < n; ++j) bf[p * n + j] = elem(g.b, g.b_type, g.trans_b ? j * g.ldb + p : p * g.ldb + j);
+  });
+  const int64_t rows = std::max<int64_t>(16, ceil_div(kParallelWork, std::max<int64_t>(1, n * k)));
+  parallel_for(0, ceil_div(m, rows), 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t blk = lo; blk < hi; ++blk) {
+      const int64_t r0 = blk * rows, mr = std::min(rows, m - r0);
+      std::vector<float> af(static_cast<size_t>(mr * k)), t(static_cast<size_t>(mr * n), 0.0f);
+      for (int64_t r = 0; r < mr; ++r)
+        for (int64_t p = 0; p < k; ++p)
+          af[r * k + p] = elem(g.a, g.a_type, g.trans_a ? p * g.lda + r0 + r : (r0 + r) * g.lda + p);
+      // t = alpha op(A) op(B), then C = t + beta C + bias in the kernel's order.
+      if (k > 0) {
+        if (sgemm_avx512_fits(mr, n, k))
+          sgemm_avx512(false, false, mr, n, k, g.alpha, af.data(), k, bf.data(), n, 0.0f, t.data(), n);
+        else
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mr), static_cast<int>(n),
+                      static_cast<int>(k), g.alpha, af.data(), static_cast<int>(k), bf.data(), static_cast<int>(n),
+                      0.0f, t.data(), static_cast<int>(n));
+      }
+      for (int64_t r = 0; r < mr; ++r)
+        for (int64_t j = 0; j < n; ++j) {
+          float x = t[r * n + j];
+          const int64_t ci = (r0 + r) * g.ldc + j;
+          if (g.beta != 0.0f) {
+            const float c = g.c_type == GemmElem::kFloat32 ? static_cast<const float*>(g.c)[ci]
+                                                           : bf16_to_float(static_cast<const uint16_t*>(g.c)[ci]);
+            x = std::fma(g.beta, c, x);
+          }
+          if (g.bias)
+            x += g.bias_type == GemmElem::kFloat32 ? static_cast<const float*>(g.bias)[j]
+                                                   : bf16_to_float(static_cast<const uint16_t*>(g.bias)[j]);
+          if (g.c_type == GemmElem::kFloat32) static_cast<float*>(g.c)[ci] = x;
+          else static_cast<uint16_t*>(g.c)[ci] = bf16_from_float(x);
+        }
+    }
+  });
+}
+
+#if EMBER_BGEMM_X86
+
+// ---- the kernel ------------------------------------------------------------------
+
+constexpr int64_t kPanelN = 64;   // columns of C per packed panel of B (4 vectors)
+constexpr int64_t kPanelK = 512;  // inner dim per pass (256 pairs: a 64 KB panel of B, in L2)
+constexpr int64_t kChunkM = 96;   // rows of C per task: whole blocks of 6 and of 8 rows
+constexpr int64_t kGroupN = 4;    // panels per task at most: its workspace stays 96 x 256 floats
+
+// 16 floats -> their bf16 bits (nearest even; NaN -> 0x7FC0) in the low halves of 32-bit lanes.
+EMBER_TARGET_BF16 inline __m512i round_bf16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd), 16);
+  return _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_set1_epi32(0x7FC0));
+}
+
+// 16 elements (those in `mask`, the rest zero) as bf16 bits in the low halves of 32-bit lanes.
+EMBER_TARGET_BF16 inline __m512i load_bf16(const uint16_t* p, __mmask16 mask) {
+  return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p));
+}
+EMBER_TARGET_BF16 inline __m512i load_bf16(const float* p, __mmask16 mask) {
+  return round_bf16(_mm512_maskz_loadu_ps(mask, p));
+}
+
+// 16 float32 values from bf16 or float32 storage.
+EMBER_TARGET_BF16 inline __m512 load_f32(const uint16_t* p, __mmask16 mask) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(load_bf16(p, mask), 16));
+}
+EMBER_TARGET_BF16 inline __m512 load_f32(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
+
+EMBER_TARGET_BF16 inline void store(float* p, __mmask16 mask, __m512 x) { _mm512_mask_storeu_ps(p, mask, x); }
+EMBER_TARGET_BF16 inline void store(uint16_t* p, __mmask16 mask, __m512 x) {
+  _mm256_mask_storeu_epi16(p, mask, _mm512_cvtepi32_epi16(round_bf16(x)));
+}
+
+inline __mmask16 first_lanes(int64_t count) {
+  return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << std::max<int64_t>(count, 0)) - 1);
+}
+
+// Pair-interleaved packing. Both write dst[q * dld + i] (32-bit words) for
+// pairs q < ceil(kw / 2) and i < ipad (a multiple of 16): the low half is
+// element (2q, i), the high half (2q + 1, i); elements past kw or iw are zero.
+//
+// pack_kmajor: element (p, i) = src[p * ld + i] (two rows of the inner dim
+// are interleaved: a row-major B, a transposed A).
+template <class T>
+EMBER_TARGET_BF16 void pack_kmajor(const T* src, int64_t ld, int64_t kw, int64_t iw, int64_t ipad, uint32_t* dst,
+                                   int64_t dld) {
+  for (int64_t q = 0; 2 * q < kw; ++q) {
+    const T* r0 = src + 2 * q * ld;
+    const bool has1 = 2 * q + 1 < kw;
+    uint32_t* o = dst + q * dld;
+    for (int64_t i = 0; i < ipad; i += 16) {
+      const __mmask16 mask = first_lanes(iw - i);
+      const __m512i lo = load_bf16(r0 + i, mask);
+      const __m512i hi = has1 ? load_bf16(r0 + ld + i, mask) : _mm512_setzero_si512();
+      _mm512_store_si512(o + i, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
+  }
+}
+
+// pack_kminor: element (p, i) = src[i * ld + p] (the inner dim is contiguous:
+// a transposed B, a row-major float32 A). 16 rows i at a time are loaded and
+// transposed in registers.
+EMBER_TARGET_BF16 void pack_kminor(const uint16_t* src, int64_t ld, int64_t kw, int64_t iw, int64_t ipad,
+                                   uint32_t* dst, int64_t dld) {
+  for (int64_t i0 = 0; i0 < ipad; i0 += 16) {
+    const int64_t rows = std::min<int64_t>(16, iw - i0);
+    for (int64_t p0 = 0; p0 < kw; p0 += 32) {
+      // 32 bf16 along p are 16 words: a 16 x 16 transpose of words gives
+      // word column w = pair p0 / 2 + w across the 16 rows.
+      const int64_t pw = std::min<int64_t>(32, kw - p0);
+      const __mmask32 pm = pw >= 32 ? ~__mmask32(0) : static_cast<__mmask32>((1u << pw) - 1);
+      __m512 r[16];
+      for (int64_t j = 0; j < 16; ++j)
+        r[j] = j < rows ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(pm, src + (i0 + j) * ld + p0))
+                        : _mm512_setzero_ps();
+      transpose16(r);
+      for (int64_t w = 0; w < (pw + 1) / 2; ++w) _mm512_store_si512(dst + (p0 / 2 + w) * dld + i0, _mm512_castps_si512(r[w]));
+    }
+  }
+}
+EMBER_TARGET_BF16 void pack_kminor(const float* src, int64_t ld, int64_t kw, int64_t iw, int64_t ipad, uint32_t* dst,
+                                   int64_t dld) {
+  for (int64_t i0 = 0; i0 < ipad; i0 += 16) {
+    const int64_t rows = std::min<int64_t>(16, iw - i0);
+    for (int64_t p0 = 0; p0 < kw; p0 += 16) {
+      // 16 floats along p, transposed: r[p] is element p0 + p of the 16 rows.
+      const int64_t pw = std::min<int64_t>(16, kw - p0);
+      __m512 r[16];
+      for (int64_t j = 0; j < 16; ++j)
+        r[j] = j < rows ? _mm512_maskz_loadu_ps(first_lanes(pw), src + (i0 + j) * ld + p0) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int64_t w = 0; 2 * w < pw; ++w) {
+        const __m512i word = _mm512_or_si512(round_bf16(r[2 * w]), _mm512_slli_epi32(round_bf16(r[2 * w + 1]), 16));
+        _mm512_store_si512(dst + (p0 / 2 + w) * dld + i0, word);
+      }
+    }
+  }
+}
+
+// Packs op(X)'s inner-dim rows [0, kw) and outer indices [0, iw) (X already
+// offset to the block's corner) for the kernel: kmajor when X's inner dim is
+// its slow one.
+EMBER_TARGET_BF16 void pack(const void* x, GemmElem t, bool kmajor, int64_t ld, int64_t kw, int64_t iw,
+                            int64_t ipad, uint32_t* dst, int64_t dld) {
+  if (t == GemmElem::kBFloat16) {
+    const auto* s = static_cast<const uint16_t*>(x);
+    kmajor ? pack_kmajor(s, ld, kw, iw, ipad, dst, dld) : pack_kminor(s, ld, kw, iw, ipad, dst, dld);
+  } else {
+    const auto* s = static_cast<const float*>(x);
+    kmajor ? pack_kmajor(s, ld, kw, iw, ipad, dst, dld) : pack_kminor(s, ld, kw, iw, ipad, dst, dld);
+  }
+}
+
+// Where one block's sums go. Without w_out: C = alpha * sums + beta * C +
+// bias (c, bias at the block's first row and column); with it: the raw sums
+// into the float32 workspace (an inner-dim pass that is not the last). With
+// w_in, the sums start from a previous pass's workspace.
+template <class CT>
+struct Out {
+  CT* c;
+  int64_t ldc;
+  float alpha, beta;
+  const void* bias;
+  bool bias_bf16;
+  const float* w_in;
+  float* w_out;
+  int64_t ldw;
+  __mmask16 last;  // the columns of the final 16-wide block that exist
+};
+
+// MR rows by NB 16-wide column blocks of C: pairs q < kq of A (word (r, q)
+// at a + r * ars + q * aqs, in bf16 elements) against the packed panel bp
+// ([pairs][NB * 16] words). The loops over rows and vectors are unrolled by
+// pragma: GCC 12 unrolls them anyway, but only after its scalar replacement
+// of the accumulator array has given up, which keeps the 24 accumulators on
+// the stack around the loop (a store and a load of each, per block: 15-20%
+// of a block at k = 64). A previous pass's sums are added after the loop.
+template <int MR, int NB, class CT>
+EMBER_TARGET_BF16 void block(int64_t kq, const uint16_t* a, int64_t ars, int64_t aqs, const uint32_t* bp,
+                             const Out<CT>& o) {
+  __m512 acc[MR][NB];
+  #pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+    #pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (int64_t q = 0; q < kq; ++q) {
+    __m512bh bv[NB];
+    #pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) bv[j] = (__m512bh)_mm512_load_si512(bp + q * NB * 16 + j * 16);
+    #pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      uint32_t w;
+      std::memcpy(&w, a + r * ars + q * aqs, 4);
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(w));
+      #pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], av, bv[j]);
+    }
+  }
+  if (o.w_in) {
+    #pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r)
+      #pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_add_ps(acc[r][j], _mm512_loadu_ps(o.w_in + r * o.ldw + j * 16));
+  }
+  if (o.w_out) {
+    #pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r)
+      #pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) _mm512_storeu_ps(o.w_out + r * o.ldw + j * 16, acc[r][j]);
+    return;
+  }
+  const __m512 al = _mm512_set1_ps(o.alpha), be = _mm512_set1_ps(o.beta);
+  #pragma GCC unroll 8
+  for (int j = 0; j < NB; ++j) {
+    const __mmask16 mask = j == NB - 1 ? o.last : static_cast<__mmask16>(0xFFFF);
+    __m512 bias = _mm512_setzero_ps();
+    if (o.bias)
+      bias = o.bias_bf16 ? load_f32(static_cast<const uint16_t*>(o.bias) + j * 16, mask)
+                         : load_f32(static_cast<const float*>(o.bias) + j * 16, mask);
+    #pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      CT* cp = o.c + r * o.ldc + j * 16;
+      __m512 x = _mm512_mul_ps(al, acc[r][j]);
+      // beta = 0 never reads C (it may hold NaN from an empty()).
+      if (o.beta != 0.0f) x = _mm512_fmadd_ps(be, load_f32(cp, mask), x);
+      if (o.bias) x = _mm512_add_ps(x, bias);
+      store(cp, mask, x);
+    }
+  }
+}
+
+// Rows [0, m) of a task against one packed panel: blocks of MR rows (MR * NB
+// accumulators within 24 of the 32 registers; the rest hold B's vectors and
+// A's broadcast), then the leftover rows in one smaller block.
+template <int NB, class CT>
+EMBER_TARGET_BF16 void rows(int64_t m, int64_t kq, const uint16_t* a, int64_t ars, int64_t aqs, const uint32_t* bp,
+                            Out<CT> o) {
+  constexpr int MR = NB == 4 ? 6 : 8;
+  int64_t i = 0;
+  auto advance = [&](int64_t r) {
+    o.c += r * o.ldc;
+    if (o.w_in) o.w_in += r * o.ldw;
+    if (o.w_out) o.w_out += r * o.ldw;
+  };
+  for (; i + MR <= m; i += MR) {
+    // Rows of a row-major A far apart start with a miss each: ask for the
+    // next block's rows now (as ops/sgemm_avx512.h does).
+    if (aqs == 2)
+      for (int64_t r = i + MR; r < std::min(m, i + 2 * MR); ++r)
+        for (int64_t p = 0; p < std::min<int64_t>(2 * kq, 128); p += 32)
+          _mm_prefetch(reinterpret_cast<const char*>(a + r * ars + p), _MM_HINT_T0);
+    block<MR, NB, CT>(kq, a + i * ars, ars, aqs, bp, o);
+    advance(MR);
+  }
+  const uint16_t* ai = a + i * ars;
+  switch (m - i) {
+    case 7: block<7, NB, CT>(kq, ai, ars, aqs, bp, o); break;
+    case 6: block<6, NB, CT>(kq, ai, ars, aqs, bp, o); break;
+    case 5: block<5, NB, CT>(kq, ai, ars, aqs, bp, o); break;
+    case 4: block<4, NB, CT>(kq, ai, ars, aqs, bp, o); break;
+    case 3: block<3, NB, CT>(kq, ai, ars, aqs, bp, o); break;
+    case 2: block<2, NB, CT>(kq, ai, ars, aqs, bp, o); break;
+    case 1: block<1, NB, CT>(kq, ai, ars, aqs, bp, o); break;
+    default: break;
+  }
+}
+
+// op(B) packed for the whole call: column panel jp is a [ceil(k / 2)][np]
+// array of words (np = its width rounded up to 16) at jp * ceil(k / 2) * 64.
+struct PackedB {
+  const uint32_t* words;
+  int64_t pairs;  // ceil(k / 2)
+  const uint32_t* panel(int64_t jp) const { return words + jp * pairs * kPanelN; }
+};
+
+thread_local Scratch t_bpack, t_apack, t_work;
+
+// Rows [r0, r1) of C against column panels [jp0, jp1): inner-dim pass after
+// pass, each panel in turn, through the workspace when there is more than one pass.
+template <class CT>
+EMBER_TARGET_BF16 void run_task(const BgemmArgs& g, const PackedB& pb, int64_t r0, int64_t r1, int64_t jp0,
+                                int64_t jp1) {
+  const int64_t mrows = r1 - r0, passes = std::max<int64_t>(1, ceil_div(g.k, kPanelK));
+  // A row-major bf16 A is read in place, except for an odd inner dim: its
+  // last element has no partner, and the one after it (the next row, or
+  // padding that may hold NaN) must not be multiplied, even by B's zero.
+  const bool pack_a = g.trans_a || g.a_type == GemmElem::kFloat32 || g.k % 2 != 0;
+  const int64_t mpad = (mrows + 15) / 16 * 16;
+  auto* ap = pack_a ? static_cast<uint32_t*>(t_apack.get(sizeof(uint32_t) * mpad * kPanelK / 2)) : nullptr;
+  const int64_t ldw = (jp1 - jp0) * kPanelN;
+  auto* w = passes > 1 ? static_cast<float*>(t_work.get(sizeof(float) * mrows * ldw)) : nullptr;
+  const size_t esz = g.a_type == GemmElem::kFloat32 ? 4 : 2;
+  for (int64_t pass = 0; pass < passes; ++pass) {
+    const int64_t k0 = pass * kPanelK, kw = std::min(kPanelK, g.k - k0);
+    const uint16_t* a;
+    int64_t ars, aqs;
+    if (pack_a) {
+      const auto* src = static_cast<const unsigned char*>(g.a) +
+                        esz * (g.trans_a ? k0 * g.lda + r0 : r0 * g.lda + k0);
+      pack(src, g.a_type, g.trans_a, g.lda, kw, mrows, mpad, ap, mpad);
+      a = reinterpret_cast<const uint16_t*>(ap);
+      ars = 2;
+      aqs = 2 * mpad;
+    } else {
+      a = static_cast<const uint16_t*>(g.a) + r0 * g.lda + k0;
+      ars = g.lda;
+      aqs = 2;
+    }
+    for (int64_t jp = jp0; jp < jp1; ++jp) {
+      const int64_t n0 = jp * kPanelN, nw = std::min(kPanelN, g.n - n0), nb = (nw + 15) / 16;
+      Out<CT> o;
+      o.c = static_cast<CT*>(g.c) + r0 * g.ldc + n0;
+      o.ldc = g.ldc;
+      o.alpha = g.alpha;
+      o.beta = g.beta;
+      o.bias_bf16 = g.bias_type == GemmElem::kBFloat16;
+      o.bias = g.bias ? static_cast<const unsigned char*>(g.bias) + (o.bias_bf16 ? 2 : 4) * n0 : nullptr;
+      o.w_in = pass > 0 ? w + (jp - jp0) * kPanelN : nullptr;
+      o.w_out = pass + 1 < passes ? w + (jp - jp0) * kPanelN : nullptr;
+      o.ldw = ldw;
+      o.last = first_lanes(nw - (nb - 1) * 16);
+      const uint32_t* bp = pb.panel(jp) + (k0 / 2) * nb * 16;
+      const int64_t kq = (kw + 1) / 2;
+      switch (nb) {
+        case 1: rows<1, CT>(mrows, kq, a, ars, aqs, bp, o); break;
+        case 2: rows<2, CT>(mrows, kq, a, ars, aqs, bp, o); break;
+        case 3: rows<3, CT>(mrows, kq, a, ars, aqs, bp, o); break;
+        default: rows<4, CT>(mrows, kq, a, ars, aqs, bp, o); break;
+      }
+    }
+  }
+}
+
+void bgemm_kernel(const BgemmArgs& g) {
+  const int64_t panels = ceil_div(g.n, kPanelN), pairs = (g.k + 1) / 2;
+  const int64_t passes = std::max<int64_t>(1, ceil_div(g.k, kPanelK));
+  // Pack op(B), panel by panel and pass by pass (in parallel when large).
+  auto* words = static_cast<uint32_t*>(t_bpack.get(sizeof(uint32_t) * std::max<int64_t>(1, panels * pairs * kPanelN)));
+  const PackedB pb{words, pairs};
+  const size_t bsz = g.b_type == GemmElem::kFloat32 ? 4 : 2;
+  // (A task is one panel's pass: about kw x 64 elements, ~0.1 ns each.)
+  parallel_for(0, panels * passes, std::max<int64_t>(1, (int64_t(1) << 16) / (std::min(g.k, kPanelK) * kPanelN + 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t t = lo; t < hi; ++t) {
+                   const int64_t jp = t / passes, k0 = (t % passes) * kPanelK;
+                   const int64_t n0 = jp * kPanelN, nw = std::min(kPanelN, g.n - n0), np = (nw + 15) / 16 * 16;
+                   const int64_t kw = std::min(kPanelK, g.k - k0);
+                   const auto* src = static_cast<const unsigned char*>(g.b) +
+                                     bsz * (g.trans_b ? n0 * g.ldb + k0 : k0 * g.ldb + n0);
+                   pack(src, g.b_type, !g.trans_b, g.ldb, kw, nw, np, const_cast<uint32_t*>(pb.panel(jp)) + k0 / 2 * np,
+                        np);
+                 }
+               });
+  // Tasks: row chunks of kChunkM x column groups of up to kGroupN panels;
+  // more, smaller ones when there are fewer than the threads.
+  const int threads = num_threads();
+  int64_t chunk = kChunkM, group = std::min(kGroupN, panels);
+  auto count = [&] { return ceil_div(g.m, chunk) * ceil_div(panels, group); };
+  if (threads > 1 && !in_parallel_region() && g.m * g.n * g.k >= kParallelWork) {
+    if (count() < threads) group = 1;
+    while (count() < threads && chunk > 24) chunk /= 2;
+  }
+  const int64_t groups = ceil_div(panels, group), tasks = ceil_div(g.m, chunk) * groups;
+  const int64_t per_task = std::max<int64_t>(1, chunk * group * kPanelN * g.k);
+  parallel_for(0, tasks, std::max<int64_t>(1, kParallelWork / per_task), [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t r0 = (t / groups) * chunk, r1 = std::min(g.m, r0 + chunk);
+      const int64_t jp0 = (t % groups) * group, jp1 = std::min(panels, jp0 + group);
+      if (g.c_type == GemmElem::kFloat32) run_task<float>(g, pb, r0, r1, jp0, jp1);
+      else run_task<uint16_t>(g, pb, r0, r1, jp0, jp1);
+    }
+    t_apack.trim();
+    t_work.trim();
+  });
+  t_bpack.trim();
+}
+
+bool cpu_has_bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
+
+// 24 independent chains (more than latency x throughput) of register-only
+// vdpbf16ps / vfmadd: nothing but the arithmetic units' rate.
+EMBER_TARGET_BF16 __attribute__((noinline)) float dp_loop(int64_t iters, __m512bh a, __m512bh b) {
+  __m512 acc[24];
+  for (int i = 0; i < 24; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 24
+    for (int i = 0; i < 24; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < 24; ++i) s = _mm512_add_ps(s, acc[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  return lanes[0];
+}
+EMBER_TARGET_BF16 __attribute__((noinline)) float fma_loop(int64_t iters, __m512 a, __m512 b) {
+  __m512 acc[24];
+  for (int i = 0; i < 24; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 24
+    for (int i = 0; i < 24; ++i) acc[i] = _mm512_fmadd_ps(a, b, acc[i]);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < 24; ++i) s = _mm512_add_ps(s, acc[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  return lanes[0];
+}
+// The same with fixed operands (small, so the sums stay finite), callable from untargeted code.
+EMBER_TARGET_BF16 float dp_run(int64_t iters) {
+  return dp_loop(iters, (__m512bh)_mm512_set1_epi32(0x3F803F80), (__m512bh)_mm512_set1_epi32(0x30003000));
+}
+EMBER_TARGET_BF16 float fma_run(int64_t iters) { return fma_loop(iters, _mm512_set1_ps(1e-8f), _mm512_set1_ps(1e-8f)); }
+
+#else
+
+void bgemm_kernel(const BgemmArgs&) {}
+bool cpu_has_bf16() { return false; }
+
+#endif
+
+}  // namespace
+
+bool bgemm_cpu_has_avx512_bf16() {
+  static const bool has = cpu_has_bf16();
+  return has;
+}
+
+bool bgemm_uses_kernel() {
+  return bgemm_cpu_has_avx512_bf16() && !env_disables_kernel() && !g_force_fallback.load(std::memory_order_relaxed);
+}
+
+void bgemm_force_fallback(bool on) { g_force_fallback.store(on); }
+
+void bgemm(const BgemmArgs& g) {
+  EMBER_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, ValueError, "bgemm: negative size (m=", g.m, ", n=", g.n,
+              ", k=", g.k, ")");
+  if (g.m == 0 || g.n == 0) return;
+  // op(A) is m x k: stored [m][k] (row stride >= k) or, transposed, [k][m].
+  const int64_t a_row = g.trans_a ? g.m : g.k, b_row = g.trans_b ? g.k : g.n;
+  EMBER_CHECK(g.lda >= std::max<int64_t>(1, a_row) && g.ldb >= std::max<int64_t>(1, b_row) && g.ldc >= g.n,
+              ValueError, "bgemm: leading dimension too small (m=", g.m, ", n=", g.n, ", k=", g.k, ", lda=", g.lda,
+              ", ldb=", g.ldb, ", ldc=", g.ldc, ")");
+  EMBER_CHECK(g.c && (g.k == 0 || (g.a && g.b)), ValueError, "bgemm: null operand (m=", g.m, ", n=", g.n, ", k=",
+              g.k, ")");
+  if (bgemm_uses_kernel()) bgemm_kernel(g);
+  else bgemm_fallback(g);
+}
+
+namespace {
+template <class Loop>
+double peak(double seconds, int flops_per_instr, Loop loop) {
+  using clock = std::chrono::steady_clock;
+  int64_t iters = 1 << 16;
+  for (;;) {
+    const auto t0 = clock::now();
+    loop(iters);
+    const double s = std::chrono::duration<double>(clock::now() - t0).count();
+    if (s >= seconds || iters > (int64_t(1) << 40)) return 24.0 * flops_per_instr * static_cast<double>(iters) / s * 1e-9;
+    iters = static_cast<int64_t>(static_cast<double>(iters) * std::min(16.0, 1.2 * seconds / std::max(s, 1e-6)));
+  }
+}
+}  // namespace
+
+double bf16_peak_gflops(double seconds) {
+#if EMBER_BGEMM_X86
+  if (!bgemm_cpu_has_avx512_bf16()) return 0;
+  volatile float sink = 0;
+  return peak(seconds, 64, [&](int64_t it) { sink = dp_run(it); });
+#else
+  (void)seconds;
+  return 0;
+#endif
+}
+
+double fp32_peak_gflops(double seconds) {
+#if EMBER_BGEMM_X86
+  if (!bgemm_cpu_has_avx512_bf16()) return 0;
+  volatile float sink = 0;
+  return peak(seconds, 32, [&](int64_t it) { sink = fma_run(it); });
+#else
+  (void)seconds;
+  return 0;
+#endif
+}
+
+}  // namespace ember::cpu
