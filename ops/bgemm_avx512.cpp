@@ -282,13 +282,14 @@ struct Out {
 
 // MR rows by NB 16-wide column blocks of C: pairs q < kq of A (word (r, q)
 // at a + r * ars + q * aqs, in bf16 elements) against the packed panel bp
-// ([pairs][NB * 16] words). The loops over rows and vectors are unrolled by
+// ([pairs][NB * 16] words), then, when odd, A's element 2 kq alone against
+// the next pair of the panel (whose high halves are zero). The loops over rows and vectors are unrolled by
 // pragma: GCC 12 unrolls them anyway, but only after its scalar replacement
 // of the accumulator array has given up, which keeps the 24 accumulators on
 // the stack around the loop (a store and a load of each, per block: 15-20%
 // of a block at k = 64). A previous pass's sums are added after the loop.
 template <int MR, int NB, class CT>
-EMBER_TARGET_BF16 void block(int64_t kq, const uint16_t* a, int64_t ars, int64_t aqs, const uint32_t* bp,
+EMBER_TARGET_BF16 void block(int64_t kq, bool odd, const uint16_t* a, int64_t ars, int64_t aqs, const uint32_t* bp,
                              const Out<CT>& o) {
   __m512 acc[MR][NB];
   #pragma GCC unroll 8
@@ -304,6 +305,17 @@ EMBER_TARGET_BF16 void block(int64_t kq, const uint16_t* a, int64_t ars, int64_t
       uint32_t w;
       std::memcpy(&w, a + r * ars + q * aqs, 4);
       const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(w));
+      #pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], av, bv[j]);
+    }
+  }
+  if (odd) {  // A's lone last element (read alone: its neighbour may be the next row, or NaN padding)
+    __m512bh bv[NB];
+    #pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) bv[j] = (__m512bh)_mm512_load_si512(bp + kq * NB * 16 + j * 16);
+    #pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(a[r * ars + kq * aqs]);
       #pragma GCC unroll 8
       for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], av, bv[j]);
     }
@@ -345,8 +357,8 @@ EMBER_TARGET_BF16 void block(int64_t kq, const uint16_t* a, int64_t ars, int64_t
 // accumulators within 24 of the 32 registers; the rest hold B's vectors and
 // A's broadcast), then the leftover rows in one smaller block.
 template <int NB, class CT>
-EMBER_TARGET_BF16 void rows(int64_t m, int64_t kq, const uint16_t* a, int64_t ars, int64_t aqs, const uint32_t* bp,
-                            Out<CT> o) {
+EMBER_TARGET_BF16 void rows(int64_t m, int64_t kq, bool odd, const uint16_t* a, int64_t ars, int64_t aqs,
+                            const uint32_t* bp, Out<CT> o) {
   constexpr int MR = NB == 4 ? 6 : 8;
   int64_t i = 0;
   auto advance = [&](int64_t r) {
@@ -361,18 +373,18 @@ EMBER_TARGET_BF16 void rows(int64_t m, int64_t kq, const uint16_t* a, int64_t ar
       for (int64_t r = i + MR; r < std::min(m, i + 2 * MR); ++r)
         for (int64_t p = 0; p < std::min<int64_t>(2 * kq, 128); p += 32)
           _mm_prefetch(reinterpret_cast<const char*>(a + r * ars + p), _MM_HINT_T0);
-    block<MR, NB, CT>(kq, a + i * ars, ars, aqs, bp, o);
+    block<MR, NB, CT>(kq, odd, a + i * ars, ars, aqs, bp, o);
     advance(MR);
   }
   const uint16_t* ai = a + i * ars;
   switch (m - i) {
-    case 7: block<7, NB, CT>(kq, ai, ars, aqs, bp, o); break;
-    case 6: block<6, NB, CT>(kq, ai, ars, aqs, bp, o); break;
-    case 5: block<5, NB, CT>(kq, ai, ars, aqs, bp, o); break;
-    case 4: block<4, NB, CT>(kq, ai, ars, aqs, bp, o); break;
-    case 3: block<3, NB, CT>(kq, ai, ars, aqs, bp, o); break;
-    case 2: block<2, NB, CT>(kq, ai, ars, aqs, bp, o); break;
-    case 1: block<1, NB, CT>(kq, ai, ars, aqs, bp, o); break;
+    case 7: block<7, NB, CT>(kq, odd, ai, ars, aqs, bp, o); break;
+    case 6: block<6, NB, CT>(kq, odd, ai, ars, aqs, bp, o); break;
+    case 5: block<5, NB, CT>(kq, odd, ai, ars, aqs, bp, o); break;
+    case 4: block<4, NB, CT>(kq, odd, ai, ars, aqs, bp, o); break;
+    case 3: block<3, NB, CT>(kq, odd, ai, ars, aqs, bp, o); break;
+    case 2: block<2, NB, CT>(kq, odd, ai, ars, aqs, bp, o); break;
+    case 1: block<1, NB, CT>(kq, odd, ai, ars, aqs, bp, o); break;
     default: break;
   }
 }
@@ -393,10 +405,10 @@ template <class CT>
 EMBER_TARGET_BF16 void run_task(const BgemmArgs& g, const PackedB& pb, int64_t r0, int64_t r1, int64_t jp0,
                                 int64_t jp1) {
   const int64_t mrows = r1 - r0, passes = std::max<int64_t>(1, ceil_div(g.k, kPanelK));
-  // A row-major bf16 A is read in place, except for an odd inner dim: its
-  // last element has no partner, and the one after it (the next row, or
-  // padding that may hold NaN) must not be multiplied, even by B's zero.
-  const bool pack_a = g.trans_a || g.a_type == GemmElem::kFloat32 || g.k % 2 != 0;
+  // A row-major bf16 A is read in place (for an odd inner dim its last
+  // element alone: the one after it, the next row or padding that may hold
+  // NaN, must not be multiplied, even by B's zero); the others are packed.
+  const bool pack_a = g.trans_a || g.a_type == GemmElem::kFloat32;
   const int64_t mpad = (mrows + 15) / 16 * 16;
   auto* ap = pack_a ? static_cast<uint32_t*>(t_apack.get(sizeof(uint32_t) * mpad * kPanelK / 2)) : nullptr;
   const int64_t ldw = (jp1 - jp0) * kPanelN;
@@ -432,12 +444,15 @@ EMBER_TARGET_BF16 void run_task(const BgemmArgs& g, const PackedB& pb, int64_t r
       o.ldw = ldw;
       o.last = first_lanes(nw - (nb - 1) * 16);
       const uint32_t* bp = pb.panel(jp) + (k0 / 2) * nb * 16;
-      const int64_t kq = (kw + 1) / 2;
+      // A packed copy has whole pairs (the last one zero-padded); A read in
+      // place gives its odd last element alone.
+      const bool odd = !pack_a && kw % 2 != 0;
+      const int64_t kq = pack_a ? (kw + 1) / 2 : kw / 2;
       switch (nb) {
-        case 1: rows<1, CT>(mrows, kq, a, ars, aqs, bp, o); break;
-        case 2: rows<2, CT>(mrows, kq, a, ars, aqs, bp, o); break;
-        case 3: rows<3, CT>(mrows, kq, a, ars, aqs, bp, o); break;
-        default: rows<4, CT>(mrows, kq, a, ars, aqs, bp, o); break;
+        case 1: rows<1, CT>(mrows, kq, odd, a, ars, aqs, bp, o); break;
+        case 2: rows<2, CT>(mrows, kq, odd, a, ars, aqs, bp, o); break;
+        case 3: rows<3, CT>(mrows, kq, odd, a, ars, aqs, bp, o); break;
+        default: rows<4, CT>(mrows, kq, odd, a, ars, aqs, bp, o); break;
       }
     }
   }
