@@ -205,3 +205,62 @@ TEST_CASE("TransformerDecoder: incremental decoding with the cache equals recomp
     CHECK(allclose(y1.select(0, 1), full.select(0, 1).narrow(0, 1, 1), 1e-5, 1e-6));
   }
 }
+
+TEST_CASE("Transformer: beam search with K = 1 on the cached decoder equals greedy decoding by full recomputation") {
+  manual_seed(7);
+  const int64_t V = 9, bos = 1, eos = 2, steps = 8;
+  nn::Transformer model(model_opts(true));  // batch first
+  nn::Embedding emb(V, kE);
+  nn::Linear head(kE, V);
+  model.eval();
+  NoGradGuard ng;
+  const Tensor memory = model.encoder->forward(randn({kN, kS, kE}), Tensor(), src_kpm());
+  nn::TransformerDecoderMasks m;
+  m.tgt_is_causal = true;
+  m.memory_key_padding_mask = src_kpm();
+  // Greedy: the whole prefix through the decoder at every step.
+  std::vector<int64_t> prefix(kN, bos);
+  for (int64_t t = 0; t < steps; ++t) {
+    const Tensor tokens = from_vector(prefix, {t + 1, kN}).transpose(0, 1).contiguous();
+    const Tensor y = model.decoder->forward(emb(tokens), memory, m).select(1, t);
+    const std::vector<int64_t> next = argmax(head(y), 1).to_vector<int64_t>();
+    prefix.insert(prefix.end(), next.begin(), next.end());
+  }
+  // Beam search of width 1 through the cache.
+  nn::TransformerDecoderCache cache = model.decoder->init_cache(memory, src_kpm());
+  auto step = [&](const Tensor& tokens, const Tensor& parents) {
+    if (cache.steps > 0) cache.reorder(parents);
+    return log_softmax(head(model.decoder->step(emb(tokens.unsqueeze(1)), cache)).squeeze(1), 1);
+  };
+  const auto res = nn::beam_search(kN, step, {1, steps, bos, eos, 0.6});
+  for (int64_t b = 0; b < kN; ++b) {
+    std::vector<int64_t> greedy;
+    bool ended = false;
+    for (int64_t t = 1; t <= steps && !ended; ++t) {
+      const int64_t tok = prefix[static_cast<size_t>(t * kN + b)];
+      ended = tok == eos;
+      if (!ended) greedy.push_back(tok);
+    }
+    CAPTURE(b);
+    CHECK(res[b][0].tokens == greedy);
+    CHECK(res[b][0].finished == ended);
+  }
+}
+
+TEST_CASE("TransformerDecoder: bad arguments are clear errors") {
+  nn::TransformerDecoder dec(layer_opts(true), 2);
+  const Tensor memory = randn({kN, kS, kE});
+  nn::TransformerDecoderCache cache;
+  CHECK_THROWS_AS(dec.step(randn({kN, 1, kE}), cache), ValueError);  // no init_cache
+  cache = dec.init_cache(memory);
+  CHECK_THROWS_AS(dec.step(randn({kN, 2, kE}), cache), ShapeError);  // two positions
+  CHECK_THROWS_AS(dec.step(randn({kN + 1, 1, kE}), cache), ShapeError);  // another batch
+  CHECK_THROWS_AS(dec.init_cache(memory, src_kpm().narrow(1, 0, 3)), ShapeError);
+  CHECK_THROWS_AS(dec.forward(randn({kN, kT, kE}), memory, {Tensor(), Tensor(), Tensor(), tgt_kpm().narrow(1, 0, 2)}),
+                  ShapeError);
+  nn::TransformerDecoderLayerOptions bad = layer_opts(true);
+  bad.activation = "tanh";
+  CHECK_THROWS_AS(nn::TransformerDecoderLayer{bad}, ValueError);
+  nn::Transformer model(model_opts(true));
+  CHECK_THROWS_AS(model.forward(randn({kN, kS, kE}), randn({kN + 1, kT, kE})), ShapeError);
+}
