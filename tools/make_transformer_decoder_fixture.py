@@ -7,7 +7,8 @@
 # of every parameter ("grad.<name>"). Masks are not stored: the test builds
 # the same ones (written out below). Modules in eval mode (no dropout).
 #   /usr/bin/python3 tools/make_transformer_decoder_fixture.py
-import json, struct, torch
+import torch
+from safetensors_writer import write_f32
 torch.manual_seed(0)
 torch.set_default_dtype(torch.float32)
 N, S, T, E, H, FF = 2, 5, 4, 8, 2, 16
@@ -24,14 +25,7 @@ def save(path, module, inputs, y):
     out.update({"grad.input." + k: v.grad for k, v in inputs.items()})
     out.update({"output": y.detach(), "output_weight": w})
     out.update({"grad." + n: p.grad for n, p in module.named_parameters()})
-    header, blobs, off = {}, [], 0
-    for k, t in out.items():
-        b = t.contiguous().numpy().tobytes()
-        header[k] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b); off += len(b)
-    h = json.dumps(header).encode(); h += b" " * ((8 - len(h) % 8) % 8)
-    open(path, "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-    print(path, len(out), "tensors", off, "bytes")
+    print(path, len(out), "tensors", write_f32(path, out), "bytes")
 
 def shaped(batch_first, n, l):
     return (n, l, E) if batch_first else (l, n, E)
