@@ -5,6 +5,8 @@
 // seed (apps/seq2seq/dates.h); training uses teacher forcing, evaluation
 // greedy decoding, and the score is exact match: the whole decoded string
 // equals the target.
+// --model transformer trains nn::Transformer instead (transformer_model.h);
+// --beam K decodes either model with beam search (model.h).
 //
 // Writes into --out: metrics.json (test_exact_match, train_seconds, the
 // curves), predictions.csv (every test example), attention_<k>.png and
@@ -164,7 +166,7 @@ struct Evaluation {
   std::map<int64_t, Tensor> weights;  // (11, S) for the examples asked for
 };
 
-// Teacher-forced loss and greedy exact match over a split, in batches.
+// Teacher-forced loss and greedy (or --beam) exact match over a split, in batches.
 Evaluation evaluate(seq2seq_app::DatesModel& model, const Data& d, const Vocab& v,
                     const std::set<int64_t>& keep_weights = {}) {
   NoGradGuard ng;
