@@ -99,7 +99,7 @@ TEST_CASE("TransformerDecoderLayer matches PyTorch: outputs and every gradient, 
   }
 }
 
-TEST_CASE("Transformer matches PyTorch: a PyTorch state dict loads by name; outputs and every gradient") {
+TEST_CASE("Transformer matches PyTorch: a PyTorch state dict loads by name, then outputs and every gradient agree") {
   for (bool pre_gelu : {false, true}) {
     CAPTURE(pre_gelu);
     nn::Transformer model(model_opts(pre_gelu));
