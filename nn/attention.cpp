@@ -108,18 +108,14 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   const Tensor q_in = batch_first ? query : query.transpose(0, 1);
   const Tensor k_in = batch_first ? key : key.transpose(0, 1);
   const Tensor v_in = batch_first ? value : value.transpose(0, 1);
-  const int64_t N = q_in.size(0), L = q_in.size(1), S = k_in.size(1), E = embed_dim, H = num_heads, D = head_dim;
+  const int64_t N = q_in.size(0), L = q_in.size(1), S = k_in.size(1), E = embed_dim, H = num_heads;
   EMBER_CHECK(q_in.size(2) == E && k_in.size(2) == kdim && v_in.size(2) == vdim && v_in.size(1) == S &&
                   k_in.size(0) == N && v_in.size(0) == N,
               ShapeError, "MultiheadAttention: query ", query.shape().str(), ", key ", key.shape().str(), " and value ",
               value.shape().str(), " do not fit embed_dim ", E, ", kdim ", kdim, ", vdim ", vdim,
               batch_first ? " (batch_first)" : " (sequence first)");
-  const Tensor wq = in_proj_weight.defined() ? in_proj_weight.narrow(0, 0, E) : q_proj_weight;
-  const Tensor wk = in_proj_weight.defined() ? in_proj_weight.narrow(0, E, E) : k_proj_weight;
-  const Tensor wv = in_proj_weight.defined() ? in_proj_weight.narrow(0, 2 * E, E) : v_proj_weight;
-  const Tensor bq = in_proj_bias.defined() ? in_proj_bias.narrow(0, 0, E) : Tensor();
-  const Tensor bk = in_proj_bias.defined() ? in_proj_bias.narrow(0, E, E) : Tensor();
-  const Tensor bv = in_proj_bias.defined() ? in_proj_bias.narrow(0, 2 * E, E) : Tensor();
+  const Tensor wq = proj_weight(0), wk = proj_weight(1), wv = proj_weight(2);
+  const Tensor bq = proj_bias(0), bk = proj_bias(1), bv = proj_bias(2);
   const bool self_attention = in_proj_weight.defined() && query.is_same(key) && key.is_same(value);
   // Combine the masks into one broadcastable to (N, H, L, S).
   Tensor mask;
@@ -146,44 +142,88 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
                  : logical_or(mask, kpm);
     }
   }
-  Tensor weights;
   const double p = is_training() ? dropout : 0.0;
+  Tensor weights;
   Tensor out;
-  if (!need_weights && (!mask.defined() || mask.dtype() == DType::Bool) && p < 1.0 && N * L * S * E > 0) {
-    // The usual case (no weights asked for, no additive mask): attention as
-    // one op on the projections as they are (ops/attention.h), heads read
-    // and written in place, its output already (N, L, E). Self-attention
-    // projects once with the packed (3E, E) weight: one GEMM of width 3E,
-    // and one (N, L, 3E) gradient the backward GEMMs write into.
-    if (is_causal) {
-      const Tensor c = causal_mask(L, S, query.device());
-      mask = mask.defined() ? logical_or(mask, c) : c;
-    }
-    out = self_attention
-              ? multi_head_self_attention(linear(q_in, in_proj_weight, in_proj_bias), H, mask, p)
-              : multi_head_attention(linear(q_in, wq, bq), linear(k_in, wk, bk), linear(v_in, wv, bv), H, mask, p);
+  if (is_causal) {
+    const Tensor c = causal_mask(L, S, query.device());
+    mask = !mask.defined()              ? c
+           : !mask.is_floating_point() ? logical_or(mask, c)
+                                       : add(mask, masked_fill(zeros({L, S}, TensorOptions(mask.dtype(), mask.device())),
+                                                               c, -INFINITY));
+  }
+  if (self_attention && !need_weights && (!mask.defined() || mask.dtype() == DType::Bool) && p < 1.0 &&
+      N * L * S * E > 0) {
+    // Self-attention projects once with the packed (3E, E) weight: one GEMM
+    // of width 3E, and one (N, L, 3E) gradient the backward GEMMs write into
+    // (ops/attention.h).
+    out = multi_head_self_attention(linear(q_in, in_proj_weight, in_proj_bias), H, mask, p);
+  } else if (self_attention) {
+    const Tensor qkv = linear(q_in, in_proj_weight, in_proj_bias);
+    out = attend(qkv.narrow(2, 0, E), qkv.narrow(2, E, E), qkv.narrow(2, 2 * E, E), mask,
+                 need_weights ? &weights : nullptr);
   } else {
-    // Composed from ops: the attention weights come out as a tensor, or the
-    // mask is additive. Project, split heads (N, L, E) -> (N, H, L, D),
-    // attend, merge heads back.
-    Tensor q, k, v;
-    if (self_attention) {
-      const std::vector<Tensor> qkv = chunk(linear(q_in, in_proj_weight, in_proj_bias).view({N, L, 3, H, D}), 3, 2);
-      q = qkv[0].squeeze(2).permute({0, 2, 1, 3});
-      k = qkv[1].squeeze(2).permute({0, 2, 1, 3});
-      v = qkv[2].squeeze(2).permute({0, 2, 1, 3});
-    } else {
-      q = linear(q_in, wq, bq).reshape({N, L, H, D}).permute({0, 2, 1, 3});
-      k = linear(k_in, wk, bk).reshape({N, S, H, D}).permute({0, 2, 1, 3});
-      v = linear(v_in, wv, bv).reshape({N, S, H, D}).permute({0, 2, 1, 3});
-    }
-    out = scaled_dot_product_attention(q, k, v, mask, p, is_causal, need_weights ? &weights : nullptr);
-    out = out.permute({0, 2, 1, 3}).reshape({N, L, E});
+    out = attend(linear(q_in, wq, bq), linear(k_in, wk, bk), linear(v_in, wv, bv), mask,
+                 need_weights ? &weights : nullptr);
   }
   out = (*out_proj)(out);
   if (!batch_first) out = out.transpose(0, 1);
   if (need_weights && average_attn_weights) weights = mean(weights, {1});
   return {out, need_weights ? weights : Tensor()};
+}
+
+Tensor MultiheadAttention::proj_weight(int i) const {
+  return in_proj_weight.defined() ? in_proj_weight.narrow(0, i * embed_dim, embed_dim)
+                                  : (i == 0 ? q_proj_weight : i == 1 ? k_proj_weight : v_proj_weight);
+}
+
+Tensor MultiheadAttention::proj_bias(int i) const {
+  return in_proj_bias.defined() ? in_proj_bias.narrow(0, i * embed_dim, embed_dim) : Tensor();
+}
+
+Tensor MultiheadAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                  Tensor* weights) {
+  const int64_t N = q.size(0), L = q.size(1), S = k.size(1), E = embed_dim, H = num_heads, D = head_dim;
+  const double p = is_training() ? dropout : 0.0;
+  if (!weights && (!mask.defined() || mask.dtype() == DType::Bool) && p < 1.0 && N * L * S * E > 0) {
+    // The usual case (no weights asked for, no additive mask): attention as
+    // one op on the projections as they are, heads read and written in
+    // place, its output already (N, L, E).
+    return multi_head_attention(q, k, v, H, mask, p);
+  }
+  // Composed from ops: the attention weights come out as a tensor, or the
+  // mask is additive. Split heads (N, L, E) -> (N, H, L, D), attend, merge.
+  const Tensor qh = q.reshape({N, L, H, D}).permute({0, 2, 1, 3});
+  const Tensor kh = k.reshape({N, S, H, D}).permute({0, 2, 1, 3});
+  const Tensor vh = v.reshape({N, S, H, D}).permute({0, 2, 1, 3});
+  return scaled_dot_product_attention(qh, kh, vh, mask, p, false, weights).permute({0, 2, 1, 3}).reshape({N, L, E});
+}
+
+std::pair<Tensor, Tensor> MultiheadAttention::project_kv(const Tensor& key, const Tensor& value) {
+  EMBER_CHECK(key.dim() == 3 && value.dim() == 3 && key.size(2) == kdim && value.size(2) == vdim &&
+                  key.size(0) == value.size(0) && key.size(1) == value.size(1),
+              ShapeError, "MultiheadAttention::project_kv: key ", key.shape().str(), " and value ", value.shape().str(),
+              " should be batch-first (N, S, ", kdim, ") and (N, S, ", vdim, ")");
+  const int64_t E = embed_dim;
+  if (in_proj_weight.defined() && key.is_same(value)) {
+    // One GEMM of width 2E for both (the packed weight's k and v rows).
+    const Tensor kv = linear(key, in_proj_weight.narrow(0, E, 2 * E),
+                             in_proj_bias.defined() ? in_proj_bias.narrow(0, E, 2 * E) : Tensor());
+    return {kv.narrow(2, 0, E), kv.narrow(2, E, E)};
+  }
+  return {linear(key, proj_weight(1), proj_bias(1)), linear(value, proj_weight(2), proj_bias(2))};
+}
+
+Tensor MultiheadAttention::forward_projected(const Tensor& query, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                             Tensor* weights, bool average_attn_weights) {
+  EMBER_CHECK(query.dim() == 3 && query.size(2) == embed_dim && k.dim() == 3 && k.shape() == v.shape() &&
+                  k.size(0) == query.size(0) && k.size(2) == embed_dim,
+              ShapeError, "MultiheadAttention::forward_projected: query ", query.shape().str(), ", projected key ",
+              k.shape().str(), " and value ", v.shape().str(), " should be batch-first (N, L, ", embed_dim,
+              ") and (N, S, ", embed_dim, ")");
+  const Tensor out = (*out_proj)(attend(linear(query, proj_weight(0), proj_bias(0)), k, v, mask, weights));
+  if (weights && average_attn_weights) *weights = mean(*weights, {1});
+  return out;
 }
 
 }  // namespace ember::nn

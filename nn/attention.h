@@ -78,6 +78,18 @@ class MultiheadAttention : public Module {
                                     const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
                                     const Tensor& attn_mask = Tensor(), bool average_attn_weights = true,
                                     bool is_causal = false);
+  /// Incremental decoding (nn::TransformerDecoder's cache): the key and
+  /// value projections of batch-first key (N, S, kdim) and value (N, S,
+  /// vdim), each (N, S, E), to keep and reuse at later steps.
+  std::pair<Tensor, Tensor> project_kv(const Tensor& key, const Tensor& value);
+  /// Attention of batch-first query (N, L, E) over keys and values already
+  /// projected (project_kv, (N, S, E)), through the output projection:
+  /// forward's result (batch first) for the same inputs. mask: bool (true =
+  /// masked) or floating (added), broadcastable to (N, num_heads, L, S), or
+  /// undefined. When weights is non-null it receives the weights, (N, L, S)
+  /// averaged over heads or (N, H, L, S).
+  Tensor forward_projected(const Tensor& query, const Tensor& k, const Tensor& v, const Tensor& mask = Tensor(),
+                           Tensor* weights = nullptr, bool average_attn_weights = true);
   /// Self-attention: forward(x, x, x) without weights.
   Tensor forward(const Tensor& x) override { return forward(x, x, x, Tensor(), false).first; }
   std::string type_name() const override { return "MultiheadAttention"; }
@@ -93,6 +105,15 @@ class MultiheadAttention : public Module {
   Tensor in_proj_weight, in_proj_bias, q_proj_weight, k_proj_weight, v_proj_weight;
   ///@}
   std::shared_ptr<Linear> out_proj;  ///< E -> E
+
+ private:
+  /// The q (i = 0), k (1) or v (2) input projection's weight and bias (undefined without bias).
+  Tensor proj_weight(int i) const;
+  Tensor proj_bias(int i) const;
+  /// Attention of projected q (N, L, E) over projected k, v (N, S, E) with a
+  /// mask broadcastable to (N, H, L, S): (N, L, E) before out_proj; weights
+  /// (N, H, L, S) into *weights when non-null.
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, Tensor* weights);
 };
 
 }  // namespace ember::nn

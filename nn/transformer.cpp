@@ -34,10 +34,14 @@ Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const Tensor& mask, co
   return (*dropout1)(out);
 }
 
+Tensor detail::transformer_feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2,
+                                        Dropout& dropout_out, const std::string& activation) {
+  const Tensor h = linear1(x);
+  return dropout_out(linear2(dropout(activation == "gelu" ? gelu(h) : relu(h))));
+}
+
 Tensor TransformerEncoderLayer::ff_block(const Tensor& x) {
-  const Tensor h = (*linear1)(x);
-  const Tensor a = opts.activation == "gelu" ? gelu(h) : relu(h);
-  return (*dropout2)((*linear2)((*dropout)(a)));
+  return detail::transformer_feed_forward(x, *linear1, *dropout, *linear2, *dropout2, opts.activation);
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& kpm, bool is_causal) {

@@ -62,6 +62,13 @@ class TransformerEncoderLayer : public Module {
   Tensor ff_block(const Tensor& x);
 };
 
+namespace detail {
+/// The encoder's and decoder's feed-forward block: dropout_out(linear2(
+/// dropout(activation(linear1(x))))), activation "relu" or "gelu".
+Tensor transformer_feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2,
+                                Dropout& dropout_out, const std::string& activation);
+}  // namespace detail
+
 /// num_layers copies of a layer (layers.0, layers.1, ...) and an optional
 /// final LayerNorm ("norm").
 class TransformerEncoder : public Module {

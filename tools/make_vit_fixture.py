@@ -3,7 +3,8 @@
 # names, plus its input, output and parameter gradients, so the Ember test
 # loads the weights through nn::load and compares everything.
 #   /usr/bin/python3 tools/make_vit_fixture.py
-import json, struct, torch
+import torch
+from safetensors_writer import write_f32
 torch.manual_seed(0)
 torch.set_default_dtype(torch.float32)
 
@@ -38,11 +39,5 @@ w = torch.randn(y.shape)
 out = {n: p.detach() for n, p in m.named_parameters()}
 out.update({"input": x.detach(), "output": y.detach(), "output_weight": w, "input.grad": x.grad})
 out.update({"grad." + n: p.grad for n, p in m.named_parameters()})
-header, blobs, off = {}, [], 0
-for k, t in out.items():
-    b = t.contiguous().numpy().tobytes()
-    header[k] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-    blobs.append(b); off += len(b)
-h = json.dumps(header).encode(); h += b" " * ((8 - len(h) % 8) % 8)
-open("tests/fixtures/vit_small.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+off = write_f32("tests/fixtures/vit_small.safetensors", out)
 print([n for n, _ in m.named_parameters()][:6], len(out), off)

@@ -5,6 +5,8 @@
 // seed (apps/seq2seq/dates.h); training uses teacher forcing, evaluation
 // greedy decoding, and the score is exact match: the whole decoded string
 // equals the target.
+// --model transformer trains nn::Transformer instead (transformer_model.h);
+// --beam K decodes either model with beam search (model.h).
 //
 // Writes into --out: metrics.json (test_exact_match, train_seconds, the
 // curves), predictions.csv (every test example), attention_<k>.png and
@@ -30,6 +32,7 @@
 #include <ember/ember.h>
 
 #include "dates.h"
+#include "model.h"  // --model gru|transformer, greedy or --beam K decoding
 #include "plot.h"
 #include "progress.h"
 
@@ -50,6 +53,8 @@ struct Config {
   int64_t hidden = 64, embed = 32;
   int heatmaps = 4;
   bool quiet = false;
+  std::string model = "gru";  // --model: gru (nn::Seq2Seq) or transformer (transformer_model.h)
+  int64_t beam = 1;           // --beam: 1 = greedy decoding
 };
 
 // Source characters: 0 = padding, then the alphabet. Target: padding, <bos>,
@@ -150,8 +155,8 @@ std::vector<Tensor> bucketed_batches(const Data& d, int64_t batch, Generator& g)
   return shuffled;
 }
 
-Tensor batch_loss(nn::Seq2Seq& model, const Batch& b) {
-  const Tensor logits = model.forward(b.src, b.lens, b.tgt_in);  // (B, 11, V)
+Tensor batch_loss(seq2seq_app::DatesModel& model, const Batch& b) {
+  const Tensor logits = model.logits(b.src, b.lens, b.tgt_in);  // (B, 11, V)
   return cross_entropy(logits.reshape({-1, logits.size(2)}), b.tgt_out.reshape({-1}), Reduction::Mean, kPad);
 }
 
@@ -161,10 +166,11 @@ struct Evaluation {
   std::map<int64_t, Tensor> weights;  // (11, S) for the examples asked for
 };
 
-// Teacher-forced loss and greedy exact match over a split, in batches.
-Evaluation evaluate(nn::Seq2Seq& model, const Data& d, const Vocab& v, const std::set<int64_t>& keep_weights = {}) {
+// Teacher-forced loss and greedy (or --beam) exact match over a split, in batches.
+Evaluation evaluate(seq2seq_app::DatesModel& model, const Data& d, const Vocab& v,
+                    const std::set<int64_t>& keep_weights = {}) {
   NoGradGuard ng;
-  model.eval();
+  model.module().eval();
   Evaluation e;
   const int64_t n = d.size(), bs = 500;
   // In order of source length (batches of similar lengths step through
@@ -180,7 +186,7 @@ Evaluation evaluate(nn::Seq2Seq& model, const Data& d, const Vocab& v, const std
     const std::vector<int64_t> idx(order.begin() + start, order.begin() + start + m);
     const Batch b = gather_batch(d, from_vector(idx));
     e.loss += batch_loss(model, b).item() * static_cast<double>(m);
-    auto [tokens, w] = model.greedy_decode(b.src, b.lens, kBos, kTargetSteps);
+    auto [tokens, w] = model.decode(b.src, b.lens, kBos, kTargetSteps);  // greedy or beam (--beam)
     const std::vector<int64_t> tv = tokens.contiguous().to_vector<int64_t>();
     for (int64_t i = 0; i < m; ++i) {
       const std::vector<int64_t> row(tv.begin() + i * kTargetSteps, tv.begin() + (i + 1) * kTargetSteps);
@@ -192,7 +198,7 @@ Evaluation evaluate(nn::Seq2Seq& model, const Data& d, const Vocab& v, const std
   }
   e.loss /= static_cast<double>(n);
   e.exact = static_cast<double>(correct) / static_cast<double>(n);
-  model.train();
+  model.module().train();
   return e;
 }
 
@@ -237,6 +243,7 @@ Saved load_saved(Config& c) {
       throw IOError(c.weights + ": metadata '" + k + "' is not a number: " + meta.at(k));
     }
   };
+  if (meta.count("model")) c.model = meta.at("model");  // files from before --model are GRU models
   c.embed = number("embed_size");
   c.hidden = number("num_hiddens");
   c.seed = static_cast<uint64_t>(number("seed"));
@@ -248,8 +255,9 @@ Saved load_saved(Config& c) {
 
 // --eval-only: the saved weights (CPU tensors) copied into the model on its
 // device, scored on the test split.
-int evaluate_saved(const Config& c, nn::Seq2Seq& model, const Saved& saved, const Data& test, const Vocab& v) {
-  model.load_state_dict(saved.weights);
+int evaluate_saved(const Config& c, seq2seq_app::DatesModel& model, const Saved& saved, const Data& test,
+                   const Vocab& v) {
+  model.module().load_state_dict(saved.weights);
   const Evaluation e = evaluate(model, test, v);
   nlohmann::ordered_json m = {
       {"weights", c.weights},
@@ -285,18 +293,18 @@ int run(Config c) {
                 sp.train[0].source.c_str(), sp.train[0].target.c_str());
   }
 
-  nn::Seq2SeqOptions mo;
-  mo.src_vocab = v.src_size();
-  mo.tgt_vocab = v.tgt_size();
-  mo.embed_size = c.embed;
-  mo.num_hiddens = c.hidden;
-  mo.bidirectional_encoder = true;
-  nn::Seq2Seq model(mo);
+  // ---- the model (--model, --beam): model.h; the rest of run() sees nn::Module and DatesModel
+  const std::unique_ptr<seq2seq_app::DatesModel> dates_model =
+      seq2seq_app::make_model(c.model, {v.src_size(), v.tgt_size(), c.embed, c.hidden});
+  dates_model->beam_size = c.beam;
+  dates_model->eos = kEos;
+  nn::Module& model = dates_model->module();
+  // ----
   model.to(dev);  // initialised on the CPU (the same weights on every device), then moved
   if (!c.quiet)
     std::printf("model: %lld parameters, %d threads, %s\n", static_cast<long long>(model.num_parameters()), num_threads(),
                 dev.str().c_str());
-  if (c.eval_only) return evaluate_saved(c, model, saved, test, v);
+  if (c.eval_only) return evaluate_saved(c, *dates_model, saved, test, v);
 
   const int64_t nb = (train.size() + c.batch - 1) / c.batch;
   optim::Adam opt(model.parameters(), optim::AdamOptions{c.lr});
@@ -317,7 +325,7 @@ int run(Config c) {
     for (int64_t b = 0; b < nb; ++b) {
       const Batch batch = gather_batch(train, batches[static_cast<size_t>(b)]);
       opt.zero_grad();
-      Tensor loss = batch_loss(model, batch);
+      Tensor loss = batch_loss(*dates_model, batch);
       loss.backward();
       optim::clip_grad_norm_(model.parameters(), 1.0);
       opt.step();
@@ -332,7 +340,7 @@ int run(Config c) {
     train_seconds += since(t_epoch);
     train_loss.push_back(total / static_cast<double>(nb));
     const auto t_val = clock::now();
-    const Evaluation ev = evaluate(model, val, v);
+    const Evaluation ev = evaluate(*dates_model, val, v);
     validation_seconds += since(t_val);
     val_loss.push_back(ev.loss);
     val_exact.push_back(ev.exact);
@@ -351,7 +359,7 @@ int run(Config c) {
     if (test.examples[static_cast<size_t>(k)].source.size() > test.examples[static_cast<size_t>(longest)].source.size())
       longest = k;
   if (c.heatmaps > 0) shown.insert(longest);
-  const Evaluation te = evaluate(model, test, v, shown);
+  const Evaluation te = evaluate(*dates_model, test, v, shown);
   const fs::path out(c.out);
   fs::create_directories(out);
   nlohmann::ordered_json examples = nlohmann::json::array();
@@ -360,6 +368,8 @@ int run(Config c) {
                         {"target", test.examples[static_cast<size_t>(i)].target},
                         {"prediction", te.predictions[static_cast<size_t>(i)]}});
   nlohmann::ordered_json m = {{"task", "dates in human formats -> ISO 8601, character level"},
+                              {"model", c.model},
+                              {"beam", c.beam},
                               {"test_exact_match", te.exact},
                               {"test_loss", te.loss},
                               {"train_seconds", train_seconds},
@@ -411,7 +421,7 @@ int run(Config c) {
   ac.series = {{ep, val_exact, "validation", 2, true, 3}};
   plot::render(ac).save_png((out / "exact_match.png").string());
   nn::save(model, (out / "model.safetensors").string(),
-           {{"task", "dates -> ISO"}, {"alphabet", v.alphabet}, {"target_chars", kTargetChars},
+           {{"task", "dates -> ISO"}, {"model", c.model}, {"alphabet", v.alphabet}, {"target_chars", kTargetChars},
             {"embed_size", std::to_string(c.embed)}, {"num_hiddens", std::to_string(c.hidden)},
             {"seed", std::to_string(c.seed)}, {"train_size", std::to_string(c.train_size)},
             {"test_size", std::to_string(c.test_size)}, {"test_exact_match", nlohmann::json(te.exact).dump()}});
@@ -450,6 +460,10 @@ int main(int argc, char** argv) {
   app.add_option("--weights", c.weights,
                  "model.safetensors for --eval-only (its metadata gives the model size, seed and split sizes)");
   app.add_flag("--quiet", c.quiet, "print only the summary line");
+  app.add_option("--model", c.model, "gru (default: Bahdanau attention) or transformer (nn::Transformer; --hidden is d_model)")
+      ->check(CLI::IsMember({"gru", "transformer"}));
+  app.add_option("--beam", c.beam, "beam width for decoding; 1 (default) is greedy; GNMT length penalty, alpha 0.6")
+      ->check(CLI::Range(int64_t{1}, int64_t{64}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
