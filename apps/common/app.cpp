@@ -18,6 +18,7 @@
 #include <ember/core/error.h>
 #include <ember/core/file_io.h>
 #include <ember/core/parallel.h>
+#include <ember/nn/checkpoint.h>
 #include <ember/ops/collective.h>
 
 namespace ember::app {
@@ -224,6 +225,15 @@ void check_output_file(const std::string& path, const std::string& flag) {
 void write_json(const std::string& path, const nlohmann::ordered_json& j) { write_file_atomic(path, j.dump(2) + "\n"); }
 
 void write_text(const std::string& path, const std::string& text) { write_file_atomic(path, text); }
+
+void warn_suspicious(const char* app, const StateDict& tensors, const std::string& file) {
+  const std::vector<std::string> bad = nn::suspicious_tensors(tensors);
+  if (bad.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < bad.size() && i < 4; ++i) list += (i ? ", " : "") + bad[i];
+  if (bad.size() > 4) list += ", and " + std::to_string(bad.size() - 4) + " more";
+  std::fprintf(stderr, "%s: warning: %s holds suspicious values: %s\n", app, file.c_str(), list.c_str());
+}
 
 std::string fmt(const char* format, ...) {
   va_list ap, ap2;

@@ -35,6 +35,10 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include <ember/core/tensor.h>
 
 namespace ember::app {
 
@@ -103,6 +107,14 @@ void check_output_file(const std::string& path, const std::string& flag);
 // failure throws ember::IOError naming the path.
 void write_json(const std::string& path, const nlohmann::ordered_json& j);
 void write_text(const std::string& path, const std::string& text);
+
+// --eval-only and --resume: a warning on stderr ("<app>: warning: FILE holds
+// suspicious values: NAME (NaN or Inf), ...") when the loaded tensors hold
+// NaN or Inf or a negative Adam second moment (nn::suspicious_tensors). A
+// warning, not an error: scoring or continuing such a state may be what one
+// wants to look at (a diverged run), but its figures will say little.
+void warn_suspicious(const char* app, const ember::StateDict& tensors,
+                     const std::string& file);
 
 // A stopwatch.
 class Timer {

@@ -298,18 +298,6 @@ Saved load_saved(Config& c) {
   return s;
 }
 
-// The loaded weights' NaN, Inf (a diverged run saved) are worth a word
-// before the scores: they explain a zero exact match. A warning, not an
-// error: scoring such a model is what one may want to see.
-void warn_suspicious(const StateDict& sd, const std::string& file) {
-  const std::vector<std::string> bad = nn::suspicious_tensors(sd);
-  if (bad.empty()) return;
-  std::string list;
-  for (size_t i = 0; i < bad.size() && i < 4; ++i) list += (i ? ", " : "") + bad[i];
-  if (bad.size() > 4) list += ", and " + std::to_string(bad.size() - 4) + " more";
-  std::fprintf(stderr, "seq2seq: warning: %s holds non-finite values: %s\n", file.c_str(), list.c_str());
-}
-
 // --eval-only: the saved weights (CPU tensors) copied into the model on its
 // device, scored on the test split.
 int evaluate_saved(const Config& c, nn::Seq2Seq& model, const Saved& saved, const Data& test, const Vocab& v) {
@@ -319,7 +307,7 @@ int evaluate_saved(const Config& c, nn::Seq2Seq& model, const Saved& saved, cons
     throw IOError(c.weights + ": its tensors do not match the model its metadata describes (embed_size " +
                   std::to_string(c.embed) + ", num_hiddens " + std::to_string(c.hidden) + "): " + e.what());
   }
-  warn_suspicious(saved.weights, c.weights);
+  app::warn_suspicious("seq2seq", saved.weights, c.weights);
   if (c.check) return check_done();
   const Evaluation e = evaluate(model, test, v);
   nlohmann::ordered_json m = {

@@ -112,19 +112,6 @@ void save_checkpoint(const std::string& path, const Config& c, const nn::Module&
   nn::save_training_checkpoint(path, model, opt, sched, vit::checkpoint_metadata(c, st));
 }
 
-// --eval-only and --resume warn (on stderr, naming the tensors) when the
-// file holds NaN or Inf, or a negative Adam second moment: the run goes on,
-// since scoring or continuing such a state may be what one wants to look at,
-// but its figures will say little.
-void warn_suspicious(const StateDict& sd, const std::string& file) {
-  const std::vector<std::string> bad = nn::suspicious_tensors(sd);
-  if (bad.empty()) return;
-  std::string list;
-  for (size_t i = 0; i < bad.size() && i < 4; ++i) list += (i ? ", " : "") + bad[i];
-  if (bad.size() > 4) list += ", and " + std::to_string(bad.size() - 4) + " more";
-  std::fprintf(stderr, "vit: warning: %s holds suspicious values: %s\n", file.c_str(), list.c_str());
-}
-
 // What --resume or --eval-only read: the file's tensors, and the run's
 // configuration taken from its metadata (every field checked, vit_run_config.h).
 struct Loaded {
@@ -137,7 +124,7 @@ Loaded load_run(Config& c, const CLI::App& cli) {
   const std::string from = c.eval_only ? c.weights : c.resume;
   if (from.empty()) return l;
   l.tensors = load_safetensors(from, &l.meta);
-  warn_suspicious(l.tensors, from);
+  app::warn_suspicious("vit", l.tensors, from);
   // A model larger than the file's tensors is refused before it is built.
   if (l.meta.count("config") || !c.eval_only) {
     int64_t stored_values = 0;
