@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -51,10 +52,23 @@ class Pool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
-  void resize(int n) {
+  // Threads the system refuses to start (ulimit -u, cgroup pids.max) throw
+  // std::system_error from std::thread; the workers started so far are
+  // stopped and the pool keeps `fallback` threads instead, and the caller
+  // gets an Ember error naming the count.
+  void resize(int n, int fallback = 1) {
     stop_all();
     stop_ = false;
-    for (int i = 0; i < n - 1; ++i) workers_.emplace_back([this] { loop(); });
+    try {
+      for (int i = 0; i < n - 1; ++i) workers_.emplace_back([this] { loop(); });
+    } catch (const std::system_error& e) {
+      const int started = static_cast<int>(workers_.size()) + 1;
+      stop_all();
+      stop_ = false;
+      for (int i = 0; i < fallback - 1; ++i) workers_.emplace_back([this] { loop(); });
+      throw ValueError(detail::cat_str("set_num_threads(", n, "): the system could not start thread ", started + 1,
+                                       " (", e.what(), "); the pool keeps ", fallback, " thread(s)"));
+    }
   }
 
   void run(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
@@ -161,7 +175,7 @@ class Pool {
 int default_threads() {
   if (const char* env = std::getenv("EMBER_NUM_THREADS")) {
     const int n = std::atoi(env);
-    if (n > 0) return n;
+    if (n > 0) return std::min(n, kMaxThreads);
   }
   return std::max(1u, std::thread::hardware_concurrency());
 }
@@ -186,9 +200,12 @@ int num_threads() {
 
 void set_num_threads(int n) {
   EMBER_CHECK(n >= 1, ValueError, "set_num_threads: need at least 1 thread, got ", n);
+  EMBER_CHECK(n <= kMaxThreads, ValueError, "set_num_threads: at most ", kMaxThreads, " threads, got ", n);
   EMBER_CHECK(!t_in_parallel, ValueError, "set_num_threads: cannot be called inside parallel_for");
+  Pool& p = pool();
+  const int old = p.size();
+  if (old != n) p.resize(n, old);  // throws (keeping `old` threads) when the system cannot start them
   g_threads.store(n);
-  if (pool().size() != n) pool().resize(n);
 }
 
 bool in_parallel_region() { return t_in_parallel; }

@@ -19,7 +19,11 @@
 
 namespace ember {
 
-/// The pool's thread count (the number of cores, or EMBER_NUM_THREADS), and changing it.
+/// The most threads the pool takes (set_num_threads refuses more; EMBER_NUM_THREADS is clamped to it).
+inline constexpr int kMaxThreads = 1024;
+/// The pool's thread count (the number of cores, or EMBER_NUM_THREADS), and changing it. set_num_threads
+/// throws ValueError for n < 1, n > kMaxThreads, or when the system cannot start the threads (then the
+/// pool keeps its previous count).
 ///@{
 int num_threads();
 void set_num_threads(int n);

@@ -1,9 +1,7 @@
 // safetensors I/O with nlohmann::json for the header.
 #include <ember/core/safetensors.h>
 
-#include <fcntl.h>
-#include <signal.h>
-#include <unistd.h>
+#include <ember/core/file_io.h>
 
 #include <algorithm>
 #include <cctype>
@@ -73,42 +71,6 @@ float bf16_to_float(uint16_t b) {
   return f;
 }
 
-// The temporary file of a save of `path` by this process: PATH.tmp.<pid>.
-// and mkstemp's six characters. The name says whose it is and which process
-// wrote it, and `*.safetensors` globs never match it.
-std::string temporary_name_template(const std::string& path) {
-  return path + ".tmp." + std::to_string(::getpid()) + ".XXXXXX";
-}
-
-// Removes what killed saves of `path` left: files named PATH.tmp.<pid>.XXXXXX
-// whose process no longer exists. A living process's file may be a save in
-// progress (another thread, another program) and stays, as does anything
-// not named exactly so. Best effort: a file that cannot be removed is left.
-void remove_stale_temporaries(const std::string& path) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const std::string prefix = target.filename().string() + ".tmp.";
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string rest = name.substr(prefix.size());  // <pid>.XXXXXX
-    const size_t dot = rest.find('.');
-    if (dot == std::string::npos || dot == 0 || dot > 9 || rest.size() != dot + 7) continue;
-    const auto digit = [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)) != 0; };
-    const auto alnum = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) != 0; };
-    if (!std::all_of(rest.begin(), rest.begin() + static_cast<long>(dot), digit) ||
-        !std::all_of(rest.begin() + static_cast<long>(dot) + 1, rest.end(), alnum))
-      continue;
-    const auto pid = static_cast<pid_t>(std::stol(rest.substr(0, dot)));  // at most 9 digits
-    // kill(pid, 0) delivers nothing; ESRCH means there is no such process.
-    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    std::error_code type_ec, rm_ec;
-    if (it->is_regular_file(type_ec)) fs::remove(it->path(), rm_ec);
-  }
-}
-
 }  // namespace
 
 void save_safetensors(const std::string& path, const StateDict& tensors,
@@ -131,48 +93,17 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
   h.append((8 - h.size() % 8) % 8, ' ');
   const uint64_t hlen = h.size();
 
-  // Atomic replace: write a temporary file beside the target, flush it to
-  // disk, then rename it over the target. Once the new file is in place,
-  // temporary files that killed saves of the same path left are removed.
-  std::string tmp = temporary_name_template(path);
-  std::vector<char> name(tmp.begin(), tmp.end());
-  name.push_back('\0');
-  const int fd = mkstemp(name.data());
-  if (fd < 0) fail(path, std::string("cannot create a temporary file: ") + std::strerror(errno));
-  tmp = name.data();
-  auto write_all = [&](const void* p, size_t n) {
-    const char* c = static_cast<const char*>(p);
-    while (n > 0) {
-      const ssize_t w = ::write(fd, c, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        const std::string err = std::strerror(errno);
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        fail(path, "write failed: " + err);
-      }
-      c += w;
-      n -= static_cast<size_t>(w);
+  // Atomic replace (core/file_io.h): a crash mid-write leaves the previous file.
+  write_file_atomic(path, [&](const ByteWriter& write) {
+    unsigned char len_le[8];
+    for (int i = 0; i < 8; ++i) len_le[i] = static_cast<unsigned char>(hlen >> (8 * i));
+    write(len_le, 8);
+    write(h.data(), h.size());
+    for (size_t i = 0; i < data.size(); ++i) {
+      write(data[i].data_ptr(), static_cast<size_t>(data[i].numel()) * data[i].element_size());
+      if (i == 0 && detail::g_safetensors_after_partial_write) detail::g_safetensors_after_partial_write();
     }
-  };
-  unsigned char len_le[8];
-  for (int i = 0; i < 8; ++i) len_le[i] = static_cast<unsigned char>(hlen >> (8 * i));
-  write_all(len_le, 8);
-  write_all(h.data(), h.size());
-  for (size_t i = 0; i < data.size(); ++i) {
-    write_all(data[i].data_ptr(), static_cast<size_t>(data[i].numel()) * data[i].element_size());
-    if (i == 0 && detail::g_safetensors_after_partial_write) detail::g_safetensors_after_partial_write();
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    fail(path, std::string("flush failed: ") + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    fail(path, "cannot rename the temporary file into place: " + err);
-  }
-  remove_stale_temporaries(path);
+  });
 }
 
 namespace {
@@ -189,7 +120,9 @@ class Source {
 
 class FileSource final : public Source {
  public:
-  explicit FileSource(const std::string& path) : in_(path, std::ios::binary | std::ios::ate) {
+  // A FIFO, directory or device is refused before it is opened (opening a FIFO blocks).
+  explicit FileSource(const std::string& path) : in_((require_regular_file(path, "safetensors file"), path),
+                                                     std::ios::binary | std::ios::ate) {
     if (!in_) fail(path, "cannot open for reading");
     size_ = static_cast<uint64_t>(in_.tellg());
   }

@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include <ember/core/error.h>
+#include <ember/core/file_io.h>
 
 namespace ember::nn::data {
 
@@ -53,8 +54,8 @@ constexpr int64_t kMaxBytes = int64_t{1} << 36;
 
 // A whole file, in a buffer sized by the file (never by a header in it).
 std::vector<uint8_t> read_file(const std::string& path) {
+  require_regular_file(path, "data file");  // a FIFO would block, a directory misread
   std::error_code ec;
-  EMBER_CHECK(fs::is_regular_file(path, ec), IOError, path, ": no such file");
   const uintmax_t size = fs::file_size(path, ec);
   EMBER_CHECK(!ec, IOError, path, ": cannot read its size (", ec.message(), ")");
   EMBER_CHECK(size <= static_cast<uintmax_t>(kMaxBytes), IOError, path, ": ", size,
@@ -303,7 +304,11 @@ std::string find_file(const std::string& dir, const std::vector<std::string>& na
   std::string tried;
   for (const std::string& n : names) {
     const fs::path p = fs::path(dir) / n;
-    if (fs::is_regular_file(p)) return p.string();
+    std::error_code ec;  // a directory we may not read: "not found", never a filesystem_error
+    if (fs::exists(p, ec)) {
+      require_regular_file(p.string(), what + " file");  // a FIFO or directory in its place is an error
+      return p.string();
+    }
     tried += (tried.empty() ? "" : ", ") + n;
   }
   throw IOError(detail::cat_str(dir, ": no ", what, " file (looked for ", tried, ")"));
@@ -324,7 +329,8 @@ ImageSet load_dataset(const std::string& dataset, const std::string& dir, bool t
     s = read_idx_images(images, labels);
   } else if (dataset == "cifar10") {
     std::string root = dir;
-    if (!fs::exists(fs::path(root) / "test_batch.bin") && fs::is_directory(fs::path(root) / "cifar-10-batches-bin"))
+    std::error_code ec;
+    if (!fs::exists(fs::path(root) / "test_batch.bin", ec) && fs::is_directory(fs::path(root) / "cifar-10-batches-bin", ec))
       root = (fs::path(root) / "cifar-10-batches-bin").string();
     std::vector<std::string> paths;
     if (train) {

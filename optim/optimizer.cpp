@@ -210,6 +210,12 @@ void Adam::load_state_dict(const StateDict& s) {
   step_ = static_cast<int64_t>(need(s, "step").item<double>());
   for (size_t g = 0; g < m_.size(); ++g)
     for (size_t i = 0; i < m_[g].size(); ++i) {
+      // A parameter that never had a gradient has neither moment; one
+      // without the other is a damaged file, and restarting that moment
+      // from zero would silently change the run.
+      EMBER_CHECK((find(s, key(g, i, "exp_avg")) != nullptr) == (find(s, key(g, i, "exp_avg_sq")) != nullptr),
+                  ValueError, "optimizer load_state_dict: '", key(g, i, "exp_avg"), "' and '",
+                  key(g, i, "exp_avg_sq"), "' must both be present or both absent");
       m_[g][i] = load_buffer(s, key(g, i, "exp_avg"), groups_[g].params[i]);
       v_[g][i] = load_buffer(s, key(g, i, "exp_avg_sq"), groups_[g].params[i]);
     }

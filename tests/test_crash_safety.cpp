@@ -6,16 +6,20 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include <ember/ember.h>
+#include <ember/core/file_io.h>
+#include <ember/nn/data_readers.h>
 
 #include "test_util.h"
 
@@ -108,6 +112,78 @@ TEST_CASE("checkpoints: SIGKILL in the middle of a save keeps the previous check
   nn::load(loaded, path);
   CHECK(allclose(loaded.fc1->weight, changed.fc1->weight, 0, 0));
   fs::remove_all(dir);
+}
+
+TEST_CASE("files: a FIFO, a directory or a device named as a model or data file is refused at once, never opened") {
+  const fs::path dir = fs::temp_directory_path() / ("ember_fifo_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string fifo = (dir / "model.safetensors").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // Opening the FIFO would block this test forever (no writer ever comes):
+  // the readers stat first. A hang here is the bug.
+  CHECK_THROWS_WITH_AS(load_safetensors(fifo), doctest::Contains("FIFO"), IOError);
+  CHECK_THROWS_WITH_AS(nn::data::read_idx(fifo), doctest::Contains("FIFO"), IOError);
+  CHECK_THROWS_WITH_AS(nn::data::read_cifar10_batches({fifo}), doctest::Contains("FIFO"), IOError);
+  CHECK_THROWS_WITH_AS(load_safetensors(dir.string()), doctest::Contains("directory"), IOError);
+  CHECK_THROWS_WITH_AS(load_safetensors("/dev/null"), doctest::Contains("character device"), IOError);
+  CHECK_THROWS_WITH_AS(load_safetensors((dir / "missing").string()), doctest::Contains("no such file"), IOError);
+  CHECK_THROWS_WITH_AS(load_safetensors((dir / "model.safetensors" / "below").string()),
+                       doctest::Contains("not a directory"), IOError);
+  // A data directory whose expected file is a FIFO: named, not waited on.
+  const fs::path data = dir / "data";
+  fs::create_directories(data);
+  REQUIRE(::mkfifo((data / "train-images-idx3-ubyte").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(nn::data::load_dataset("mnist", data.string(), true), doctest::Contains("FIFO"), IOError);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("files: SIGKILL in the middle of an atomic write (metrics.json) keeps the previous file whole") {
+  const fs::path dir = fs::temp_directory_path() / ("ember_atomic_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "metrics.json").string();
+  const std::string before = "{\"epochs_run\": 1}\n";
+  write_file_atomic(path, before);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    try {
+      write_file_atomic(path, [](const ByteWriter& write) {
+        write("{\"epochs_run\": 2, \"per_e", 24);  // half a file, then killed
+        ::raise(SIGKILL);
+      });
+    } catch (...) {
+    }
+    ::_exit(3);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFSIGNALED(status));
+  std::ifstream in(path);
+  const std::string now((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(now == before);
+  // The next write replaces it and removes the dead process's temporary.
+  write_file_atomic(path, std::string("{}\n"));
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
+  CHECK(files == 1);
+  // A write that fails (its fill throws, or its directory is gone) leaves the
+  // previous file and no temporary.
+  CHECK_THROWS_AS(write_file_atomic(path, [](const ByteWriter&) { throw IOError("stop"); }), IOError);
+  CHECK_THROWS_WITH_AS(write_file_atomic((dir / "metrics.json" / "below").string(), std::string("x")),
+                       doctest::Contains("cannot write"), IOError);
+  files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
+  CHECK(files == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("threads: set_num_threads refuses more than kMaxThreads with an Ember error, keeping the pool") {
+  const int before = num_threads();
+  CHECK_THROWS_WITH_AS(set_num_threads(kMaxThreads + 1), doctest::Contains("at most"), ValueError);
+  CHECK_THROWS_AS(set_num_threads(0), ValueError);
+  CHECK(num_threads() == before);
 }
 
 TEST_CASE("autograd: graphs built and dropped, with or without backward, free all their memory") {

@@ -39,7 +39,8 @@
 #include <ember/ops/bgemm_avx512.h>   // bgemm, bf16_peak_gflops
 #include <ember/ops/sgemm_avx512.h>   // sgemm_avx512: the float32 kernel beside it
 
-#include "models.h"  // apps/attention_regression: the demo transformer
+#include "app.h"
+#include "attention_models.h"  // apps/common: the attention-regression demo's transformer
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -499,31 +500,31 @@ struct Bench {
 int main(int argc, char** argv) {
   std::string workload = "all", json, device = "cpu";
   int threads = 0;
+  bool check = false;
   Bench b;
-  CLI::App app{"Ember benchmarks: training steps of the demo models and the kernels they are made of"};
-  app.add_option("--workload", workload, "all, attention_regression, vit, matmul, bgemm, kernels, adamw or overhead")
+  CLI::App cli{"Ember benchmarks: training steps of the demo models and the kernels they are made of"};
+  cli.add_option("--workload", workload, "all, attention_regression, vit, matmul, bgemm, kernels, adamw or overhead")
       ->check(CLI::IsMember({"all", "attention_regression", "vit", "matmul", "bgemm", "kernels", "adamw", "overhead"}));
-  app.add_option("--steps", b.steps, "timed steps per workload (median, min and max reported)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--warmup", b.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  app.add_option("--device", device,
-                 "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU; the machine line and "
-                 "the raw OpenBLAS rows stay CPU figures)")
-      ->check(CLI::IsMember({"cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3"}));
-  app.add_option("--batch", b.only_batch, "attention_regression: run only this batch size (32 or 256)")
+  cli.add_option("--steps", b.steps, "timed steps per workload (median, min and max reported; at most 100000)")
+      ->check(ember::app::int_range(1, 100000));
+  cli.add_option("--warmup", b.warmup, "untimed steps first (at most 100000)")->check(ember::app::int_range(0, 100000));
+  ember::app::add_threads(cli, threads);
+  ember::app::add_device(cli, device,
+                         "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU; the machine line "
+                         "and the raw OpenBLAS rows stay CPU figures)");
+  cli.add_option("--batch", b.only_batch, "attention_regression: run only this batch size (32 or 256)")
       ->check(CLI::IsMember({0, 32, 256}));
-  app.add_option("--json", json, "write one record per workload and batch size to this file");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
-  try {
-    if (threads > 0) set_num_threads(threads);
+  ember::app::output_file(cli.add_option("--json", json, "write one record per workload and batch size to this file"));
+  ember::app::add_check(cli, check);
+  return ember::app::run_main("bench", cli, argc, argv, [&] {
+    ember::app::apply_threads(threads);
+    if (!json.empty()) ember::app::check_output_file(json, "--json");  // before minutes of measuring
     g_dev = Device(device);
     if (!g_dev.is_cpu()) sync_device();  // no GPU: the clear error now, before the CPU measurements
+    if (check) {
+      std::printf("bench: check ok\n");
+      return 0;
+    }
     manual_seed(0);
     auto want = [&](const char* w) { return workload == "all" || workload == w; };
     if (workload != "overhead") b.measure_machine();
@@ -536,25 +537,17 @@ int main(int argc, char** argv) {
     if (want("kernels")) b.kernels();
     if (want("adamw")) b.adamw();
     if (want("overhead")) b.overhead();
-    if (!json.empty()) {
-      std::ofstream f(json);
-      f << nlohmann::ordered_json{{"threads", num_threads()},
-                                  {"device", g_dev.str()},
-                                  {"sgemm_peak_gflops", b.sgemm_peak},
-                                  {"ember_matmul_gflops", b.ember_gemm},
-                                  {"triad_gb_per_s", b.triad_gbs},
-                                  {"bf16_register_peak_gflops", b.bf16_peak},
-                                  {"fp32_register_peak_gflops", b.fp32_fma_peak},
-                                  {"reference_gflops", b.peak},
-                                  {"reference_gb_per_s", b.bandwidth},
-                                  {"records", b.records}}
-               .dump(2)
-        << "\n";
-      EMBER_CHECK(f.good(), IOError, "bench: could not write ", json);
-    }
-  } catch (const Error& e) {
-    std::fprintf(stderr, "bench: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    if (!json.empty())
+      ember::app::write_json(json, nlohmann::ordered_json{{"threads", num_threads()},
+                                                          {"device", g_dev.str()},
+                                                          {"sgemm_peak_gflops", b.sgemm_peak},
+                                                          {"ember_matmul_gflops", b.ember_gemm},
+                                                          {"triad_gb_per_s", b.triad_gbs},
+                                                          {"bf16_register_peak_gflops", b.bf16_peak},
+                                                          {"fp32_register_peak_gflops", b.fp32_fma_peak},
+                                                          {"reference_gflops", b.peak},
+                                                          {"reference_gb_per_s", b.bandwidth},
+                                                          {"records", b.records}});
+    return 0;
+  });
 }

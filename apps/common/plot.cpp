@@ -12,6 +12,7 @@
 #include <limits>
 
 #include <ember/core/error.h>
+#include <ember/core/file_io.h>
 
 namespace ember::plot {
 
@@ -100,16 +101,7 @@ void Canvas::save_png(const std::string& path) const {
   };
   EMBER_CHECK(stbi_write_png_to_func(sink, &png, w_, h_, 3, px_.data(), w_ * 3) != 0, IOError,
               "plot: could not encode ", path, " as PNG");
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
-    f.flush();
-    EMBER_CHECK(f.good(), IOError, "plot: could not write ", tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  EMBER_CHECK(!ec, IOError, "plot: could not rename ", tmp, " to ", path, ": ", ec.message());
+  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
 }
 
 namespace {

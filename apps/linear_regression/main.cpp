@@ -7,15 +7,20 @@
 // gradient ∇J = (1/m)·Xᵀ(Xθ − y) is never written here: loss.backward()
 // computes it. After 1000 steps θ = [[0.1107], [0.9513]] (not yet the exact
 // fit [0, 1]: plain gradient descent with this small rate is slow along the
-// intercept direction). The program exits non-zero if it ends elsewhere.
+// intercept direction). The program exits non-zero if it ends elsewhere. It
+// takes no flags; apps/common's main() refuses any with one line and exit 2.
 #include <cmath>
 #include <cstdio>
 
 #include <ember/ember.h>
 
+#include "app.h"
+
 using namespace ember;
 
-int main() {
+namespace {
+
+int run() {
   const Tensor X = tensor({{1, 1}, {1, 2}, {1, 3}}, kFloat64);
   const Tensor y = tensor({1, 2, 3}, kFloat64).reshape({3, 1});  // column [[1], [2], [3]]
   const double m = static_cast<double>(X.size(0));
@@ -55,4 +60,11 @@ int main() {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App cli{"Linear regression by gradient descent, the gradient from autograd (a worked example)"};
+  return app::run_main("linear_regression", cli, argc, argv, run);
 }

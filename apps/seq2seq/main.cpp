@@ -19,18 +19,21 @@
 // on the GPU; batches are gathered there.
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include <ember/ember.h>
 
+#include "app.h"
 #include "dates.h"
 #include "model.h"  // --model gru|transformer, greedy or --beam K decoding
 #include "plot.h"
@@ -40,6 +43,12 @@ using namespace ember;
 namespace fs = std::filesystem;
 
 namespace {
+
+// Bounds of the sizes, for the flags and for a saved model's metadata alike.
+// Bounded well below the ~700,000 distinct strings the formats can give, so
+// drawing distinct examples always ends quickly.
+constexpr int64_t kMaxTrainSize = 400000, kMaxTestSize = 100000;
+constexpr int64_t kMaxHidden = 4096, kMaxEmbed = 4096;  // a few hundred MB of parameters at most
 
 struct Config {
   int epochs = 6;
@@ -52,7 +61,7 @@ struct Config {
   int64_t train_size = 12000, test_size = 2000;  // validation: test_size as well
   int64_t hidden = 64, embed = 32;
   int heatmaps = 4;
-  bool quiet = false;
+  bool quiet = false, check = false;
   std::string model = "gru";  // --model: gru (nn::Seq2Seq) or transformer (transformer_model.h)
   int64_t beam = 1;           // --beam: 1 = greedy decoding
 };
@@ -137,6 +146,10 @@ Batch gather_batch(const Data& d, const Tensor& cpu_idx) {
 // steps through little padding (its cost follows the longest source of the
 // batch); the batches themselves come in random order.
 std::vector<Tensor> bucketed_batches(const Data& d, int64_t batch, Generator& g) {
+  // A batch larger than the split is the whole split (and 32 * batch then
+  // cannot overflow: a batch near 2^63 made the pool size wrap to a negative
+  // number, sorting a reversed range (SIGSEGV), or to 0, looping forever).
+  batch = std::clamp<int64_t>(batch, 1, std::max<int64_t>(1, d.size()));
   const std::vector<int64_t> perm = randperm(d.size(), &g).to_vector<int64_t>();
   const std::vector<int64_t> lens = d.lens.to_vector<int64_t>();
   std::vector<int64_t> order = perm;
@@ -166,7 +179,7 @@ struct Evaluation {
   std::map<int64_t, Tensor> weights;  // (11, S) for the examples asked for
 };
 
-// Teacher-forced loss and greedy (or --beam) exact match over a split, in batches.
+// Teacher-forced loss and greedy exact match over a split, in batches.
 Evaluation evaluate(seq2seq_app::DatesModel& model, const Data& d, const Vocab& v,
                     const std::set<int64_t>& keep_weights = {}) {
   NoGradGuard ng;
@@ -226,30 +239,76 @@ void save_heatmap(const Tensor& w, const dates::Example& ex, const std::string& 
   plot::render(hm, width, 560).save_png(path);
 }
 
+// --check: everything is validated and built; stop before the work.
+int check_done() {
+  std::printf("seq2seq: check ok\n");
+  return 0;
+}
+
 // A saved model.safetensors and what it recorded; --eval-only takes the
-// model size and the splits (seed, sizes) from its metadata.
+// model size and the splits (seed, sizes) from its metadata. Every field is
+// read like a flag: the whole string a number, within the flag's bounds, so
+// a damaged or hostile file ends in a message naming the field (a size of
+// -1 or 10^9 would hang the data generation, 10^9 hidden units abort in
+// bad_alloc, "16abc" must not read as 16).
 struct Saved {
   StateDict weights;
-  std::string recorded_exact;
+  std::optional<double> recorded_exact;
 };
+
+template <class T>
+T parse_field(const std::map<std::string, std::string>& meta, const std::string& file, const char* key, T lo, T hi) {
+  const auto it = meta.find(key);
+  if (it == meta.end()) throw IOError(file + ": not a seq2seq model.safetensors (no '" + key + "' in its metadata)");
+  const std::string& v = it->second;
+  T x{};
+  bool ok;
+  if constexpr (std::is_floating_point_v<T>) {
+    // from_chars for double needs GCC 11; strtod with a whole-string check is the same rule.
+    char* end = nullptr;
+    x = std::strtod(v.c_str(), &end);
+    ok = !v.empty() && end == v.c_str() + v.size() && std::isfinite(x);
+  } else {
+    const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+    ok = r.ec == std::errc() && r.ptr == v.data() + v.size();
+  }
+  if (!ok) throw IOError(file + ": metadata '" + key + "' is not a number: '" + v + "'");
+  if (x < lo || x > hi) {
+    std::ostringstream os;
+    os << file << ": metadata '" << key << "' = " << v << " is outside [" << lo << ", " << hi << "]";
+    throw IOError(os.str());
+  }
+  return x;
+}
+
 Saved load_saved(Config& c) {
   std::map<std::string, std::string> meta;
-  Saved s{load_safetensors(c.weights, &meta), ""};
-  auto number = [&](const char* k) -> int64_t {
-    EMBER_CHECK(meta.count(k), IOError, c.weights, ": not a seq2seq model.safetensors (no '", k, "' in its metadata)");
-    try {
-      return std::stoll(meta.at(k));
-    } catch (const std::exception&) {
-      throw IOError(c.weights + ": metadata '" + k + "' is not a number: " + meta.at(k));
-    }
-  };
-  if (meta.count("model")) c.model = meta.at("model");  // files from before --model are GRU models
-  c.embed = number("embed_size");
-  c.hidden = number("num_hiddens");
-  c.seed = static_cast<uint64_t>(number("seed"));
-  c.train_size = number("train_size");
-  c.test_size = number("test_size");
-  if (meta.count("test_exact_match")) s.recorded_exact = meta.at("test_exact_match");
+  Saved s{load_safetensors(c.weights, &meta), std::nullopt};
+  if (meta.count("model")) {  // files from before --model are GRU models
+    c.model = meta.at("model");
+    if (c.model != "gru" && c.model != "transformer")
+      throw IOError(c.weights + ": metadata 'model' is '" + c.model + "', not gru or transformer");
+  }
+  c.embed = parse_field<int64_t>(meta, c.weights, "embed_size", 1, kMaxEmbed);
+  c.hidden = parse_field<int64_t>(meta, c.weights, "num_hiddens", 2, kMaxHidden);
+  if (c.hidden % 2 != 0) throw IOError(c.weights + ": metadata 'num_hiddens' = " + std::to_string(c.hidden) + " is odd");
+  c.seed = parse_field<uint64_t>(meta, c.weights, "seed", 0, std::numeric_limits<uint64_t>::max());
+  c.train_size = parse_field<int64_t>(meta, c.weights, "train_size", 1, kMaxTrainSize);
+  c.test_size = parse_field<int64_t>(meta, c.weights, "test_size", 1, kMaxTestSize);
+  if (meta.count("test_exact_match")) s.recorded_exact = parse_field<double>(meta, c.weights, "test_exact_match", 0.0, 1.0);
+  // The tensors must hold what the metadata's model has (and not more): the
+  // model is built from the metadata and then loaded strictly.
+  int64_t stored = 0;
+  for (const auto& [name, t] : s.weights) stored += t.numel();
+  // The largest tensors: for the GRU model the encoder's and decoder's GRU
+  // weights, 3 gates of hidden x (embed + hidden) each way; for the
+  // Transformer each layer's packed in-projection, 3 hidden x hidden. A model
+  // needs at least that many values.
+  const int64_t at_least =
+      c.model == "gru" ? 3 * (c.hidden / 2) * (c.embed + c.hidden / 2) : 3 * c.hidden * c.hidden;
+  if (stored < at_least)
+    throw IOError(c.weights + ": its " + std::to_string(stored) + " stored values cannot hold the model its metadata "
+                  "describes (embed_size " + std::to_string(c.embed) + ", num_hiddens " + std::to_string(c.hidden) + ")");
   return s;
 }
 
@@ -257,7 +316,14 @@ Saved load_saved(Config& c) {
 // device, scored on the test split.
 int evaluate_saved(const Config& c, seq2seq_app::DatesModel& model, const Saved& saved, const Data& test,
                    const Vocab& v) {
-  model.module().load_state_dict(saved.weights);
+  try {
+    model.module().load_state_dict(saved.weights);
+  } catch (const Error& e) {
+    throw IOError(c.weights + ": its tensors do not match the model its metadata describes (embed_size " +
+                  std::to_string(c.embed) + ", num_hiddens " + std::to_string(c.hidden) + "): " + e.what());
+  }
+  app::warn_suspicious("seq2seq", saved.weights, c.weights);
+  if (c.check) return check_done();
   const Evaluation e = evaluate(model, test, v);
   nlohmann::ordered_json m = {
       {"weights", c.weights},
@@ -265,103 +331,79 @@ int evaluate_saved(const Config& c, seq2seq_app::DatesModel& model, const Saved&
       {"test_exact_match", e.exact},
       {"test_loss", e.loss},
       {"test_size", test.size()},
-      {"recorded_test_exact_match", saved.recorded_exact.empty() ? nlohmann::json() : nlohmann::json(std::stod(saved.recorded_exact))}};
-  fs::create_directories(c.out);
-  std::ofstream(fs::path(c.out) / "eval.json") << m.dump(2) << "\n";
+      {"recorded_test_exact_match", saved.recorded_exact ? nlohmann::json(*saved.recorded_exact) : nlohmann::json()}};
+  app::write_json((fs::path(c.out) / "eval.json").string(), m);
   std::printf("seq2seq eval %s on %s: test exact match %.4f (%lld dates), test loss %.4f%s\n", c.weights.c_str(),
               c.device.c_str(), e.exact, static_cast<long long>(test.size()), e.loss,
-              saved.recorded_exact.empty() ? "" : ("; recorded at save: " + saved.recorded_exact).c_str());
+              saved.recorded_exact ? app::fmt("; recorded at save: %.4f", *saved.recorded_exact).c_str() : "");
   return 0;
 }
 
-int run(Config c) {
-  if (c.threads > 0) set_num_threads(c.threads);
-  const Saved saved = c.eval_only ? load_saved(c) : Saved{};
-  const Device dev(c.device);
-  manual_seed(c.seed + 1);  // initialisation
-  Generator g(c.seed + 2);  // shuffling
-  const Vocab v;
-  const dates::Splits sp = dates::make_splits(c.seed, static_cast<size_t>(c.train_size),
-                                              static_cast<size_t>(c.test_size), static_cast<size_t>(c.test_size));
+// The three splits, generated from the seed and encoded on the device.
+struct Splits {
+  dates::Splits raw;
+  Data train, val, test;
+};
+Splits make_data(const Config& c, const Vocab& v, Device dev) {
+  Splits s;
+  s.raw = dates::make_splits(c.seed, static_cast<size_t>(c.train_size), static_cast<size_t>(c.test_size),
+                             static_cast<size_t>(c.test_size));
   const int64_t max_len = static_cast<int64_t>(dates::max_source_length());
-  const Data train = to_device(encode(sp.train, v, max_len), dev), val = to_device(encode(sp.val, v, max_len), dev),
-             test = to_device(encode(sp.test, v, max_len), dev);
-  if (!c.quiet) {
-    std::printf("dates -> ISO: %lld train / %lld val / %lld test examples, %lld source characters, e.g. \"%s\" -> %s\n",
-                static_cast<long long>(train.size()), static_cast<long long>(val.size()),
-                static_cast<long long>(test.size()), static_cast<long long>(v.src_size() - 1),
-                sp.train[0].source.c_str(), sp.train[0].target.c_str());
-  }
+  s.train = to_device(encode(s.raw.train, v, max_len), dev);
+  s.val = to_device(encode(s.raw.val, v, max_len), dev);
+  s.test = to_device(encode(s.raw.test, v, max_len), dev);
+  return s;
+}
 
-  // ---- the model (--model, --beam): model.h; the rest of run() sees nn::Module and DatesModel
-  const std::unique_ptr<seq2seq_app::DatesModel> dates_model =
-      seq2seq_app::make_model(c.model, {v.src_size(), v.tgt_size(), c.embed, c.hidden});
-  dates_model->beam_size = c.beam;
-  dates_model->eos = kEos;
-  nn::Module& model = dates_model->module();
-  // ----
-  model.to(dev);  // initialised on the CPU (the same weights on every device), then moved
-  if (!c.quiet)
-    std::printf("model: %lld parameters, %d threads, %s\n", static_cast<long long>(model.num_parameters()), num_threads(),
-                dev.str().c_str());
-  if (c.eval_only) return evaluate_saved(c, *dates_model, saved, test, v);
-
-  const int64_t nb = (train.size() + c.batch - 1) / c.batch;
-  optim::Adam opt(model.parameters(), optim::AdamOptions{c.lr});
-  // Cosine decay to zero over the run, stepped per batch.
-  optim::CosineAnnealingLR sched(opt, std::max<int64_t>(1, nb * c.epochs));
-  app::ProgressBar bar(!c.quiet);
+// What training records, epoch by epoch.
+struct History {
   std::vector<double> train_loss, val_loss, val_exact;
   // train_seconds counts the training steps only; the validation passes
   // after each epoch are timed apart (validation_seconds).
   double train_seconds = 0, validation_seconds = 0;
-  using clock = std::chrono::steady_clock;
-  auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
-  for (int epoch = 1; epoch <= c.epochs; ++epoch) {
-    const auto t_epoch = clock::now();
-    model.train();
-    const std::vector<Tensor> batches = bucketed_batches(train, c.batch, g);
-    double total = 0;
-    for (int64_t b = 0; b < nb; ++b) {
-      const Batch batch = gather_batch(train, batches[static_cast<size_t>(b)]);
-      opt.zero_grad();
-      Tensor loss = batch_loss(*dates_model, batch);
-      loss.backward();
-      optim::clip_grad_norm_(model.parameters(), 1.0);
-      opt.step();
-      sched.step();
-      total += loss.item();
-      char p[32], s[48];
-      std::snprintf(p, sizeof p, "epoch %2d/%d", epoch, c.epochs);
-      std::snprintf(s, sizeof s, "loss %.4f", total / static_cast<double>(b + 1));
-      bar.update(p, b + 1, nb, s);
-    }
-    bar.clear();
-    train_seconds += since(t_epoch);
-    train_loss.push_back(total / static_cast<double>(nb));
-    const auto t_val = clock::now();
-    const Evaluation ev = evaluate(*dates_model, val, v);
-    validation_seconds += since(t_val);
-    val_loss.push_back(ev.loss);
-    val_exact.push_back(ev.exact);
-    if (!c.quiet)
-      std::printf("epoch %2d  train loss %.4f  val loss %.4f  val exact match %.4f  trained %5.1fs\n", epoch,
-                  train_loss.back(), ev.loss, ev.exact, train_seconds);
-    std::fflush(stdout);  // progress shows in logs too
-  }
+};
 
-  // Heatmaps: the first --heatmaps test dates, and the one with the longest
-  // source (the most words to align), as attention_longest.png.
+// One pass over the training split in bucketed batches; the mean batch loss.
+double train_one_epoch(seq2seq_app::DatesModel& model, optim::Optimizer& opt, optim::LRScheduler& sched, const Data& train,
+                       int64_t batch_size, Generator& g, app::ProgressBar& bar, int epoch, int epochs) {
+  model.module().train();
+  const std::vector<Tensor> batches = bucketed_batches(train, batch_size, g);
+  const auto nb = static_cast<int64_t>(batches.size());
+  double total = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const Batch batch = gather_batch(train, batches[static_cast<size_t>(b)]);
+    opt.zero_grad();
+    Tensor loss = batch_loss(model, batch);
+    loss.backward();
+    optim::clip_grad_norm_(model.module().parameters(), 1.0);
+    opt.step();
+    sched.step();
+    total += loss.item();
+    bar.update(app::fmt("epoch %2d/%d", epoch, epochs), b + 1, nb, app::fmt("loss %.4f", total / static_cast<double>(b + 1)));
+  }
+  bar.clear();
+  return total / static_cast<double>(nb);
+}
+
+// Heatmaps: the first --heatmaps test dates, and the one with the longest
+// source (the most words to align), as attention_longest.png.
+std::set<int64_t> heatmap_examples(const Config& c, const Data& test, int64_t& longest) {
   std::set<int64_t> shown;
   for (int64_t k = 0; k < std::min<int64_t>(c.heatmaps, test.size()); ++k) shown.insert(k);
-  int64_t longest = 0;
+  longest = 0;
   for (int64_t k = 0; k < test.size(); ++k)
     if (test.examples[static_cast<size_t>(k)].source.size() > test.examples[static_cast<size_t>(longest)].source.size())
       longest = k;
   if (c.heatmaps > 0) shown.insert(longest);
-  const Evaluation te = evaluate(*dates_model, test, v, shown);
+  return shown;
+}
+
+// metrics.json, predictions.csv, the heatmaps, the curves and the model,
+// each written atomically.
+void write_report(const Config& c, nn::Module& model, const Vocab& v, const Splits& sp, const History& h,
+                  const Evaluation& te, int64_t longest) {
+  const Data& test = sp.test;
   const fs::path out(c.out);
-  fs::create_directories(out);
   nlohmann::ordered_json examples = nlohmann::json::array();
   for (int64_t i = 0; i < std::min<int64_t>(10, test.size()); ++i)
     examples.push_back({{"source", test.examples[static_cast<size_t>(i)].source},
@@ -372,32 +414,32 @@ int run(Config c) {
                               {"beam", c.beam},
                               {"test_exact_match", te.exact},
                               {"test_loss", te.loss},
-                              {"train_seconds", train_seconds},
-                              {"seconds_per_epoch", c.epochs ? train_seconds / c.epochs : 0.0},
-                              {"validation_seconds", validation_seconds},
+                              {"train_seconds", h.train_seconds},
+                              {"seconds_per_epoch", c.epochs ? h.train_seconds / c.epochs : 0.0},
+                              {"validation_seconds", h.validation_seconds},
                               {"epochs", c.epochs},
                               {"batch_size", c.batch},
                               {"lr", c.lr},
                               {"seed", c.seed},
                               {"threads", num_threads()},
-                              {"train_size", train.size()},
-                              {"val_size", val.size()},
+                              {"train_size", sp.train.size()},
+                              {"val_size", sp.val.size()},
                               {"test_size", test.size()},
                               {"embed_size", c.embed},
                               {"num_hiddens", c.hidden},
                               {"parameters", model.num_parameters()},
-                              {"train_loss", train_loss},
-                              {"val_loss", val_loss},
-                              {"val_exact_match", val_exact},
+                              {"train_loss", h.train_loss},
+                              {"val_loss", h.val_loss},
+                              {"val_exact_match", h.val_exact},
                               {"test_examples", examples}};
-  std::ofstream(out / "metrics.json") << m.dump(2) << "\n";
-  std::ofstream csv(out / "predictions.csv");
-  csv << "source,target,prediction,correct\n";
+  app::write_json((out / "metrics.json").string(), m);
+  std::string csv = "source,target,prediction,correct\n";
   for (int64_t i = 0; i < test.size(); ++i) {
     const auto& ex = test.examples[static_cast<size_t>(i)];
     const std::string& p = te.predictions[static_cast<size_t>(i)];
-    csv << '"' << ex.source << "\"," << ex.target << ',' << p << ',' << (p == ex.target) << '\n';
+    csv += '"' + ex.source + "\"," + ex.target + ',' + p + ',' + (p == ex.target ? '1' : '0') + '\n';
   }
+  app::write_text((out / "predictions.csv").string(), csv);
   for (const auto& [k, w] : te.weights) {
     const std::string name = k < c.heatmaps ? "attention_" + std::to_string(k) + ".png" : "attention_longest.png";
     save_heatmap(w, test.examples[static_cast<size_t>(k)], te.predictions[static_cast<size_t>(k)], (out / name).string());
@@ -412,21 +454,81 @@ int run(Config c) {
   lc.xlabel = "epoch";
   lc.ylabel = "loss (log scale)";
   lc.log_y = true;
-  lc.series = {{ep, train_loss, "train", 0, true, 3}, {ep, val_loss, "validation (teacher forcing)", 1, true, 3}};
+  lc.series = {{ep, h.train_loss, "train", 0, true, 3}, {ep, h.val_loss, "validation (teacher forcing)", 1, true, 3}};
   plot::render(lc).save_png((out / "loss.png").string());
   plot::LineChart ac;
   ac.title = "seq2seq: validation exact match (greedy)";
   ac.xlabel = "epoch";
   ac.ylabel = "fraction of dates exactly right";
-  ac.series = {{ep, val_exact, "validation", 2, true, 3}};
+  ac.series = {{ep, h.val_exact, "validation", 2, true, 3}};
   plot::render(ac).save_png((out / "exact_match.png").string());
   nn::save(model, (out / "model.safetensors").string(),
            {{"task", "dates -> ISO"}, {"model", c.model}, {"alphabet", v.alphabet}, {"target_chars", kTargetChars},
             {"embed_size", std::to_string(c.embed)}, {"num_hiddens", std::to_string(c.hidden)},
             {"seed", std::to_string(c.seed)}, {"train_size", std::to_string(c.train_size)},
             {"test_size", std::to_string(c.test_size)}, {"test_exact_match", nlohmann::json(te.exact).dump()}});
+}
+
+// Load (--eval-only), generate the data, build the model; then train epoch
+// by epoch with a validation pass after each, evaluate on the test split,
+// and report.
+int run(Config c) {
+  app::apply_threads(c.threads);
+  app::prepare_out_dir(c.out);
+  const Saved saved = c.eval_only ? load_saved(c) : Saved{};
+  const Device dev(c.device);
+  manual_seed(c.seed + 1);  // initialisation
+  Generator g(c.seed + 2);  // shuffling
+  const Vocab v;
+  const Splits sp = make_data(c, v, dev);
+  if (!c.quiet) {
+    std::printf("dates -> ISO: %lld train / %lld val / %lld test examples, %lld source characters, e.g. \"%s\" -> %s\n",
+                static_cast<long long>(sp.train.size()), static_cast<long long>(sp.val.size()),
+                static_cast<long long>(sp.test.size()), static_cast<long long>(v.src_size() - 1),
+                sp.raw.train[0].source.c_str(), sp.raw.train[0].target.c_str());
+  }
+  // ---- the model (--model, --beam): model.h; the rest of run() sees nn::Module and DatesModel
+  const std::unique_ptr<seq2seq_app::DatesModel> dates_model =
+      seq2seq_app::make_model(c.model, {v.src_size(), v.tgt_size(), c.embed, c.hidden});
+  dates_model->beam_size = c.beam;
+  dates_model->eos = kEos;
+  nn::Module& model = dates_model->module();
+  // ----
+  model.to(dev);  // initialised on the CPU (the same weights on every device), then moved
+  if (!c.quiet)
+    std::printf("model: %lld parameters, %d threads, %s\n", static_cast<long long>(model.num_parameters()), num_threads(),
+                dev.str().c_str());
+  if (c.eval_only) return evaluate_saved(c, *dates_model, saved, sp.test, v);
+
+  optim::Adam opt(model.parameters(), optim::AdamOptions{c.lr});
+  // Cosine decay to zero over the run, stepped per batch (a batch larger
+  // than the training split is the whole split).
+  const int64_t batch = std::min(c.batch, sp.train.size());
+  const int64_t nb = (sp.train.size() + batch - 1) / batch;
+  optim::CosineAnnealingLR sched(opt, std::max<int64_t>(1, nb * c.epochs));
+  if (c.check) return check_done();
+  app::ProgressBar bar(!c.quiet);
+  History h;
+  for (int epoch = 1; epoch <= c.epochs; ++epoch) {
+    const app::Timer t_epoch;
+    h.train_loss.push_back(train_one_epoch(*dates_model, opt, sched, sp.train, batch, g, bar, epoch, c.epochs));
+    h.train_seconds += t_epoch.seconds();
+    const app::Timer t_val;
+    const Evaluation ev = evaluate(*dates_model, sp.val, v);
+    h.validation_seconds += t_val.seconds();
+    h.val_loss.push_back(ev.loss);
+    h.val_exact.push_back(ev.exact);
+    if (!c.quiet)
+      std::printf("epoch %2d  train loss %.4f  val loss %.4f  val exact match %.4f  trained %5.1fs\n", epoch,
+                  h.train_loss.back(), ev.loss, ev.exact, h.train_seconds);
+    std::fflush(stdout);  // progress shows in logs too
+  }
+  int64_t longest = 0;
+  const std::set<int64_t> shown = heatmap_examples(c, sp.test, longest);
+  const Evaluation te = evaluate(*dates_model, sp.test, v, shown);
+  write_report(c, model, v, sp, h, te, longest);
   std::printf("seq2seq: test exact match %.4f (%lld dates), %.1fs training (%d epochs, %d threads) -> %s\n", te.exact,
-              static_cast<long long>(test.size()), train_seconds, c.epochs, num_threads(), c.out.c_str());
+              static_cast<long long>(sp.test.size()), h.train_seconds, c.epochs, num_threads(), c.out.c_str());
   return 0;
 }
 
@@ -434,55 +536,40 @@ int run(Config c) {
 
 int main(int argc, char** argv) {
   Config c;
-  CLI::App app{"Sequence to sequence with Bahdanau attention: rewrite dates written in many human formats as ISO "
+  CLI::App cli{"Sequence to sequence with Bahdanau attention: rewrite dates written in many human formats as ISO "
                "dates (\"Monday, May 3rd 1999\" -> 1999-05-03), character by character"};
-  app.add_option("--epochs", c.epochs, "training epochs (default 6)")->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", c.batch, "examples per batch (default 64)")->check(CLI::PositiveNumber);
-  app.add_option("--lr", c.lr, "Adam's peak learning rate, decayed to 0 by a cosine (default 3e-3)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--seed", c.seed, "random seed for the data, the initialisation and the shuffling (default 0)");
-  app.add_option("--threads", c.threads, "threads (default: all cores, or EMBER_NUM_THREADS)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--device", c.device, "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU)")
-      ->check(CLI::IsMember({"cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3"}));
-  app.add_option("--out", c.out, "output directory (default out/seq2seq)");
-  // Bounded well below the ~700,000 distinct strings the formats can give,
-  // so drawing distinct examples always ends quickly.
-  app.add_option("--train-size", c.train_size, "training examples (default 12000, at most 400000)")
-      ->check(CLI::Range(int64_t{1}, int64_t{400000}));
-  app.add_option("--test-size", c.test_size, "validation and test examples each (default 2000, at most 100000)")
-      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
-  app.add_option("--hidden", c.hidden, "decoder state size; the encoder runs half per direction (default 64)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--heatmaps", c.heatmaps, "attention heatmaps of the first test examples, plus the longest source (default 4)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_flag("--eval-only", c.eval_only, "score --weights on the test split again and exit (writes eval.json)");
-  app.add_option("--weights", c.weights,
-                 "model.safetensors for --eval-only (its metadata gives the model size, seed and split sizes)");
-  app.add_flag("--quiet", c.quiet, "print only the summary line");
-  app.add_option("--model", c.model, "gru (default: Bahdanau attention) or transformer (nn::Transformer; --hidden is d_model)")
+  cli.add_option("--epochs", c.epochs, "training epochs (default 6)")->check(app::int_range(1, 100000));
+  cli.add_option("--batch-size", c.batch, "examples per batch (default 64; at most the training examples)")
+      ->check(app::int_range(1, kMaxTrainSize));
+  cli.add_option("--lr", c.lr, "Adam's peak learning rate, decayed to 0 by a cosine (default 3e-3)")
+      ->check(app::finite_range(1e-12, 1e3));
+  app::add_seed(cli, c.seed, "random seed for the data, the initialisation and the shuffling (default 0)");
+  app::add_threads(cli, c.threads);
+  app::add_device(cli, c.device, "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU)");
+  app::add_out(cli, c.out);
+  cli.add_option("--train-size", c.train_size, "training examples (default 12000, at most 400000)")
+      ->check(app::int_range(1, kMaxTrainSize));
+  cli.add_option("--test-size", c.test_size, "validation and test examples each (default 2000, at most 100000)")
+      ->check(app::int_range(1, kMaxTestSize));
+  cli.add_option("--hidden", c.hidden, "decoder state size, even; the encoder runs half per direction (default 64, at most 4096)")
+      ->check(app::int_range(2, kMaxHidden));
+  cli.add_option("--heatmaps", c.heatmaps, "attention heatmaps of the first test examples, plus the longest source (default 4)")
+      ->check(app::int_range(0, 1000));
+  CLI::Option* eval_only = cli.add_flag("--eval-only", c.eval_only, "score --weights on the test split again and exit (writes eval.json)");
+  app::input_file(cli.add_option("--weights", c.weights,
+                                 "model.safetensors for --eval-only (its metadata gives the model size, seed and split "
+                                 "sizes); NaN/Inf in it are reported as a warning"))->needs(eval_only);
+  app::add_quiet(cli, c.quiet);
+  cli.add_option("--model", c.model, "gru (default: Bahdanau attention) or transformer (nn::Transformer; --hidden is d_model)")
       ->check(CLI::IsMember({"gru", "transformer"}));
-  app.add_option("--beam", c.beam, "beam width for decoding; 1 (default) is greedy; GNMT length penalty, alpha 0.6")
-      ->check(CLI::Range(int64_t{1}, int64_t{64}));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
-  if (c.eval_only != !c.weights.empty()) {
-    std::fprintf(stderr, "seq2seq: --eval-only and --weights FILE go together\n");
-    return 2;
-  }
-  if (c.hidden % 2 != 0) {
-    std::fprintf(stderr, "seq2seq: --hidden must be even (the bidirectional encoder runs half per direction), got %lld\n",
-                 static_cast<long long>(c.hidden));
-    return 2;
-  }
-  try {
+  cli.add_option("--beam", c.beam, "beam width for decoding; 1 (default) is greedy; GNMT length penalty, alpha 0.6")
+      ->check(app::int_range(1, 64));
+  app::add_check(cli, c.check);
+  return app::run_main("seq2seq", cli, argc, argv, [&] {
+    if (c.eval_only != !c.weights.empty()) throw app::UsageError("--eval-only and --weights FILE go together");
+    if (c.hidden % 2 != 0)
+      throw app::UsageError("--hidden must be even (the bidirectional encoder runs half per direction), got " +
+                            std::to_string(c.hidden));
     return run(c);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "seq2seq: %s\n", e.what());
-    return 1;
-  }
+  });
 }

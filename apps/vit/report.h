@@ -19,7 +19,7 @@
 #include <ember/nn/data_readers.h>
 
 #include "plot.h"
-#include "run_config.h"  // EpochRecord
+#include "vit_run_config.h"  // EpochRecord
 
 namespace vit {
 

@@ -1,4 +1,4 @@
-// The ViT app's checkpoint metadata (apps/vit/run_config.h): what it writes
+// The ViT app's checkpoint metadata (apps/common/vit_run_config.h): what it writes
 // it reads back unchanged, and every damaged or hostile field is an IOError
 // naming the file and the field. The bad cases include the ones that, before
 // run_config existed, crashed `vit --resume` / `vit --eval-only --weights`:
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "../test_util.h"
-#include "run_config.h"
+#include "vit_run_config.h"
 
 using test::contains;
 using test::error_of;

@@ -12,7 +12,7 @@
 
 #include <ember/ember.h>
 
-#include "models.h"
+#include "attention_models.h"
 
 using namespace ember;
 

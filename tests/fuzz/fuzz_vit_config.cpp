@@ -1,5 +1,5 @@
 // libFuzzer target: what the ViT app reads back from a checkpoint's metadata
-// (apps/vit/run_config.h) before --resume or --eval-only builds anything.
+// (apps/common/vit_run_config.h) before --resume or --eval-only builds anything.
 // The input is up to three lines: the "config", "state" and "test_accuracy"
 // metadata strings (a line that is absent is a key that is absent). Each
 // reader must return or throw an IOError naming the file; and what it
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "fuzz_util.h"
-#include "run_config.h"
+#include "vit_run_config.h"
 
 namespace {
 constexpr const char* kFile = "fuzz.safetensors";

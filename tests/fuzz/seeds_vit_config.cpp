@@ -1,5 +1,5 @@
 // Writes the vit_config fuzzer's seed corpus: the metadata lines the ViT app
-// writes (apps/vit/run_config.h), for a training checkpoint after two
+// writes (apps/common/vit_run_config.h), for a training checkpoint after two
 // epochs, one interrupted mid-epoch, and a model.safetensors (config and
 // test_accuracy only). Usage: seeds_vit_config DIR
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "fuzz_util.h"
-#include "run_config.h"
+#include "vit_run_config.h"
 
 namespace {
 void write(const std::string& path, const vit::Metadata& meta) {

@@ -7,7 +7,7 @@
 // field and what was found. JSON nested deeper than 64 is refused while it
 // is parsed, and error messages describe values without dump(): both would
 // otherwise recurse as deep as the file nests, and overflow the stack.
-#include "run_config.h"
+#include "vit_run_config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -183,6 +183,16 @@ Metadata checkpoint_metadata(const Config& c, const TrainState& s) {
 
 // The ranges are the command line's (apps/vit/main.cpp), with sizes capped
 // at kMaxSize.
+double parameter_lower_bound(const Config& c) {
+  // Per block the attention projections (4 w^2) and the MLP (2 w mlp), the
+  // patch embedding (w p^2 per input channel) and the stem's 3x3 kernels. In
+  // double, exact up to 2^53 and never overflowing with sizes <= 2^31.
+  const double w = static_cast<double>(c.width), p = static_cast<double>(c.patch);
+  const double stem = static_cast<double>(c.stem);
+  return static_cast<double>(c.depth) * (4 * w * w + 2 * w * static_cast<double>(c.mlp)) +
+         w * p * p * std::max(1.0, stem) + 9 * stem;
+}
+
 Config read_config(const Metadata& meta, const std::string& file, int64_t stored_values, Config c) {
   const json j = parse_object(meta, "config", file, "not an ember ViT checkpoint (no \"config\" in its metadata)");
   const Fields f(j, file, "stored configuration");
@@ -212,15 +222,7 @@ Config read_config(const Metadata& meta, const std::string& file, int64_t stored
   c.limit_test = f.integer("limit_test", 0, std::numeric_limits<int64_t>::max());
   if (c.width % c.heads != 0)
     f.error("width " + std::to_string(c.width) + " is not divisible by heads " + std::to_string(c.heads));
-  // A lower bound of the model's parameter count (nn::VisionTransformer):
-  // per block the attention projections (4 w^2) and the MLP (2 w mlp), the
-  // patch embedding (w p^2 per input channel) and the stem's 3x3 kernels.
-  // The file holds at least that many values if it holds this model; in
-  // double, exact up to 2^53 and never overflowing with sizes <= 2^31.
-  const double w = static_cast<double>(c.width), p = static_cast<double>(c.patch);
-  const double stem = static_cast<double>(c.stem);
-  const double need = static_cast<double>(c.depth) * (4 * w * w + 2 * w * static_cast<double>(c.mlp)) +
-                      w * p * p * std::max(1.0, stem) + 9 * stem;
+  const double need = parameter_lower_bound(c);
   if (need > static_cast<double>(stored_values)) {
     char b[64];
     std::snprintf(b, sizeof b, "%.0f", need);

@@ -32,6 +32,7 @@ struct Config {
   uint64_t seed = 0;
   int threads = 0;
   bool eval_only = false, quiet = false;
+  bool check = false;  // --check: validate and build, then exit (not stored)
   bool distributed = false;  // data-parallel over the launcher's processes (not stored)
   // model
   int64_t patch = 7, width = 64, depth = 4, heads = 4, mlp = 128, stem = 0;
@@ -61,6 +62,13 @@ struct TrainState {
   uint64_t generator_seed = 0, generator_offset = 0;  // the default generator's, at the save
   int world_size = 1;  // processes of a --distributed run (absent in older files: 1)
 };
+
+// A lower bound of the model's parameter count (nn::VisionTransformer), from
+// the sizes alone: a file must hold at least that many values, and the app
+// refuses to build more than kMaxParameters (a width of 10^6 would end in
+// bad_alloc, or in hours of swapping, instead of a message).
+double parameter_lower_bound(const Config& c);
+inline constexpr double kMaxParameters = double(int64_t{1} << 30);  // 4 GiB of float32 weights
 
 // The recipe and model fields (what read_config restores); also metrics.json's "config".
 nlohmann::ordered_json to_json(const Config& c);

@@ -1,0 +1,250 @@
+// The apps' shared machinery (app.h): flags, main(), outputs.
+#include "app.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <new>
+#include <system_error>
+
+#include <ember/core/device.h>
+#include <ember/core/error.h>
+#include <ember/core/file_io.h>
+#include <ember/core/parallel.h>
+#include <ember/nn/checkpoint.h>
+#include <ember/ops/collective.h>
+
+namespace ember::app {
+
+namespace fs = std::filesystem;
+
+CLI::Option* add_seed(CLI::App& cli, uint64_t& seed, const std::string& help) {
+  return cli.add_option("--seed", seed, help)->check(uint64_any());
+}
+
+CLI::Option* add_threads(CLI::App& cli, int& threads) {
+  return cli
+      .add_option("--threads", threads,
+                  "threads (default: all cores, or EMBER_NUM_THREADS; at most " + std::to_string(kMaxThreads) + ")")
+      ->check(int_range(0, kMaxThreads));
+}
+
+CLI::Option* add_device(CLI::App& cli, std::string& device, const std::string& help) {
+  // Ember's own parser decides what a device is, so "cuda:7" and "cpu" pass
+  // and "tpu", "cuda:x" or "cuda:-1" are refused with its message.
+  const CLI::Validator parses(
+      [](std::string& s) -> std::string {
+        try {
+          (void)Device(s);
+          return "";
+        } catch (const Error& e) {
+          return e.what();
+        }
+      },
+      "DEVICE");
+  return cli.add_option("--device", device, help)->check(parses);
+}
+
+CLI::Option* add_out(CLI::App& cli, std::string& out) {
+  return output_dir(cli.add_option("--out", out, "output directory (default " + out + ")"));
+}
+
+CLI::Option* add_quiet(CLI::App& cli, bool& quiet) { return cli.add_flag("--quiet", quiet, "print only the summary line"); }
+
+CLI::Option* add_check(CLI::App& cli, bool& check) {
+  return cli.add_flag("--check", check,
+                      "validate the flags, the files and the output directory, build the model, then exit without "
+                      "training");
+}
+
+CLI::Validator int_range(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        int64_t v = 0;
+        const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (r.ec != std::errc() || r.ptr != s.data() + s.size() || v < lo || v > hi)
+          return "value " + s + " is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+        return "";
+      },
+      "INT in [" + std::to_string(lo) + " - " + std::to_string(hi) + "]");
+}
+
+CLI::Validator uint64_any() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        uint64_t v = 0;
+        const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (r.ec != std::errc() || r.ptr != s.data() + s.size())
+          return "value " + s + " is not an integer in [0, 2^64 - 1]";
+        return "";
+      },
+      "UINT64");
+}
+
+CLI::Validator finite_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(s, v) || !std::isfinite(v) || v < lo || v > hi)
+          return "value " + s + " is not a number in [" + fmt("%g", lo) + ", " + fmt("%g", hi) + "]";
+        return "";
+      },
+      "FLOAT in [" + fmt("%g", lo) + " - " + fmt("%g", hi) + "]");
+}
+
+CLI::Option* input_file(CLI::Option* o) { return o->type_name("FILE"); }
+CLI::Option* input_dir(CLI::Option* o) { return o->type_name("DIR"); }
+CLI::Option* output_dir(CLI::Option* o) { return o->type_name("OUT_DIR"); }
+CLI::Option* output_file(CLI::Option* o) { return o->type_name("OUT_FILE"); }
+
+namespace {
+
+// Messages may carry newlines (nlohmann's, a nested error): one line each.
+std::string one_line(std::string s) {
+  for (char& ch : s)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+// The options as JSON, for tests/apps/bad_invocations.cmake.
+std::string flag_table(const CLI::App& cli) {
+  nlohmann::ordered_json t = nlohmann::ordered_json::array();
+  for (const CLI::Option* o : cli.get_options()) {
+    if (o->get_lnames().empty()) continue;  // positionals; --help has one
+    const std::string name = "--" + o->get_lnames().front();
+    if (name == "--help" || name == "--flag-table") continue;
+    // CLI11 appends its validators' names ("INT:INT in [1 - 100]"): the type is what comes first.
+    const std::string full = o->get_type_name(), type = full.substr(0, full.find(':'));
+    std::string kind = "text";
+    if (o->get_type_size_max() == 0) kind = "flag";
+    else if (type == "INT" || type == "UINT") kind = "int";
+    else if (type == "FLOAT") kind = "float";
+    else if (type == "FILE") kind = "file";
+    else if (type == "DIR") kind = "dir";
+    else if (type == "OUT_DIR") kind = "out_dir";
+    else if (type == "OUT_FILE") kind = "out_file";
+    nlohmann::ordered_json needs = nlohmann::ordered_json::array();
+    for (const CLI::Option* n : o->get_needs()) needs.push_back("--" + n->get_lnames().front());
+    t.push_back({{"name", name}, {"type", full}, {"kind", kind}, {"needs", needs}});
+  }
+  return t.dump();
+}
+
+int fail(const char* name, int code, const std::string& why) {
+  std::fprintf(stderr, "%s: %s\n", name, one_line(why).c_str());
+  std::fflush(stderr);
+  if (distributed::world_size() > 1) distributed::abort(code);
+  return code;
+}
+
+}  // namespace
+
+int run_main(const char* name, CLI::App& cli, int argc, char** argv, const std::function<int()>& run) {
+  bool table = false;
+  cli.add_flag("--flag-table", table, "print the options as JSON (for the bad-invocation tests) and exit")->group("");
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return cli.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return cli.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return cli.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(name, kExitUsage, std::string(e.what()) + " (see --help)");
+  }
+  if (table) {
+    std::printf("%s\n", flag_table(cli).c_str());
+    return kExitOk;
+  }
+  try {
+    return run();
+  } catch (const UsageError& e) {
+    return fail(name, kExitUsage, e.what());
+  } catch (const CLI::Error& e) {
+    return fail(name, kExitUsage, e.what());
+  } catch (const Error& e) {
+    return fail(name, kExitFailure, e.what());
+  } catch (const nlohmann::json::exception& e) {
+    return fail(name, kExitFailure, std::string("bad JSON: ") + e.what());
+  } catch (const fs::filesystem_error& e) {
+    return fail(name, kExitFailure, e.what());
+  } catch (const std::system_error& e) {
+    return fail(name, kExitFailure, std::string("system error: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(name, kExitFailure,
+                "out of memory (std::bad_alloc): a size in the flags or in a file read is too large for this machine");
+  } catch (const std::exception& e) {
+    return fail(name, kExitFailure, e.what());
+  } catch (...) {
+    return fail(name, kExitFailure, "unknown exception");
+  }
+}
+
+void apply_threads(int threads) {
+  if (threads > 0) set_num_threads(threads);
+}
+
+void prepare_out_dir(const std::string& dir, const std::string& flag) {
+  if (dir.empty()) throw UsageError(flag + " is empty");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw UsageError(flag + " '" + dir + "': cannot create the directory: " + ec.message());
+  if (!fs::is_directory(dir, ec)) throw UsageError(flag + " '" + dir + "': not a directory");
+  // A probe file: permissions, a read-only mount, /proc and /sys all say no
+  // here, before minutes of training, instead of at the first save.
+  std::string probe = (fs::path(dir) / ".ember-write-probe.XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) throw UsageError(flag + " '" + dir + "': cannot write into it: " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void check_output_file(const std::string& path, const std::string& flag) {
+  if (path.empty()) throw UsageError(flag + " is empty");
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw UsageError(flag + " '" + path + "': is a directory");
+  const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec))
+    throw UsageError(flag + " '" + path + "': its directory '" + parent.string() + "' does not exist or is not a directory");
+  std::string probe = (parent / ".ember-write-probe.XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) throw UsageError(flag + " '" + path + "': cannot write in '" + parent.string() + "': " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void write_json(const std::string& path, const nlohmann::ordered_json& j) { write_file_atomic(path, j.dump(2) + "\n"); }
+
+void write_text(const std::string& path, const std::string& text) { write_file_atomic(path, text); }
+
+void warn_suspicious(const char* app, const StateDict& tensors, const std::string& file) {
+  const std::vector<std::string> bad = nn::suspicious_tensors(tensors);
+  if (bad.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < bad.size() && i < 4; ++i) list += (i ? ", " : "") + bad[i];
+  if (bad.size() > 4) list += ", and " + std::to_string(bad.size() - 4) + " more";
+  std::fprintf(stderr, "%s: warning: %s holds suspicious values: %s\n", app, file.c_str(), list.c_str());
+}
+
+std::string fmt(const char* format, ...) {
+  va_list ap, ap2;
+  va_start(ap, format);
+  va_copy(ap2, ap);
+  const int n = std::vsnprintf(nullptr, 0, format, ap);
+  va_end(ap);
+  std::string s(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(s.data(), s.size() + 1, format, ap2);
+  va_end(ap2);
+  return s;
+}
+
+}  // namespace ember::app

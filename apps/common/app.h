@@ -1,0 +1,134 @@
+// What every demo app shares, written once: the common flags (seed, threads,
+// device, out, quiet, --check), the exit-code convention, a main() that
+// turns anything escaping into one line on stderr, the output directory
+// checked before any work, atomic JSON/text outputs, timers and printf-style
+// formatting. An app is:
+//
+//   int main(int argc, char** argv) {
+//     Config c;
+//     CLI::App cli{"what the app does"};
+//     ember::app::add_threads(cli, c.threads);           // and add_seed/add_device/add_out/add_quiet/add_check
+//     ember::app::input_file(cli.add_option("--weights", c.weights, "..."));  // path flags say what they are
+//     cli.add_option("--width", c.width, "...")->check(CLI::Range(1, 4096));  // numbers say their range
+//     return ember::app::run_main("myapp", cli, argc, argv, [&] { return run(c); });
+//   }
+//
+// Exit codes: 0 done; 2 a bad value (a flag, or a setting read from a file
+// the user named: UsageError, CLI11's parse errors); 1 a failure while
+// running (ember::Error, I/O, std::filesystem and std::system_error,
+// bad_alloc, any std::exception); 130 interrupted (the app returns it).
+// Every failure prints exactly one line, "<app>: <why>", on stderr.
+//
+// Every app also answers --flag-table: its options as JSON (name, type,
+// kind), which tests/apps/bad_invocations.cmake turns into the table of bad
+// invocations (0, negative, non-number, overflow and huge values for each
+// number; missing, directory, FIFO, under-a-file paths for each path). A new
+// flag joins that table by being declared; a path flag must be marked with
+// input_file / input_dir / output_dir / output_file so that it is tested as
+// a path, and --check must stop before the first training step.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ember/core/tensor.h>
+
+namespace ember::app {
+
+inline constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2, kExitInterrupted = 130;
+
+// A bad value the user gave (a flag, or a setting in a file they named):
+// exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The common flags. Each returns its CLI11 option for further checks.
+// --seed: any unsigned 64-bit value.
+CLI::Option* add_seed(CLI::App& cli, uint64_t& seed, const std::string& help = "random seed");
+// --threads: 0 (all cores, or EMBER_NUM_THREADS) to ember::kMaxThreads.
+CLI::Option* add_threads(CLI::App& cli, int& threads);
+// --device: whatever ember::Device parses ("cpu", "cuda", "cuda:N"); that a
+// CUDA device exists is checked when the app first uses it (exit 1).
+CLI::Option* add_device(CLI::App& cli, std::string& device, const std::string& help = "cpu (default) or cuda / cuda:N");
+// --out: the output directory (created and probed by prepare_out_dir).
+CLI::Option* add_out(CLI::App& cli, std::string& out);
+CLI::Option* add_quiet(CLI::App& cli, bool& quiet);
+// --check: validate the flags, the files and the output directory, build the
+// model, print "check: ok" and exit 0 before any training.
+CLI::Option* add_check(CLI::App& cli, bool& check);
+
+// An integer flag's range. CLI11 2.1 converts an integer that overflows its
+// type without a word (--batch-size 99999999999999999999 arrived as a
+// number that made seq2seq's batching wrap around: SIGSEGV); this parses
+// the whole string as a 64-bit integer, refusing overflow, fractions and
+// trailing junk, then checks [lo, hi] (which must fit the option's type).
+CLI::Validator int_range(int64_t lo, int64_t hi);
+// Any unsigned 64-bit integer (--seed), overflow and signs refused.
+CLI::Validator uint64_any();
+
+// A floating-point flag's range, NaN and Inf refused (CLI::Range lets NaN
+// through: every comparison with it is false).
+CLI::Validator finite_range(double lo, double hi);
+
+// Marks a path option by what it names (its CLI11 type name, shown in
+// --help and read by the bad-invocation table).
+CLI::Option* input_file(CLI::Option* o);   // FILE: a regular file the app reads
+CLI::Option* input_dir(CLI::Option* o);    // DIR: a directory the app reads
+CLI::Option* output_dir(CLI::Option* o);   // OUT_DIR: created if missing
+CLI::Option* output_file(CLI::Option* o);  // OUT_FILE: written atomically
+
+// Parses argv (bad flags: one line, exit 2; --help: exit 0), answers
+// --flag-table, then calls run() and maps what escapes it to one line and
+// an exit code (above). In a distributed run a failing rank aborts the job
+// (its peers may be waiting in a collective).
+int run_main(const char* name, CLI::App& cli, int argc, char** argv, const std::function<int()>& run);
+
+// set_num_threads(threads) unless 0 (the default count).
+void apply_threads(int threads);
+// Creates dir (and its parents) and checks that a file can be written in
+// it, before any work starts; throws UsageError naming the flag and why
+// (under a regular file, /dev/null or /proc, read-only, a FIFO in its place).
+void prepare_out_dir(const std::string& dir, const std::string& flag = "--out");
+
+// An output file named by a flag (bench --json): its directory must exist
+// and take a new file, and the path must not be a directory; checked before
+// any work, throws UsageError.
+void check_output_file(const std::string& path, const std::string& flag);
+
+// Outputs, written atomically (ember::write_file_atomic) and checked: a
+// failure throws ember::IOError naming the path.
+void write_json(const std::string& path, const nlohmann::ordered_json& j);
+void write_text(const std::string& path, const std::string& text);
+
+// --eval-only and --resume: a warning on stderr ("<app>: warning: FILE holds
+// suspicious values: NAME (NaN or Inf), ...") when the loaded tensors hold
+// NaN or Inf or a negative Adam second moment (nn::suspicious_tensors). A
+// warning, not an error: scoring or continuing such a state may be what one
+// wants to look at (a diverged run), but its figures will say little.
+void warn_suspicious(const char* app, const ember::StateDict& tensors,
+                     const std::string& file);
+
+// A stopwatch.
+class Timer {
+ public:
+  using Clock = std::chrono::steady_clock;
+  Timer() : t0_(Clock::now()) {}
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+  void reset() { t0_ = Clock::now(); }
+
+ private:
+  Clock::time_point t0_;
+};
+
+// printf into a std::string.
+std::string fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+}  // namespace ember::app

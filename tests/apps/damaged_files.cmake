@@ -1,0 +1,84 @@
+# CTest (cmake -P): the demos given damaged files they read back. A tiny
+# seq2seq model and a ViT checkpoint are written, then copies with one field
+# or tensor damaged (REWRITE: tests/apps/rewrite_safetensors.cpp):
+#   seq2seq --eval-only: every metadata number out of range, negative, huge,
+#     not a number, with trailing junk ("16abc"), a non-finite or non-numeric
+#     test_exact_match -> exit 1 and one line naming the field, quickly;
+#   vit --resume: an Adam moment missing (one of a pair, or both), a scheduler
+#     field stored as float32, a tensor nobody reads -> exit 1, one line;
+#   NaN in the weights or a negative second moment -> a warning naming the
+#     tensor, and the run goes on (--check);
+#   a FIFO as --weights / --resume -> exit 1 at once (no hang).
+# Variables: SEQ2SEQ, VIT, MAKE_DATA, REWRITE, OUT.
+file(REMOVE_RECURSE "${OUT}")
+file(MAKE_DIRECTORY "${OUT}")
+function(expect what code pattern)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err TIMEOUT 60)
+  string(STRIP "${err}" e)
+  string(REGEX MATCHALL "\n" nl "${e}")
+  list(LENGTH nl extra)
+  if(NOT rc STREQUAL "${code}" OR NOT e MATCHES "${pattern}" OR (NOT code EQUAL 0 AND extra GREATER 0))
+    message(FATAL_ERROR "${what}: exit ${rc} (expected ${code}), stderr (expected one line matching '${pattern}'):\n${err}")
+  endif()
+endfunction()
+function(rewrite in out)
+  execute_process(COMMAND "${REWRITE}" "${in}" "${out}" ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "rewrite_safetensors ${ARGN} exited with ${rc}")
+  endif()
+endfunction()
+execute_process(COMMAND mkfifo "${OUT}/fifo")
+
+# ---- seq2seq -----------------------------------------------------------
+execute_process(COMMAND "${SEQ2SEQ}" --epochs 1 --train-size 64 --test-size 16 --hidden 8 --heatmaps 0 --quiet
+                        --threads 1 --out "${OUT}/s2s" RESULT_VARIABLE rc OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "seq2seq (tiny run) exited with ${rc}")
+endif()
+set(model "${OUT}/s2s/model.safetensors")
+set(k 0)
+foreach(edit "train_size=-1" "train_size=1000000000" "test_size=0" "test_size=-1" "test_size=1000000000"
+             "train_size=16abc" "embed_size=1000000000" "num_hiddens=1000000000" "num_hiddens=7" "embed_size="
+             "seed=-1" "seed=abc" "test_exact_match=abc" "test_exact_match=nan" "test_exact_match=2"
+             "embed_size=64")
+  math(EXPR k "${k} + 1")
+  string(REGEX REPLACE "=.*" "" field "${edit}")
+  rewrite("${model}" "${OUT}/s2s_${k}.safetensors" "meta:${edit}")
+  expect("seq2seq --eval-only with ${edit}" 1 "${field}" "${SEQ2SEQ}" --eval-only --weights "${OUT}/s2s_${k}.safetensors"
+         --out "${OUT}/s2s_eval" --quiet)
+endforeach()
+rewrite("${model}" "${OUT}/s2s_nan.safetensors" "nan:decoder.dense.weight")
+expect("seq2seq --eval-only on NaN weights" 0 "warning: .*decoder.dense.weight \\(NaN or Inf\\)" "${SEQ2SEQ}"
+       --eval-only --weights "${OUT}/s2s_nan.safetensors" --out "${OUT}/s2s_eval" --quiet --check)
+expect("seq2seq --eval-only --weights FIFO" 1 "FIFO" "${SEQ2SEQ}" --eval-only --weights "${OUT}/fifo" --out "${OUT}/s2s_eval")
+
+# ---- vit --resume --------------------------------------------------------
+execute_process(COMMAND "${MAKE_DATA}" "${OUT}/data" RESULT_VARIABLE rc)
+set(tiny --data-dir "${OUT}/data" --epochs 2 --stop-after 1 --batch-size 32 --width 16 --depth 1 --heads 2 --mlp 16
+         --threads 1 --quiet --limit-train 64 --limit-test 32)
+execute_process(COMMAND "${VIT}" ${tiny} --out "${OUT}/vit" RESULT_VARIABLE rc OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "vit (tiny run) exited with ${rc}")
+endif()
+set(ckpt "${OUT}/vit/checkpoint.safetensors")
+expect("vit --resume of an intact checkpoint" 0 "^$" "${VIT}" --resume "${ckpt}" --out "${OUT}/vit_r" --check)
+set(moment optimizer.state.0.0)
+set(cases "drop:${moment}.exp_avg_sq|must both be present"
+          "drop:${moment}.exp_avg,drop:${moment}.exp_avg_sq|Adam moments for"
+          "f32:scheduler.last_epoch|scheduler state"
+          "f32:optimizer.step|optimizer state")
+set(k 0)
+foreach(c IN LISTS cases)
+  math(EXPR k "${k} + 1")
+  string(REPLACE "|" ";" parts "${c}")  # edits, comma-separated, then the expected message
+  string(REPLACE "," ";" parts "${parts}")
+  list(GET parts -1 pattern)
+  list(REMOVE_AT parts -1)
+  rewrite("${ckpt}" "${OUT}/vit_${k}.safetensors" ${parts})
+  expect("vit --resume with ${parts}" 1 "${pattern}" "${VIT}" --resume "${OUT}/vit_${k}.safetensors" --out "${OUT}/vit_r")
+endforeach()
+rewrite("${ckpt}" "${OUT}/vit_neg.safetensors" "neg:${moment}.exp_avg_sq" "nan:model.head.weight")
+expect("vit --resume with a negative second moment and NaN" 0 "warning: .*model.head.weight \\(NaN or Inf\\).*negative second moment"
+       "${VIT}" --resume "${OUT}/vit_neg.safetensors" --out "${OUT}/vit_r" --check)
+expect("vit --resume FIFO" 1 "FIFO" "${VIT}" --resume "${OUT}/fifo" --out "${OUT}/vit_r")
+message(STATUS "damaged files: every case ended as expected")

@@ -1,0 +1,62 @@
+// Writes a damaged copy of a safetensors file, for the tests of what the apps
+// read back (tests/apps/damaged_files.cmake): metadata fields replaced,
+// tensors dropped, converted to another dtype, or filled with NaN.
+// Usage: rewrite_safetensors IN OUT EDIT...
+//   meta:KEY=VALUE   set a metadata string      drop:NAME     remove a tensor
+//   f32:NAME         store NAME as float32      nan:NAME      NAME's first value NaN
+//   neg:NAME         NAME's first value -1
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include <ember/ember.h>
+
+using namespace ember;
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: rewrite_safetensors IN OUT EDIT...\n");
+    return 2;
+  }
+  try {
+    std::map<std::string, std::string> meta;
+    StateDict sd = load_safetensors(argv[1], &meta);
+    for (int i = 3; i < argc; ++i) {
+      const std::string e = argv[i], op = e.substr(0, e.find(':')), arg = e.substr(e.find(':') + 1);
+      if (op == "meta") {
+        meta[arg.substr(0, arg.find('='))] = arg.substr(arg.find('=') + 1);
+        continue;
+      }
+      bool found = false;
+      for (auto it = sd.begin(); it != sd.end(); ++it) {
+        if (it->first != arg) continue;
+        found = true;
+        if (op == "drop") {
+          sd.erase(it);
+          break;
+        }
+        if (op == "f32") {
+          it->second = it->second.to(kFloat32);
+        } else if (op == "nan" || op == "neg") {
+          Tensor t = it->second.to(kFloat64).contiguous().clone();
+          static_cast<double*>(t.data_ptr())[0] = op == "nan" ? std::nan("") : -1.0;
+          it->second = t.to(it->second.dtype());
+        } else {
+          std::fprintf(stderr, "rewrite_safetensors: unknown edit %s\n", e.c_str());
+          return 2;
+        }
+        break;
+      }
+      if (!found) {
+        std::fprintf(stderr, "rewrite_safetensors: no tensor %s\n", arg.c_str());
+        return 2;
+      }
+    }
+    save_safetensors(argv[2], sd, meta);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rewrite_safetensors: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
