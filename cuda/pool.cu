@@ -20,12 +20,7 @@ __global__ void max_pool2d_impl(const T* __restrict__ x, T* __restrict__ y, int6
     const int64_t ow = e % g.Wo, oh = (e / g.Wo) % g.Ho, nc = e / (g.Wo * g.Ho);
     const T* plane = x + nc * g.H * g.W;
     int64_t h0, h1, w0, w1;
-    pool_window(g.adaptive, oh, g.H, g.Ho, g.kh, g.sh, g.ph, h0, h1);
-    pool_window(g.adaptive, ow, g.W, g.Wo, g.kw, g.sw, g.pw, w0, w1);
-    h0 = h0 > 0 ? h0 : 0;
-    w0 = w0 > 0 ? w0 : 0;
-    h1 = h1 < g.H ? h1 : g.H;
-    w1 = w1 < g.W ? w1 : g.W;
+    pool_window_clipped(g, oh, ow, h0, h1, w0, w1);
     T best = -std::numeric_limits<T>::infinity();
     int64_t arg = h0 * g.W + w0;
     bool nan = false;
@@ -86,11 +81,10 @@ __global__ void avg_pool2d_impl(const T* __restrict__ x, T* __restrict__ y, Pool
     const int64_t ow = e % g.Wo, oh = (e / g.Wo) % g.Ho, nc = e / (g.Wo * g.Ho);
     const T* plane = x + nc * g.H * g.W;
     int64_t h0, h1, w0, w1;
-    pool_window(g.adaptive, oh, g.H, g.Ho, g.kh, g.sh, g.ph, h0, h1);
-    pool_window(g.adaptive, ow, g.W, g.Wo, g.kw, g.sw, g.pw, w0, w1);
+    pool_window_clipped(g, oh, ow, h0, h1, w0, w1);
     T s = 0;
-    for (int64_t h = h0 > 0 ? h0 : 0; h < (h1 < g.H ? h1 : g.H); ++h)
-      for (int64_t w = w0 > 0 ? w0 : 0; w < (w1 < g.W ? w1 : g.W); ++w) s += plane[h * g.W + w];
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) s += plane[h * g.W + w];
     y[e] = s / static_cast<T>(pool_divisor(g, oh, ow));
   }
 }

@@ -154,8 +154,6 @@ EMBER_REGISTER_KERNEL(row2im_kernel, CPU, cpu_row2im);
 EMBER_REGISTER_KERNEL(im2col_kernel, CPU, cpu_im2col);
 EMBER_REGISTER_KERNEL(col2im_kernel, CPU, cpu_col2im);
 
-namespace {
-
 WindowGeom window_geom(const char* op, const Tensor& x, std::array<int64_t, 2> k, std::array<int64_t, 2> s,
                        std::array<int64_t, 2> p) {
   EMBER_CHECK(x.dim() == 4, ShapeError, op, ": expected input of shape (N, C, H, W), got ", x.shape().str());
@@ -169,8 +167,6 @@ WindowGeom window_geom(const char* op, const Tensor& x, std::array<int64_t, 2> k
   g.Wo = (g.W + 2 * g.pw - g.kw) / g.sw + 1;
   return g;
 }
-
-}  // namespace
 
 Tensor unfold(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
               std::array<int64_t, 2> padding) {

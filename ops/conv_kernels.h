@@ -4,6 +4,7 @@
 /// the CUDA ones (cuda/conv.cu).
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include <ember/core/dispatch.h>
@@ -18,6 +19,11 @@ struct WindowGeom {
   int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, Ho, Wo;  ///< the sizes named above
   ///@}
 };
+
+/// Checks x (N, C, H, W), kernel and stride (positive), padding (non-negative) and that the kernel fits the
+/// padded input (ShapeError / ValueError naming op), and returns the geometry with Ho, Wo.
+WindowGeom window_geom(const char* op, const Tensor& x, std::array<int64_t, 2> k, std::array<int64_t, 2> s,
+                       std::array<int64_t, 2> p);
 
 /// cols[n, (c*kh + i)*kw + j, oh*Wo + ow] = x[n, c, oh*sh - ph + i, ow*sw - pw + j] (0 outside).
 extern KernelTable<void(const Tensor& x, Tensor& cols, const WindowGeom& g)> im2col_kernel;

@@ -11,6 +11,7 @@
 // CPU backward kernels scatter each (n, c) plane in output order: one thread
 // per plane, so no races and the CUDA gather's summation order.
 #include <ember/ops/pool.h>
+#include <ember/ops/conv_kernels.h>
 #include <ember/ops/pool_kernels.h>
 
 #include <limits>
@@ -43,12 +44,11 @@ void cpu_max_pool2d(const Tensor& xt, Tensor& yt, Tensor& it, const PoolGeom& g)
         for (int64_t oh = 0; oh < g.Ho; ++oh)
           for (int64_t ow = 0; ow < g.Wo; ++ow) {
             int64_t h0, h1, w0, w1;
-            pool_window(g.adaptive, oh, g.H, g.Ho, g.kh, g.sh, g.ph, h0, h1);
-            pool_window(g.adaptive, ow, g.W, g.Wo, g.kw, g.sw, g.pw, w0, w1);
+            pool_window_clipped(g, oh, ow, h0, h1, w0, w1);
             T best = -std::numeric_limits<T>::infinity();
-            int64_t arg = std::max<int64_t>(h0, 0) * g.W + std::max<int64_t>(w0, 0);
-            for (int64_t h = std::max<int64_t>(h0, 0); h < std::min(h1, g.H); ++h)
-              for (int64_t w = std::max<int64_t>(w0, 0); w < std::min(w1, g.W); ++w) {
+            int64_t arg = h0 * g.W + w0;
+            for (int64_t h = h0; h < h1; ++h)
+              for (int64_t w = w0; w < w1; ++w) {
                 const T v = plane[h * g.W + w];
                 if (v > best || v != v) {  // NaN wins and stays (PyTorch)
                   best = v;
@@ -94,11 +94,10 @@ void cpu_avg_pool2d(const Tensor& xt, Tensor& yt, const PoolGeom& g) {
         for (int64_t oh = 0; oh < g.Ho; ++oh)
           for (int64_t ow = 0; ow < g.Wo; ++ow) {
             int64_t h0, h1, w0, w1;
-            pool_window(g.adaptive, oh, g.H, g.Ho, g.kh, g.sh, g.ph, h0, h1);
-            pool_window(g.adaptive, ow, g.W, g.Wo, g.kw, g.sw, g.pw, w0, w1);
+            pool_window_clipped(g, oh, ow, h0, h1, w0, w1);
             T s = 0;
-            for (int64_t h = std::max<int64_t>(h0, 0); h < std::min(h1, g.H); ++h)
-              for (int64_t w = std::max<int64_t>(w0, 0); w < std::min(w1, g.W); ++w) s += plane[h * g.W + w];
+            for (int64_t h = h0; h < h1; ++h)
+              for (int64_t w = w0; w < w1; ++w) s += plane[h * g.W + w];
             y[nc * g.Ho * g.Wo + oh * g.Wo + ow] = s / static_cast<T>(pool_divisor(g, oh, ow));
           }
       }
@@ -118,11 +117,10 @@ void cpu_avg_pool2d_backward(const Tensor& gt, Tensor& dxt, const PoolGeom& g) {
         for (int64_t oh = 0; oh < g.Ho; ++oh)
           for (int64_t ow = 0; ow < g.Wo; ++ow) {
             int64_t h0, h1, w0, w1;
-            pool_window(g.adaptive, oh, g.H, g.Ho, g.kh, g.sh, g.ph, h0, h1);
-            pool_window(g.adaptive, ow, g.W, g.Wo, g.kw, g.sw, g.pw, w0, w1);
+            pool_window_clipped(g, oh, ow, h0, h1, w0, w1);
             const T share = gp[nc * g.Ho * g.Wo + oh * g.Wo + ow] / static_cast<T>(pool_divisor(g, oh, ow));
-            for (int64_t h = std::max<int64_t>(h0, 0); h < std::min(h1, g.H); ++h)
-              for (int64_t w = std::max<int64_t>(w0, 0); w < std::min(w1, g.W); ++w) plane[h * g.W + w] += share;
+            for (int64_t h = h0; h < h1; ++h)
+              for (int64_t w = w0; w < w1; ++w) plane[h * g.W + w] += share;
           }
       }
     });
@@ -138,22 +136,15 @@ EMBER_REGISTER_KERNEL(avg_pool2d_backward_kernel, CPU, cpu_avg_pool2d_backward);
 
 namespace {
 
+// conv2d's window checks and sizes (window_geom), after PyTorch's pooling
+// defaults and its limit on padding.
 PoolGeom pool_geom(const char* op, const Tensor& x, std::array<int64_t, 2> k, std::array<int64_t, 2> s,
                    std::array<int64_t, 2> p) {
-  EMBER_CHECK(x.dim() == 4, ShapeError, op, ": expected input of shape (N, C, H, W), got ", x.shape().str());
-  EMBER_CHECK(x.is_floating_point(), DTypeError, op, ": expected a floating-point input, got ", dtype_name(x.dtype()));
   if (s[0] == 0 && s[1] == 0) s = k;  // PyTorch: stride defaults to the kernel
-  EMBER_CHECK(k[0] > 0 && k[1] > 0 && s[0] > 0 && s[1] > 0 && p[0] >= 0 && p[1] >= 0, ValueError, op,
-              ": kernel and stride must be positive and padding non-negative, got kernel (", k[0], ", ", k[1],
-              "), stride (", s[0], ", ", s[1], "), padding (", p[0], ", ", p[1], ")");
+  const WindowGeom w = window_geom(op, x, k, s, p);
   EMBER_CHECK(2 * p[0] <= k[0] && 2 * p[1] <= k[1], ValueError, op, ": padding (", p[0], ", ", p[1],
               ") should be at most half of the kernel (", k[0], ", ", k[1], ")");
-  PoolGeom g{x.size(0), x.size(1), x.size(2), x.size(3), k[0], k[1], s[0], s[1], p[0], p[1], 0, 0};
-  EMBER_CHECK(g.H + 2 * g.ph >= g.kh && g.W + 2 * g.pw >= g.kw, ShapeError, op, ": kernel (", g.kh, ", ", g.kw,
-              ") is larger than the padded input of shape ", x.shape().str());
-  g.Ho = (g.H + 2 * g.ph - g.kh) / g.sh + 1;
-  g.Wo = (g.W + 2 * g.pw - g.kw) / g.sw + 1;
-  return g;
+  return PoolGeom{w.N, w.C, w.H, w.W, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw, w.Ho, w.Wo};
 }
 
 // The average pool shared by avg_pool2d and adaptive_avg_pool2d.

@@ -38,6 +38,17 @@ EMBER_HD inline void pool_window(bool adaptive, int64_t o, int64_t in, int64_t o
   }
 }
 
+/// The window of output (oh, ow) clipped to the input: rows [h0, h1), columns [w0, w1).
+EMBER_HD inline void pool_window_clipped(const PoolGeom& g, int64_t oh, int64_t ow, int64_t& h0, int64_t& h1,
+                                         int64_t& w0, int64_t& w1) {
+  pool_window(g.adaptive, oh, g.H, g.Ho, g.kh, g.sh, g.ph, h0, h1);
+  pool_window(g.adaptive, ow, g.W, g.Wo, g.kw, g.sw, g.pw, w0, w1);
+  h0 = h0 > 0 ? h0 : 0;
+  w0 = w0 > 0 ? w0 : 0;
+  h1 = h1 < g.H ? h1 : g.H;
+  w1 = w1 < g.W ? w1 : g.W;
+}
+
 /// avg_pool's divisor for output (oh, ow), as PyTorch's avg_pool2d: with
 /// count_include_pad, the window clipped to the padded input (hi <= H + ph);
 /// without, the window clipped to the input; adaptive windows lie inside it.
