@@ -1,6 +1,10 @@
 // unfold (im2col) with its adjoint fold (col2im) as CPU kernels, and conv2d
-// composed as weight (O, C*kh*kw) @ unfold(x) + bias, so conv2d's backward is
-// that of matmul and unfold.
+// composed as linear(im2row(x), weight (O, C*kh*kw), bias): one row of
+// C*kh*kw inputs per output position, so the forward and both backward
+// products are each one GEMM over all N*Ho*Wo positions (Ember's linear,
+// bias fused), where unfold's (N, C*kh*kw, L) layout would need N small
+// GEMMs of L columns each and a weight gradient of N copies summed. conv2d's
+// backward is that of linear and im2row (its adjoint row2im).
 #include <ember/ops/conv.h>
 #include <ember/ops/conv_kernels.h>
 
@@ -17,6 +21,8 @@ namespace ember {
 // Tables declared in ops/conv_kernels.h (with WindowGeom).
 decltype(im2col_kernel) im2col_kernel("unfold");
 decltype(col2im_kernel) col2im_kernel("fold");
+decltype(im2row_kernel) im2row_kernel("conv2d_im2row");
+decltype(row2im_kernel) row2im_kernel("conv2d_row2im");
 
 namespace {
 
@@ -75,12 +81,78 @@ void cpu_col2im(const Tensor& cols, Tensor& dx, const WindowGeom& g) {
   });
 }
 
+void cpu_im2row(const Tensor& x, Tensor& rows, const WindowGeom& g) {
+  dispatch_floating(x.dtype(), "conv2d_im2row", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    T* rp = static_cast<T*>(rows.data_ptr());
+    const int64_t K = g.C * g.kh * g.kw;
+    // One task per output row (n, oh): its Wo rows of K entries are contiguous.
+    parallel_for(0, g.N * g.Ho, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t noh = lo; noh < hi; ++noh) {
+        const int64_t n = noh / g.Ho, oh = noh % g.Ho;
+        for (int64_t ow = 0; ow < g.Wo; ++ow) {
+          T* row = rp + (noh * g.Wo + ow) * K;
+          for (int64_t c = 0; c < g.C; ++c) {
+            const T* plane = xp + (n * g.C + c) * g.H * g.W;
+            for (int64_t i = 0; i < g.kh; ++i) {
+              const int64_t h = oh * g.sh - g.ph + i;
+              T* dst = row + (c * g.kh + i) * g.kw;
+              if (h < 0 || h >= g.H) {
+                std::fill(dst, dst + g.kw, T(0));
+                continue;
+              }
+              for (int64_t j = 0; j < g.kw; ++j) {
+                const int64_t w = ow * g.sw - g.pw + j;
+                dst[j] = (w >= 0 && w < g.W) ? plane[h * g.W + w] : T(0);
+              }
+            }
+          }
+        }
+      }
+    });
+  });
+}
+
+void cpu_row2im(const Tensor& rows, Tensor& dx, const WindowGeom& g) {
+  dispatch_floating(rows.dtype(), "conv2d_row2im", [&](auto tag) {
+    using T = decltype(tag);
+    const T* rp = static_cast<const T*>(rows.data_ptr());
+    T* dp = static_cast<T*>(dx.data_ptr());
+    const int64_t K = g.C * g.kh * g.kw, L = g.Ho * g.Wo;
+    // Each (n, c) plane is written by its own entries only: no races; each
+    // pixel sums its entries in increasing (i, j), as the CUDA kernel does.
+    // (Walking the rows in order and scattering into the image instead
+    // measured no faster.)
+    parallel_for(0, g.N * g.C, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t nc = lo; nc < hi; ++nc) {
+        const int64_t n = nc / g.C, c = nc % g.C;
+        T* plane = dp + nc * g.H * g.W;
+        std::fill(plane, plane + g.H * g.W, T(0));
+        const T* base = rp + n * L * K;
+        for (int64_t i = 0; i < g.kh; ++i)
+          for (int64_t j = 0; j < g.kw; ++j) {
+            const int64_t k = (c * g.kh + i) * g.kw + j;
+            for (int64_t oh = 0; oh < g.Ho; ++oh) {
+              const int64_t h = oh * g.sh - g.ph + i;
+              if (h < 0 || h >= g.H) continue;
+              for (int64_t ow = 0; ow < g.Wo; ++ow) {
+                const int64_t w = ow * g.sw - g.pw + j;
+                if (w >= 0 && w < g.W) plane[h * g.W + w] += base[(oh * g.Wo + ow) * K + k];
+              }
+            }
+          }
+      }
+    });
+  });
+}
+
 }  // namespace
 
+EMBER_REGISTER_KERNEL(im2row_kernel, CPU, cpu_im2row);
+EMBER_REGISTER_KERNEL(row2im_kernel, CPU, cpu_row2im);
 EMBER_REGISTER_KERNEL(im2col_kernel, CPU, cpu_im2col);
 EMBER_REGISTER_KERNEL(col2im_kernel, CPU, cpu_col2im);
-
-namespace {
 
 WindowGeom window_geom(const char* op, const Tensor& x, std::array<int64_t, 2> k, std::array<int64_t, 2> s,
                        std::array<int64_t, 2> p) {
@@ -95,8 +167,6 @@ WindowGeom window_geom(const char* op, const Tensor& x, std::array<int64_t, 2> k
   g.Wo = (g.W + 2 * g.pw - g.kw) / g.sw + 1;
   return g;
 }
-
-}  // namespace
 
 Tensor unfold(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
               std::array<int64_t, 2> padding) {
@@ -124,10 +194,21 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
   EMBER_CHECK(!bias.defined() || bias.shape() == Shape{weight.size(0)}, ShapeError, "conv2d: bias of shape ",
               bias.defined() ? bias.shape().str() : "", " does not match ", weight.size(0), " output channels");
   const WindowGeom g = window_geom("conv2d", x, {weight.size(2), weight.size(3)}, stride, padding);
-  const Tensor cols = unfold(x, {g.kh, g.kw}, stride, padding);          // (N, C*kh*kw, L)
-  Tensor out = matmul(weight.reshape({weight.size(0), -1}), cols);       // (N, O, L)
-  if (bias.defined()) out = add(out, bias.reshape({1, weight.size(0), 1}));
-  return out.reshape({g.N, weight.size(0), g.Ho, g.Wo});
+  const int64_t O = weight.size(0), K = g.C * g.kh * g.kw;
+  // rows (N*Ho*Wo, K) = im2row(x), differentiable through row2im.
+  const Tensor xc = x.detach().contiguous();
+  Tensor rows = empty({g.N * g.Ho * g.Wo, K}, TensorOptions(x.dtype(), x.device()));
+  if (rows.numel()) im2row_kernel(x.device(), xc, rows, g);
+  if (autograd::needs_grad({x}))
+    autograd::record("conv2d_im2row", {x}, rows, [g](autograd::BackwardContext& ctx) {
+      const Tensor gr = ctx.grad_output().contiguous();
+      Tensor dx = empty({g.N, g.C, g.H, g.W}, TensorOptions(gr.dtype(), gr.device()));
+      if (dx.numel()) row2im_kernel(gr.device(), gr, dx, g);
+      ctx.set_grad(0, dx);
+    });
+  // (N*Ho*Wo, O) = rows @ W^T + b: the output channels-last, then NCHW.
+  const Tensor out = linear(rows, weight.reshape({O, K}), bias);
+  return out.reshape({g.N, g.Ho, g.Wo, O}).permute({0, 3, 1, 2}).contiguous();
 }
 
 }  // namespace ember

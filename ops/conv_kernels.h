@@ -1,8 +1,10 @@
 /// \file
-/// The kernel tables of unfold (im2col) and fold (col2im), shared by the CPU
-/// kernels (ops/conv.cpp) and the CUDA ones (cuda/conv.cu).
+/// The kernel tables of unfold (im2col) and fold (col2im), and of conv2d's
+/// row layout (im2row, row2im), shared by the CPU kernels (ops/conv.cpp) and
+/// the CUDA ones (cuda/conv.cu).
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include <ember/core/dispatch.h>
@@ -18,9 +20,19 @@ struct WindowGeom {
   ///@}
 };
 
+/// Checks x (N, C, H, W), kernel and stride (positive), padding (non-negative) and that the kernel fits the
+/// padded input (ShapeError / ValueError naming op), and returns the geometry with Ho, Wo.
+WindowGeom window_geom(const char* op, const Tensor& x, std::array<int64_t, 2> k, std::array<int64_t, 2> s,
+                       std::array<int64_t, 2> p);
+
 /// cols[n, (c*kh + i)*kw + j, oh*Wo + ow] = x[n, c, oh*sh - ph + i, ow*sw - pw + j] (0 outside).
 extern KernelTable<void(const Tensor& x, Tensor& cols, const WindowGeom& g)> im2col_kernel;
 /// dx[n, c, h, w] = sum of the cols entries that read it (dx zeroed by the kernel).
 extern KernelTable<void(const Tensor& cols, Tensor& dx, const WindowGeom& g)> col2im_kernel;
+/// The transposed layout conv2d uses, one row per output position:
+/// rows[(n*Ho + oh)*Wo + ow, (c*kh + i)*kw + j] = x[n, c, oh*sh - ph + i, ow*sw - pw + j] (0 outside).
+extern KernelTable<void(const Tensor& x, Tensor& rows, const WindowGeom& g)> im2row_kernel;
+/// Its adjoint: dx[n, c, h, w] = sum of the rows entries that read it, in increasing (i, j) (dx written by the kernel).
+extern KernelTable<void(const Tensor& rows, Tensor& dx, const WindowGeom& g)> row2im_kernel;
 
 }  // namespace ember

@@ -1,4 +1,5 @@
-// layer_norm with fused CPU kernels, and batch_norm composed from ops.
+// layer_norm with fused CPU kernels, and batch_norm (any (N, C, *) input: BatchNorm1d
+// and BatchNorm2d) composed from ops.
 //
 // layer_norm forward, per row of N elements:
 //   mean = sum x / N;  rstd = 1 / sqrt(sum (x - mean)^2 / N + eps)
@@ -200,7 +201,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
-  EMBER_CHECK(x.dim() == 2 || x.dim() == 3, ShapeError, "batch_norm: expected input of shape (N, C) or (N, C, L), got ",
+  EMBER_CHECK(x.dim() >= 2 && x.dim() <= 5, ShapeError,
+              "batch_norm: expected input of shape (N, C), (N, C, L), (N, C, H, W) or (N, C, D, H, W), got ",
               x.shape().str());
   EMBER_CHECK(x.is_floating_point(), DTypeError, "batch_norm: expected a floating-point tensor, got ",
               dtype_name(x.dtype()));
@@ -208,9 +210,13 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   for (const Tensor* p : {&running_mean, &running_var, &weight, &bias})
     EMBER_CHECK(!p->defined() || p->shape() == Shape{C}, ShapeError, "batch_norm: parameters and running statistics ",
                 "must have shape [", C, "] for input of shape ", x.shape().str(), ", got ", p->shape().str());
-  // Per-channel tensors broadcast as (1, C) or (1, C, 1).
-  const Shape pshape = x.dim() == 2 ? Shape{1, C} : Shape{1, C, 1};
-  const Shape dims = x.dim() == 2 ? Shape{0} : Shape{0, 2};
+  // Per-channel tensors broadcast as (1, C, 1, ...); statistics over every dim but C.
+  std::vector<int64_t> pdims{1, C}, rdims{0};
+  for (int d = 2; d < x.dim(); ++d) {
+    pdims.push_back(1);
+    rdims.push_back(d);
+  }
+  const Shape pshape(pdims), dims(rdims);
   Tensor y;
   if (training) {
     const int64_t n = x.numel() / std::max<int64_t>(C, 1);

@@ -13,7 +13,8 @@ namespace ember {
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
-/// torch.nn.functional.batch_norm for x of shape (N, C) or (N, C, L):
+/// torch.nn.functional.batch_norm for x of shape (N, C), (N, C, L) or (N, C, H, W)
+/// (statistics per channel over every other dim):
 /// training uses the batch statistics (biased variance to normalise) and, when
 /// running_mean/running_var are defined, updates them in place with momentum
 /// (unbiased variance); eval normalises with the running statistics.

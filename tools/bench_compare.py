@@ -50,7 +50,7 @@ runs = {}
 paired = {}  # (workload, batch) -> per round: (ember best median, pytorch best median) over thread settings
 loads = []
 for rnd in range(a.rounds):
-    for workload in ("attention_regression", "vit"):
+    for workload in ("attention_regression", "vit", "conv"):
         best_round = {}
         for t in threads:
             for fw, cmd, env in (
@@ -59,7 +59,7 @@ for rnd in range(a.rounds):
                                  "--steps", str(a.steps)], TORCH_ENV)):
                 loads.append(os.getloadavg()[0])
                 for r in run(cmd, env):
-                    if not r["workload"].endswith("train step"):
+                    if not (r["workload"].endswith("train step") or r["workload"].startswith("conv2d")):
                         continue
                     k = (fw, r["workload"], r["batch"])
                     runs.setdefault(k + (t,), []).append(

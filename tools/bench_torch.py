@@ -152,6 +152,72 @@ if a.workload in ("all", "vit"):
     fl = 3 * (4 * encoder_flops(batch, 17, 64, 4, 128) + linear_flops(batch * 16, 49, 64) + linear_flops(batch, 64, 10))
     record("vit train step", batch, time_steps(step), fl * 1e-9)
 
+if a.workload in ("all", "conv"):
+    # conv2d forward+backward at the CNN teacher's shapes, then its training
+    # step (nn::ResNet's defaults, apps/bench's conv workload).
+    batch = 128
+    for cin, cout, hw, stride in ((1, 32, 28, 1), (32, 32, 28, 1), (32, 64, 28, 2), (64, 64, 14, 1), (64, 128, 14, 2),
+                                  (128, 128, 7, 1)):
+        x = torch.randn(batch, cin, hw, hw, requires_grad=True)
+        w = (torch.randn(cout, cin, 3, 3) * 0.1).requires_grad_()
+        b = torch.zeros(cout, requires_grad=True)
+        def step():
+            F.conv2d(x, w, b, stride, 1).sum().backward()
+        ho = (hw + 2 - 3) // stride + 1
+        record(f"conv2d fwd+bwd {cin}->{cout} {hw}x{hw} s{stride}", batch, time_steps(step),
+               3 * 2.0 * batch * cout * ho * ho * cin * 9 * 1e-9)
+
+    class BasicBlock(nn.Module):  # nn::BasicBlock (torchvision's)
+        def __init__(self, cin, c, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, c, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(c)
+            self.conv2 = nn.Conv2d(c, c, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(c)
+            self.downsample = None
+            if stride != 1 or cin != c:
+                self.downsample = nn.Sequential(nn.Conv2d(cin, c, 1, stride, bias=False), nn.BatchNorm2d(c))
+        def forward(self, x):
+            h = F.relu(self.bn1(self.conv1(x)))
+            h = self.bn2(self.conv2(h))
+            return F.relu(h + (self.downsample(x) if self.downsample is not None else x))
+
+    class ResNet(nn.Module):  # nn::ResNet with its default options
+        def __init__(self, widths=(32, 64, 128)):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, widths[0], 3, 1, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(widths[0])
+            cin, layers = widths[0], []
+            for i, c in enumerate(widths):
+                layers.append(nn.Sequential(BasicBlock(cin, c, 2 if i > 0 else 1)))
+                cin = c
+            self.layers = nn.ModuleList(layers)
+            self.fc = nn.Linear(cin, 10)
+        def forward(self, x):
+            h = F.relu(self.bn1(self.conv1(x)))
+            for l in self.layers:
+                h = l(h)
+            return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
+
+    m = ResNet()
+    opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4, nesterov=True)
+    xs = [(torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,))) for _ in range(4)]
+    it = [0]
+    def step():
+        x, t = xs[it[0] % 4]
+        it[0] += 1
+        opt.zero_grad()
+        F.cross_entropy(m(x), t).backward()
+        opt.step()
+    # 3x the forward FLOPs of the convs (the same count bench takes from its matmul counter)
+    fl, hw, cin = 3 * 2.0 * batch * 28 * 28 * 1 * 32 * 9, 28, 32
+    for i, c in enumerate((32, 64, 128)):
+        s = 2 if i > 0 else 1
+        ho = hw // s
+        fl += 3 * 2.0 * batch * ho * ho * (cin * c * 9 + c * c * 9 + (cin * c if s != 1 or cin != c else 0))
+        hw, cin = ho, c
+    record("resnet teacher train step", batch, time_steps(step), fl * 1e-9)
+
 if a.json:
     with open(a.json, "w") as f:
         json.dump(dict(threads=a.threads, records=records), f, indent=2)

@@ -5,6 +5,8 @@
 //   attention_regression  training step of the demo transformer, batch 32 and 256
 //   vit                   training step of the ViT (28x28, patch 7, width 64,
 //                         depth 4, 4 heads, MLP 128), batch 128
+//   conv                  conv2d forward+backward at the CNN teacher's shapes, and
+//                         the teacher's (nn::ResNet) training step, batch 128
 //   matmul                linear / bmm at the models' shapes, Ember and raw OpenBLAS
 //   bgemm                 the bf16 GEMM kernel against the float32 one at the models'
 //                         linear shapes, 1 thread, alternating, and against the bf16 peak
@@ -285,6 +287,47 @@ struct Bench {
     });
   }
 
+  // The CNN teacher's convolutions (3x3, padding 1, batch 128) forward and
+  // backward (input, weight and bias gradients), then a whole training step of
+  // the teacher (nn::ResNet with its defaults: 1 -> 32 -> 64 -> 128 channels on
+  // 28x28, 14x14, 7x7; SGD with momentum). tools/bench_torch.py times the same.
+  void conv() {
+    const int64_t batch = 128;
+    struct S {
+      int64_t cin, cout, hw, stride;
+    };
+    for (const S& s : std::vector<S>{{1, 32, 28, 1}, {32, 32, 28, 1}, {32, 64, 28, 2}, {64, 64, 14, 1},
+                                     {64, 128, 14, 2}, {128, 128, 7, 1}}) {
+      const Tensor x = randn({batch, s.cin, s.hw, s.hw}, on_dev()).requires_grad_();
+      const Tensor w = mul(randn({s.cout, s.cin, 3, 3}, on_dev()), 0.1).requires_grad_();
+      const Tensor b = zeros({s.cout}, on_dev()).requires_grad_();
+      const int64_t ho = (s.hw + 2 - 3) / s.stride + 1;
+      const double gflop = 3 * 2.0 * batch * s.cout * ho * ho * s.cin * 9 * 1e-9;  // forward + two backward GEMMs
+      char name[96];
+      std::snprintf(name, sizeof name, "conv2d fwd+bwd %lld->%lld %lldx%lld s%lld", static_cast<long long>(s.cin),
+                    static_cast<long long>(s.cout), static_cast<long long>(s.hw), static_cast<long long>(s.hw),
+                    static_cast<long long>(s.stride));
+      record(name, batch, time_steps(std::min(warmup, 5), steps, [&] {
+               sum(conv2d(x, w, b, {s.stride, s.stride}, {1, 1})).backward();
+             }), gflop, 0);
+    }
+    nn::ResNet model;
+    model.to(g_dev);
+    model.train();
+    optim::SGD opt(model.parameters(), optim::SGDOptions{0.05, 0.9, 0, 5e-4, true});
+    Generator g(3);
+    std::vector<std::pair<Tensor, Tensor>> data;  // 4 batches in turn
+    for (int i = 0; i < 4; ++i)
+      data.emplace_back(randn({batch, 1, 28, 28}, on_dev(), &g), randint(0, 10, {batch}, on_dev(kInt64), &g));
+    int it = 0;
+    step("resnet teacher train step", batch, [&] {
+      const auto& [x, t] = data[it++ % 4];
+      opt.zero_grad();
+      cross_entropy(model(x), t).backward();
+      opt.step();
+    });
+  }
+
   void matmul_shapes() {
     table_header("matmul at the models' shapes: Ember (its pool, OpenBLAS single-threaded underneath) vs raw "
                  "OpenBLAS on the same threads");
@@ -503,8 +546,8 @@ int main(int argc, char** argv) {
   bool check = false;
   Bench b;
   CLI::App cli{"Ember benchmarks: training steps of the demo models and the kernels they are made of"};
-  cli.add_option("--workload", workload, "all, attention_regression, vit, matmul, bgemm, kernels, adamw or overhead")
-      ->check(CLI::IsMember({"all", "attention_regression", "vit", "matmul", "bgemm", "kernels", "adamw", "overhead"}));
+  cli.add_option("--workload", workload, "all, attention_regression, vit, conv, matmul, bgemm, kernels, adamw or overhead")
+      ->check(CLI::IsMember({"all", "attention_regression", "vit", "conv", "matmul", "bgemm", "kernels", "adamw", "overhead"}));
   cli.add_option("--steps", b.steps, "timed steps per workload (median, min and max reported; at most 100000)")
       ->check(ember::app::int_range(1, 100000));
   cli.add_option("--warmup", b.warmup, "untimed steps first (at most 100000)")->check(ember::app::int_range(0, 100000));
@@ -532,6 +575,10 @@ int main(int argc, char** argv) {
     if (want("attention_regression") || want("vit")) Bench::table_header("training steps (forward, backward, clipping, optimizer)");
     if (want("attention_regression")) b.attention_regression();
     if (want("vit")) b.vit();
+    if (want("conv")) {
+      Bench::table_header("the CNN teacher: conv2d forward+backward at its shapes, and its training step");
+      b.conv();
+    }
     if (want("matmul")) b.matmul_shapes();
     if (want("bgemm") && g_dev.is_cpu()) b.bgemm_shapes();
     if (want("kernels")) b.kernels();
