@@ -14,11 +14,9 @@
 namespace ember::nn {
 
 TransformerEncoderLayer::TransformerEncoderLayer(TransformerEncoderLayerOptions o) : opts(o) {
-  EMBER_CHECK(o.activation == "relu" || o.activation == "gelu", ValueError,
-              "TransformerEncoderLayer: activation must be \"relu\" or \"gelu\", got \"", o.activation, "\"");
   self_attn = register_module(
-      "self_attn", std::make_shared<MultiheadAttention>(o.d_model, o.nhead,
-                                                        MultiheadAttentionOptions{o.dropout, true, 0, 0, o.batch_first}));
+      "self_attn", std::make_shared<MultiheadAttention>(
+                       o.d_model, o.nhead, MultiheadAttentionOptions{.dropout = o.dropout, .batch_first = o.batch_first}));
   linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward));
   dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
   linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model));
@@ -36,7 +34,7 @@ Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const Tensor& mask, co
 
 Tensor TransformerEncoderLayer::ff_block(const Tensor& x) {
   const Tensor h = (*linear1)(x);
-  const Tensor a = opts.activation == "gelu" ? gelu(h) : relu(h);
+  const Tensor a = opts.activation(h);
   return (*dropout2)((*linear2)((*dropout)(a)));
 }
 

@@ -19,7 +19,7 @@ struct TransformerEncoderLayerOptions {
   int64_t nhead = 8;               ///< attention heads
   int64_t dim_feedforward = 2048;  ///< the MLP's hidden width
   double dropout = 0.1;            ///< after attention, in the MLP and after it
-  std::string activation = "relu";  ///< "relu" or "gelu"
+  Activation activation = Activation::ReLU;  ///< Activation::ReLU or GELU (or "relu", "gelu")
   double layer_norm_eps = 1e-5;     ///< eps of both LayerNorms
   bool batch_first = false;         ///< (N, L, E) rather than (L, N, E)
   bool norm_first = false;  ///< pre-norm when true
