@@ -116,6 +116,8 @@ bool needs_grad(TensorRefs inputs) {
   return false;
 }
 
+// Where the gradient of t goes: the node that made it, or the gradient
+// accumulator of a leaf that requires grad; nowhere for anything else.
 static Edge edge_for(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return Edge{};
   AutogradMeta& m = meta_of(t);
@@ -129,70 +131,23 @@ static Edge edge_for(const Tensor& t) {
   return Edge{acc, 0};
 }
 
-bool needs_grad(const std::vector<Tensor>& inputs) {
-  if (!g_grad_enabled) return false;
-  for (const Tensor& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
-}
-
-namespace {
-void connect_outputs(const std::shared_ptr<Node>& node, OutputRefs outputs);
-}
-
-void connect_inputs(Node& node, const Tensor* const* inputs, size_t n) {
-  node.next_edges_.reserve(n);
-  node.input_meta_.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const Tensor& t = *inputs[i];
-    node.next_edges_.push_back(edge_for(t));
-    node.input_meta_.push_back(t.defined() ? TensorMeta(t) : TensorMeta());
-  }
-}
-
 void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, OutputRefs outputs) {
-  const Tensor* ptrs[16];
-  std::vector<const Tensor*> heap;
-  const Tensor** p = ptrs;
-  if (inputs.size() > 16) {
-    heap.resize(inputs.size());
-    p = heap.data();
+  node->next_edges_.reserve(inputs.size());
+  node->input_meta_.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    node->next_edges_.push_back(edge_for(t));
+    node->input_meta_.push_back(t.defined() ? TensorMeta(t) : TensorMeta());
   }
-  size_t i = 0;
-  for (const Tensor& t : inputs) p[i++] = &t;
-  connect_inputs(*node, p, inputs.size());
-  connect_outputs(node, outputs);
-}
-
-void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, OutputRefs outputs) {
-  std::vector<const Tensor*> p;
-  for (const Tensor& t : inputs) p.push_back(&t);
-  connect_inputs(*node, p.data(), p.size());
-  connect_outputs(node, outputs);
-}
-
-namespace {
-template <class Outputs>
-void connect_outputs_impl(const std::shared_ptr<Node>& node, Outputs& outputs) {
-  uint32_t k = 0;
-  for (Tensor& out : outputs) {
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    Tensor& out = outputs[k];
     node->add_output_meta(TensorMeta(out));
     EMBER_CHECK(out.is_floating_point(), DTypeError, node->name(), ": a differentiable op produced a ",
                 dtype_name(out.dtype()), " output; only floating outputs can carry gradients");
     AutogradMeta& m = meta_of(out);
     m.grad_fn = node;
-    m.output_nr = k++;
+    m.output_nr = static_cast<uint32_t>(k);
     m.requires_grad = false;
   }
-}
-void connect_outputs(const std::shared_ptr<Node>& node, OutputRefs outputs) { connect_outputs_impl(node, outputs); }
-}  // namespace
-
-void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, std::vector<Tensor>& outputs) {
-  std::vector<const Tensor*> p;
-  for (const Tensor& t : inputs) p.push_back(&t);
-  connect_inputs(*node, p.data(), p.size());
-  connect_outputs_impl(node, outputs);
 }
 
 void record_no_backward(const char* name, TensorRefs inputs, OutputRefs outputs) {
@@ -242,16 +197,59 @@ void check_gradients(const Node& n, const std::vector<Tensor>& grad_outputs, con
 }
 }  // namespace
 
+// The backward pass, micrograd's loop with Kahn's algorithm for the order:
+// seed the roots, count the edges into every node reachable from them, then
+// run each node once all its edges have delivered, passing its input
+// gradients on. The per-node counters and gradient buffers live in the nodes
+// (scratch, reset when the pass ends, also by an exception).
 class Engine {
  public:
   static void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph);
+
+ private:
+  explicit Engine(bool retain_graph) : retain_graph_(retain_graph) {}
+  ~Engine();
+  void seed(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads);
+  void count_dependencies();
+  Node* next_ready();
+  std::vector<Tensor> take_grad_outputs(Node& n);
+  void call_backward(Node& n, std::vector<Tensor>& grad_outputs);
+  void send_grad_inputs(Node& n);
+  static void add_into(Node& n, uint32_t slot, Tensor g);
+
+  bool retain_graph_;
+  std::vector<std::pair<Edge, Tensor>> seeds_;  // (root's edge, its gradient)
+  std::vector<Node*> reached_;                  // every node reached, to reset its scratch
+  std::vector<Node*> ready_;                    // nodes whose every incoming edge has delivered
+  std::vector<std::shared_ptr<Node>> keep_alive_;  // a node may lose its last owner mid-pass
+  std::vector<Tensor> grad_inputs_;             // the running node's input gradients
 };
 
 void Engine::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+  Engine engine(retain_graph);
+  engine.seed(roots, grads);
+  engine.count_dependencies();
+  NoGradGuard no_grad;  // backward formulas are not differentiated again
+  while (Node* n = engine.next_ready()) {
+    std::vector<Tensor> grad_outputs = engine.take_grad_outputs(*n);
+    engine.call_backward(*n, grad_outputs);
+    if (!retain_graph) n->release();
+    engine.send_grad_inputs(*n);
+  }
+}
+
+Engine::~Engine() {
+  for (Node* n : reached_) {
+    n->dependencies_ = 0;
+    n->seen_ = false;
+    n->buffer_.clear();
+  }
+}
+
+// Each root's gradient: the one given, or 1 for a one-element root.
+void Engine::seed(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
   EMBER_CHECK(roots.size() == grads.size(), AutogradError, "backward: got ", roots.size(),
               " tensors but ", grads.size(), " gradients");
-  // 1. Seed the root gradients.
-  std::vector<std::pair<Edge, Tensor>> seeds;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     EMBER_CHECK(r.requires_grad(), AutogradError,
@@ -269,20 +267,22 @@ void Engine::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& gr
       EMBER_CHECK(g.shape() == r.shape(), ShapeError, "backward: gradient of shape ", g.shape().str(),
                   " does not match the tensor's shape ", r.shape().str());
     }
-    seeds.emplace_back(edge_for(r), g);
+    seeds_.emplace_back(edge_for(r), g);
   }
+}
 
-  // 2. Count, for every node reachable from the roots, how many edges enter it.
-  std::vector<Node*> order;  // every reached node, to clear scratch afterwards
+// Counts, for every node reachable from the roots, how many edges enter it;
+// the roots' nodes with none are ready first.
+void Engine::count_dependencies() {
   std::vector<Node*> stack;
   auto discover = [&](Node* n) {
     if (!n->seen_) {
       n->seen_ = true;
-      order.push_back(n);
+      reached_.push_back(n);
       stack.push_back(n);
     }
   };
-  for (auto& [edge, g] : seeds) discover(edge.node.get());
+  for (auto& [edge, g] : seeds_) discover(edge.node.get());
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
@@ -292,99 +292,95 @@ void Engine::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& gr
       discover(e.node.get());
     }
   }
+  for (auto& [edge, g] : seeds_) add_into(*edge.node, edge.input_nr, g);
+  for (auto& [edge, g] : seeds_) {
+    if (edge.node->dependencies_ == 0 && std::find(ready_.begin(), ready_.end(), edge.node.get()) == ready_.end())
+      ready_.push_back(edge.node.get());
+    keep_alive_.push_back(edge.node);
+  }
+}
 
-  auto add_into = [](Node* n, uint32_t slot, Tensor g) {
-    if (n->buffer_.empty()) n->buffer_.resize(static_cast<size_t>(n->num_outputs()));
-    Tensor& b = n->buffer_[slot];
-    b = b.defined() ? accumulate(b, g) : std::move(g);
-  };
-  for (auto& [edge, g] : seeds) add_into(edge.node.get(), edge.input_nr, g);
+Node* Engine::next_ready() {
+  if (ready_.empty()) return nullptr;
+  Node* n = ready_.back();
+  ready_.pop_back();
+  return n;
+}
 
-  // 3. Kahn's algorithm: run a node once every edge into it has delivered.
-  NoGradGuard no_grad;
-  std::vector<Node*> ready;
-  for (auto& [edge, g] : seeds)
-    if (edge.node->dependencies_ == 0 && std::find(ready.begin(), ready.end(), edge.node.get()) == ready.end())
-      ready.push_back(edge.node.get());
-  std::vector<std::shared_ptr<Node>> keep_alive;  // a node may lose its last owner mid-pass
-  for (auto& [edge, g] : seeds) keep_alive.push_back(edge.node);
-
-  struct ScratchReset {
-    std::vector<Node*>& nodes;
-    ~ScratchReset() {
-      for (Node* n : nodes) {
-        n->dependencies_ = 0;
-        n->seen_ = false;
-        n->buffer_.clear();
-      }
-    }
-  } reset{order};
-
-  std::vector<Tensor> grad_inputs;
-  while (!ready.empty()) {
-    Node* n = ready.back();
-    ready.pop_back();
-    std::vector<Tensor> grad_outputs = std::move(n->buffer_);
-    n->buffer_.clear();
-    grad_outputs.resize(static_cast<size_t>(n->num_outputs()));
-
-    for (size_t k = 0; k < n->retained_.size(); ++k) {
-      if (auto impl = n->retained_[k].lock(); impl && grad_outputs[k].defined()) {
-        Tensor t(impl);
-        Tensor& slot = t.mutable_grad();
-        slot = slot.defined() ? accumulate(slot, grad_outputs[k]) : grad_outputs[k].clone();
-      }
-    }
-
-    const bool any = std::any_of(grad_outputs.begin(), grad_outputs.end(),
-                                 [](const Tensor& g) { return g.defined(); });
-    grad_inputs.assign(static_cast<size_t>(n->num_inputs()), Tensor());
-    if (any) {
-      EMBER_CHECK(!n->released(), AutogradError, "backward: trying to backward through the graph a ",
-                  "second time (at '", n->name(), "'): its saved tensors were freed by the first backward. ",
-                  "Pass retain_graph=true to the first backward() if you need to backward twice");
-      BackwardContext ctx(*n, grad_outputs, grad_inputs);
-      try {
-        n->apply(ctx);
-      } catch (const SavedTensorModified& e) {
-        throw AutogradError(std::string("backward of '") + n->name() + "': " + e.what());
-      } catch (const AnomalyError& e) {  // a kernel inside this backward produced it
-        throw AnomalyError(std::string("backward of '") + n->name() + "': " + e.what());
-      }
-      // A backward that leaves out the gradient of an input that needs one
-      // would make that input's gradient silently missing (a user op's
-      // closure forgetting a set_grad): name the op instead.
-      for (int i = 0; i < n->num_inputs(); ++i)
-        EMBER_CHECK(!n->next_edges_[static_cast<size_t>(i)].node || grad_inputs[static_cast<size_t>(i)].defined(),
-                    AutogradError, "backward of '", n->name(), "' set no gradient for its input ", i, " (shape ",
-                    n->input_meta(i).shape.str(), "), which requires grad: call ctx.set_grad(", i,
-                    ", ...) whenever ctx.needs_grad(", i, ") is true");
-      if (__builtin_expect(detect_anomaly(), 0)) check_gradients(*n, grad_outputs, grad_inputs);
-    }
-    if (!retain_graph) n->release();
-
-    for (int i = 0; i < n->num_inputs(); ++i) {
-      const Edge& e = n->next_edges_[static_cast<size_t>(i)];
-      if (!e.node) continue;
-      Tensor& g = grad_inputs[static_cast<size_t>(i)];
-      if (g.defined()) {
-        const TensorMeta& m = n->input_meta(i);
-        if (g.shape() != m.shape) {
-          EMBER_CHECK(broadcast_shapes(m.shape, g.shape(), n->name()) == g.shape(), ShapeError,
-                      "backward of '", n->name(), "': gradient for input ", i, " has shape ",
-                      g.shape().str(), ", which does not reduce to the input's shape ", m.shape.str());
-          g = sum_to(g, m.shape);
-        }
-        // A float32 input mixed into a float64 op gets a float32 gradient.
-        if (g.dtype() != m.dtype) g = g.to(m.dtype);
-        add_into(e.node.get(), e.input_nr, std::move(g));
-      }
-      if (--e.node->dependencies_ == 0) {
-        keep_alive.push_back(e.node);
-        ready.push_back(e.node.get());
-      }
+// The gradients sent to n's outputs (undefined where none arrived), also
+// stored in the grad() of outputs that asked for it (retain_grad).
+std::vector<Tensor> Engine::take_grad_outputs(Node& n) {
+  std::vector<Tensor> grad_outputs = std::move(n.buffer_);
+  n.buffer_.clear();
+  grad_outputs.resize(static_cast<size_t>(n.num_outputs()));
+  for (size_t k = 0; k < n.retained_.size(); ++k) {
+    if (auto impl = n.retained_[k].lock(); impl && grad_outputs[k].defined()) {
+      Tensor t(impl);
+      Tensor& slot = t.mutable_grad();
+      slot = slot.defined() ? accumulate(slot, grad_outputs[k]) : grad_outputs[k].clone();
     }
   }
+  return grad_outputs;
+}
+
+// Runs n's backward into grad_inputs_ when any gradient reached it, naming
+// the node in the errors a backward can raise.
+void Engine::call_backward(Node& n, std::vector<Tensor>& grad_outputs) {
+  grad_inputs_.assign(static_cast<size_t>(n.num_inputs()), Tensor());
+  if (std::none_of(grad_outputs.begin(), grad_outputs.end(), [](const Tensor& g) { return g.defined(); })) return;
+  EMBER_CHECK(!n.released(), AutogradError, "backward: trying to backward through the graph a ",
+              "second time (at '", n.name(), "'): its saved tensors were freed by the first backward. ",
+              "Pass retain_graph=true to the first backward() if you need to backward twice");
+  BackwardContext ctx(n, grad_outputs, grad_inputs_);
+  try {
+    n.apply(ctx);
+  } catch (const SavedTensorModified& e) {
+    throw AutogradError(std::string("backward of '") + n.name() + "': " + e.what());
+  } catch (const AnomalyError& e) {  // a kernel inside this backward produced it
+    throw AnomalyError(std::string("backward of '") + n.name() + "': " + e.what());
+  }
+  // A backward that leaves out the gradient of an input that needs one
+  // would make that input's gradient silently missing (a user op's
+  // closure forgetting a set_grad): name the op instead.
+  for (int i = 0; i < n.num_inputs(); ++i)
+    EMBER_CHECK(!n.next_edges_[static_cast<size_t>(i)].node || grad_inputs_[static_cast<size_t>(i)].defined(),
+                AutogradError, "backward of '", n.name(), "' set no gradient for its input ", i, " (shape ",
+                n.input_meta(i).shape.str(), "), which requires grad: call ctx.set_grad(", i,
+                ", ...) whenever ctx.needs_grad(", i, ") is true");
+  if (__builtin_expect(detect_anomaly(), 0)) check_gradients(n, grad_outputs, grad_inputs_);
+}
+
+// Passes each input gradient along its edge, summed back over broadcast dims
+// and cast to the input's dtype; a node whose last edge delivered is ready.
+void Engine::send_grad_inputs(Node& n) {
+  for (int i = 0; i < n.num_inputs(); ++i) {
+    const Edge& e = n.next_edges_[static_cast<size_t>(i)];
+    if (!e.node) continue;
+    Tensor& g = grad_inputs_[static_cast<size_t>(i)];
+    if (g.defined()) {
+      const TensorMeta& m = n.input_meta(i);
+      if (g.shape() != m.shape) {
+        EMBER_CHECK(broadcast_shapes(m.shape, g.shape(), n.name()) == g.shape(), ShapeError, "backward of '",
+                    n.name(), "': gradient for input ", i, " has shape ", g.shape().str(),
+                    ", which does not reduce to the input's shape ", m.shape.str());
+        g = sum_to(g, m.shape);
+      }
+      // A float32 input mixed into a float64 op gets a float32 gradient.
+      if (g.dtype() != m.dtype) g = g.to(m.dtype);
+      add_into(*e.node, e.input_nr, std::move(g));
+    }
+    if (--e.node->dependencies_ == 0) {
+      keep_alive_.push_back(e.node);
+      ready_.push_back(e.node.get());
+    }
+  }
+}
+
+// Gradients reaching one output of n along several paths are summed.
+void Engine::add_into(Node& n, uint32_t slot, Tensor g) {
+  if (n.buffer_.empty()) n.buffer_.resize(static_cast<size_t>(n.num_outputs()));
+  Tensor& b = n.buffer_[slot];
+  b = b.defined() ? accumulate(b, g) : std::move(g);
 }
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {

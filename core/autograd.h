@@ -119,6 +119,61 @@ struct TensorMeta {
   explicit TensorMeta(const Tensor& t) : shape(t.shape()), dtype(t.dtype()), device(t.device()) {}
 };
 
+/// The inputs an op records: `{a, b}` (references, no copies) or a
+/// std::vector<Tensor> (cat, user ops taking a list). needs_grad, record and
+/// connect take this one range type; two words, so it travels in registers.
+class TensorRefs {
+ public:
+  TensorRefs(std::initializer_list<std::reference_wrapper<const Tensor>> refs)  // NOLINT: {a, b}
+      : p_(std::data(refs)), n_(static_cast<uint32_t>(refs.size())), list_(true) {}
+  TensorRefs(const std::vector<Tensor>& tensors)  // NOLINT
+      : p_(tensors.data()), n_(static_cast<uint32_t>(tensors.size())), list_(false) {}
+  size_t size() const { return n_; }
+  const Tensor& operator[](size_t i) const {
+    return list_ ? static_cast<const std::reference_wrapper<const Tensor>*>(p_)[i].get()
+                 : static_cast<const Tensor*>(p_)[i];
+  }
+  /// For range-for.
+  struct iterator {
+    const TensorRefs* r;
+    size_t i;
+    const Tensor& operator*() const { return (*r)[i]; }
+    iterator& operator++() { return ++i, *this; }
+    bool operator!=(const iterator& o) const { return i != o.i; }
+  };
+  ///@{
+  iterator begin() const { return {this, 0}; }
+  iterator end() const { return {this, n_}; }
+  ///@}
+
+ private:
+  // A view for the length of the call that takes it, as the list's array is.
+  const void* p_;
+  uint32_t n_;
+  bool list_;  // p_ points at reference_wrappers (a braced list), else at Tensors
+};
+
+/// The outputs an op records: one tensor, `{out1, out2}`, or a
+/// std::vector<Tensor> (split, chunk); two words, like TensorRefs.
+class OutputRefs {
+ public:
+  OutputRefs(Tensor& t) : p_(&t), n_(1), list_(false) {}  // NOLINT: one output
+  OutputRefs(std::initializer_list<std::reference_wrapper<Tensor>> refs)  // NOLINT: {out1, out2}
+      : p_(std::data(refs)), n_(static_cast<uint32_t>(refs.size())), list_(true) {}
+  OutputRefs(std::vector<Tensor>& tensors)  // NOLINT
+      : p_(tensors.data()), n_(static_cast<uint32_t>(tensors.size())), list_(false) {}
+  size_t size() const { return n_; }
+  Tensor& operator[](size_t i) const {
+    return list_ ? static_cast<const std::reference_wrapper<Tensor>*>(p_)[i].get()
+                 : static_cast<Tensor*>(const_cast<void*>(p_))[i];
+  }
+
+ private:
+  const void* p_;  // the Tensors are not const; void* only to hold either kind
+  uint32_t n_;
+  bool list_;  // p_ points at reference_wrappers (a braced list), else at Tensors
+};
+
 /// What a backward closure sees: the gradients of the op's outputs, and slots
 /// for the gradients of its inputs.
 class BackwardContext {
@@ -182,7 +237,7 @@ class Node {
 
  private:
   friend class Engine;
-  friend void connect_inputs(Node&, const Tensor* const* inputs, size_t n);
+  friend void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, OutputRefs outputs);
   friend void retain_output_grad(Node&, uint32_t, const std::shared_ptr<TensorImpl>&);
 
   const char* name_;
@@ -218,61 +273,24 @@ class FunctionNode final : public Node {
   std::optional<F> fn_;
 };
 
-/// The inputs and outputs record() and connect() take: {a, b} without copies.
-///@{
-using TensorRefs = std::initializer_list<std::reference_wrapper<const Tensor>>;
-using OutputRefs = std::initializer_list<std::reference_wrapper<Tensor>>;
-///@}
-
 /// True when grad mode is on and any input requires a gradient: the op must
 /// record itself. Check this before building the closure, so ops on plain
 /// tensors pay nothing for autograd.
-///@{
 bool needs_grad(TensorRefs inputs);
-bool needs_grad(const std::vector<Tensor>& inputs);
-///@}
 
 /// Wires node into the graph: one edge per input (to its grad_fn, or to its
 /// gradient accumulator for a leaf that requires grad), and makes node the
 /// grad_fn of each output.
 void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, OutputRefs outputs);
-/// The same for a variable number of inputs (cat, user ops taking a list).
-void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, OutputRefs outputs);
-
-/// The same for a variable number of outputs (split, chunk).
-void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, std::vector<Tensor>& outputs);
 
 /// Makes backward store the gradient of output output_nr of node in t's grad().
 void retain_output_grad(Node& node, uint32_t output_nr, const std::shared_ptr<TensorImpl>& t);
 
-/// Records an op with inputs and one or more outputs whose backward is fn.
-///@{
-template <class F>
-void record(const char* name, TensorRefs inputs, Tensor& output, F&& fn) {
-  auto node = std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn));
-  connect(node, inputs, {output});
-}
+/// Records an op with its inputs and outputs whose backward is fn.
 template <class F>
 void record(const char* name, TensorRefs inputs, OutputRefs outputs, F&& fn) {
-  auto node = std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn));
-  connect(node, inputs, outputs);
+  connect(std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn)), inputs, outputs);
 }
-///@}
-
-/// The same for a variable number of outputs (split, chunk), and for a list of inputs (cat).
-///@{
-template <class F>
-void record(const char* name, TensorRefs inputs, std::vector<Tensor>& outputs, F&& fn) {
-  auto node = std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn));
-  connect(node, inputs, outputs);
-}
-
-template <class F>
-void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, F&& fn) {
-  auto node = std::make_shared<FunctionNode<std::decay_t<F>>>(name, std::forward<F>(fn));
-  connect(node, inputs, {output});
-}
-///@}
 
 /// Records an op that has no backward yet. Its outputs are part of the graph
 /// as any differentiable op's are (so a forward with inputs that require grad,

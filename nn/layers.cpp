@@ -89,10 +89,13 @@ Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); 
 
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }
 
-GELU::GELU(std::string approx) : approximate(std::move(approx)) {
-  EMBER_CHECK(approximate == "none" || approximate == "tanh", ValueError,
-              "GELU: approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
+Activation::Activation(const std::string& name) {
+  if (name == "relu") kind_ = ReLU;
+  else if (name == "gelu") kind_ = GELU;
+  else throw ValueError("activation must be \"relu\" or \"gelu\", got \"" + name + "\"");
 }
+
+Tensor Activation::operator()(const Tensor& x) const { return kind_ == GELU ? gelu(x) : relu(x); }
 
 Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
 

@@ -7,10 +7,12 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include <ember/nn/module.h>
+#include <ember/ops/activation.h>
 
 namespace ember::nn {
 
@@ -96,11 +98,35 @@ class ReLU : public Module {
 /// gelu as a layer.
 class GELU : public Module {
  public:
-  /// approximate = "none" or "tanh" (see gelu()).
-  explicit GELU(std::string approximate = "none");
+  /// The exact form or the tanh one (see gelu()).
+  explicit GELU(GeluApproximation approximate = GeluApproximation::None) : approximate(approximate) {}
+  /// The form as PyTorch spells it: "none" or "tanh"; ValueError otherwise.
+  explicit GELU(const std::string& approximate) : approximate(gelu_approximation(approximate)) {}
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "GELU"; }
-  std::string approximate;  ///< "none" or "tanh"
+  GeluApproximation approximate;  ///< the form
+};
+
+/// The nonlinearity of a transformer layer's MLP: an enum, which also takes
+/// PyTorch's strings ("relu", "gelu") as flags and configs spell them, so
+/// `.activation = Activation::GELU` and `.activation = "gelu"` both work (an
+/// unknown name is a ValueError naming the choices).
+class Activation {
+ public:
+  enum Kind { ReLU, GELU };
+  constexpr Activation(Kind kind = ReLU) : kind_(kind) {}  // NOLINT: an enum value
+  Activation(const std::string& name);                      // NOLINT: "relu" or "gelu"
+  Activation(const char* name) : Activation(std::string(name)) {}  // NOLINT
+  Kind kind() const { return kind_; }
+  /// "relu" or "gelu".
+  const char* name() const { return kind_ == GELU ? "gelu" : "relu"; }
+  /// The function on x.
+  Tensor operator()(const Tensor& x) const;
+  friend bool operator==(Activation a, Activation b) { return a.kind_ == b.kind_; }
+  friend std::ostream& operator<<(std::ostream& os, Activation a) { return os << a.name(); }
+
+ private:
+  Kind kind_;
 };
 
 /// Runs its children in order; they are named "0", "1", ... as in PyTorch.

@@ -14,11 +14,9 @@
 namespace ember::nn {
 
 TransformerEncoderLayer::TransformerEncoderLayer(TransformerEncoderLayerOptions o) : opts(o) {
-  EMBER_CHECK(o.activation == "relu" || o.activation == "gelu", ValueError,
-              "TransformerEncoderLayer: activation must be \"relu\" or \"gelu\", got \"", o.activation, "\"");
   self_attn = register_module(
-      "self_attn", std::make_shared<MultiheadAttention>(o.d_model, o.nhead,
-                                                        MultiheadAttentionOptions{o.dropout, true, 0, 0, o.batch_first}));
+      "self_attn", std::make_shared<MultiheadAttention>(
+                       o.d_model, o.nhead, MultiheadAttentionOptions{.dropout = o.dropout, .batch_first = o.batch_first}));
   linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward));
   dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
   linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model));
@@ -35,9 +33,8 @@ Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const Tensor& mask, co
 }
 
 Tensor detail::transformer_feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2,
-                                        Dropout& dropout_out, const std::string& activation) {
-  const Tensor h = linear1(x);
-  return dropout_out(linear2(dropout(activation == "gelu" ? gelu(h) : relu(h))));
+                                        Dropout& dropout_out, Activation activation) {
+  return dropout_out(linear2(dropout(activation(linear1(x)))));
 }
 
 Tensor TransformerEncoderLayer::ff_block(const Tensor& x) {

@@ -19,7 +19,7 @@ struct TransformerEncoderLayerOptions {
   int64_t nhead = 8;               ///< attention heads
   int64_t dim_feedforward = 2048;  ///< the MLP's hidden width
   double dropout = 0.1;            ///< after attention, in the MLP and after it
-  std::string activation = "relu";  ///< "relu" or "gelu"
+  Activation activation = Activation::ReLU;  ///< Activation::ReLU or GELU (or "relu", "gelu")
   double layer_norm_eps = 1e-5;     ///< eps of both LayerNorms
   bool batch_first = false;         ///< (N, L, E) rather than (L, N, E)
   bool norm_first = false;  ///< pre-norm when true
@@ -66,7 +66,7 @@ namespace detail {
 /// The encoder's and decoder's feed-forward block: dropout_out(linear2(
 /// dropout(activation(linear1(x))))), activation "relu" or "gelu".
 Tensor transformer_feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2,
-                                Dropout& dropout_out, const std::string& activation);
+                                Dropout& dropout_out, Activation activation);
 }  // namespace detail
 
 /// num_layers copies of a layer (layers.0, layers.1, ...) and an optional

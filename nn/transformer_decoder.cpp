@@ -28,8 +28,6 @@ void TransformerDecoderCache::reorder(const Tensor& index) {
 }
 
 TransformerDecoderLayer::TransformerDecoderLayer(TransformerDecoderLayerOptions o) : opts(o) {
-  EMBER_CHECK(o.activation == "relu" || o.activation == "gelu", ValueError,
-              "TransformerDecoderLayer: activation must be \"relu\" or \"gelu\", got \"", o.activation, "\"");
   const MultiheadAttentionOptions mo{o.dropout, true, 0, 0, o.batch_first};
   self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(o.d_model, o.nhead, mo));
   multihead_attn = register_module("multihead_attn", std::make_shared<MultiheadAttention>(o.d_model, o.nhead, mo));

@@ -153,7 +153,7 @@ struct TransformerOptions {
   int64_t num_decoder_layers = 6;    ///< decoder depth
   int64_t dim_feedforward = 2048;    ///< the MLPs' hidden width
   double dropout = 0.1;              ///< as in the layers
-  std::string activation = "relu";   ///< "relu" or "gelu"
+  Activation activation = Activation::ReLU;  ///< Activation::ReLU or GELU (or "relu", "gelu")
   double layer_norm_eps = 1e-5;      ///< eps of every LayerNorm
   bool batch_first = false;          ///< (N, L, E) rather than (L, N, E)
   bool norm_first = false;           ///< pre-norm layers when true

@@ -29,11 +29,21 @@ Tensor sigmoid(const Tensor& x) { return activation<fn::Sigmoid, fn::SigmoidBack
 Tensor tanh(const Tensor& x) { return activation<fn::Tanh, fn::TanhBackward>("tanh", x, true); }
 Tensor silu(const Tensor& x) { return activation<fn::Silu, fn::SiluBackward>("silu", x, false); }
 
-Tensor gelu(const Tensor& x, const std::string& approximate) {
-  if (approximate == "none") return activation<fn::Gelu, fn::GeluBackward>("gelu", x, false);
-  if (approximate == "tanh") return activation<fn::GeluTanh, fn::GeluTanhBackward>("gelu", x, false);
-  throw ValueError("gelu: approximate must be \"none\" or \"tanh\", got \"" + approximate + "\"");
+GeluApproximation gelu_approximation(const std::string& name) {
+  if (name == "none") return GeluApproximation::None;
+  if (name == "tanh") return GeluApproximation::Tanh;
+  throw ValueError("gelu: approximate must be \"none\" or \"tanh\", got \"" + name + "\"");
 }
+
+const char* gelu_approximation_name(GeluApproximation a) { return a == GeluApproximation::Tanh ? "tanh" : "none"; }
+
+Tensor gelu(const Tensor& x, GeluApproximation approximate) {
+  if (approximate == GeluApproximation::Tanh)
+    return activation<fn::GeluTanh, fn::GeluTanhBackward>("gelu", x, false);
+  return activation<fn::Gelu, fn::GeluBackward>("gelu", x, false);
+}
+
+Tensor gelu(const Tensor& x, const std::string& approximate) { return gelu(x, gelu_approximation(approximate)); }
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   EMBER_CHECK(beta > 0, ValueError, "softplus: beta must be positive, got ", beta);

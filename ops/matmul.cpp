@@ -301,6 +301,43 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b) {
 
 // ---- matmul and its strict forms ----------------------------------------------
 
+// matmul's backward: C = A B  =>  dA = dC B^T,  dB = A^T dC  (per batch
+// entry). sa / sb: the saved operands (each only when the other one needs a
+// gradient); a1 / b1: the operand was 1-D and the forward dropped its dim.
+void matmul_backward(BackwardContext& ctx, const SavedTensor& sa, const SavedTensor& sb, bool a1, bool b1) {
+  // Restore the dims 1-D operands dropped, so everything is batched [.., m, n].
+  Tensor g = ctx.grad_output();
+  if (a1 && b1) g = g.reshape({1, 1});
+  else if (a1) g = g.unsqueeze(g.dim() - 1);
+  else if (b1) g = g.unsqueeze(g.dim());
+  if (ctx.needs_grad(0)) {
+    const Tensor& B = sb.get();
+    const Tensor Bn = b1 ? B.unsqueeze(1) : B;
+    // [batch.., m, n] @ [.., n, k]: broadcast batch dims of a are summed back
+    // by the engine.
+    Tensor dA = matmul(g, Bn.transpose(-1, -2));
+    if (a1) dA = dA.squeeze(dA.dim() - 2);
+    ctx.set_grad(0, dA);
+  }
+  if (ctx.needs_grad(1)) {
+    const Tensor& A = sa.get();
+    const Tensor An = a1 ? A.unsqueeze(0) : A;
+    Tensor dB;
+    const Shape& b_shape = ctx.input_meta(1).shape;
+    if (An.dim() > 2 && leading_numel(b_shape, 2) == 1) {
+      // b is one matrix shared by every batch entry: the batch sum folds into
+      // the GEMM, dB = A^T dC over all batch * m rows.
+      const int64_t rows = leading_numel(An.shape(), 1);
+      dB = matmul(An.reshape({rows, An.size(-1)}).t(), g.reshape({rows, g.size(-1)}));
+      if (!b1) dB = dB.reshape(b_shape);
+    } else {
+      dB = matmul(An.transpose(-1, -2), g);
+    }
+    if (b1) dB = dB.squeeze(dB.dim() - 1);
+    ctx.set_grad(1, dB);
+  }
+}
+
 // The shared forward and backward of matmul, mm and bmm (op names the node
 // and the errors; the caller has checked what is specific to mm / bmm).
 Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b) {
@@ -336,42 +373,11 @@ Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b) {
     out = out.view(final_shape);
   }
   if (autograd::needs_grad({a, b})) {
-    // C = A B  =>  dA = dC B^T,  dB = A^T dC  (per batch entry). Each needs
-    // the other operand only, so only that one is saved.
+    // Each gradient needs the other operand only, so only that one is saved.
     autograd::record(op, {a, b}, out,
                      [sa = b.requires_grad() ? SavedTensor(a) : SavedTensor(),
                       sb = a.requires_grad() ? SavedTensor(b) : SavedTensor(), a1, b1](BackwardContext& ctx) {
-                       // Restore the dims 1-D operands dropped, so everything is batched [.., m, n].
-                       Tensor g = ctx.grad_output();
-                       if (a1 && b1) g = g.reshape({1, 1});
-                       else if (a1) g = g.unsqueeze(g.dim() - 1);
-                       else if (b1) g = g.unsqueeze(g.dim());
-                       if (ctx.needs_grad(0)) {
-                         const Tensor& B = sb.get();
-                         const Tensor Bn = b1 ? B.unsqueeze(1) : B;
-                         // [batch.., m, n] @ [.., n, k]: broadcast batch dims of a are
-                         // summed back by the engine.
-                         Tensor dA = matmul(g, Bn.transpose(-1, -2));
-                         if (a1) dA = dA.squeeze(dA.dim() - 2);
-                         ctx.set_grad(0, dA);
-                       }
-                       if (ctx.needs_grad(1)) {
-                         const Tensor& A = sa.get();
-                         const Tensor An = a1 ? A.unsqueeze(0) : A;
-                         Tensor dB;
-                         const Shape& b_shape = ctx.input_meta(1).shape;
-                         if (An.dim() > 2 && leading_numel(b_shape, 2) == 1) {
-                           // b is one matrix shared by every batch entry: the batch sum
-                           // folds into the GEMM, dB = A^T dC over all batch * m rows.
-                           const int64_t rows = leading_numel(An.shape(), 1);
-                           dB = matmul(An.reshape({rows, An.size(-1)}).t(), g.reshape({rows, g.size(-1)}));
-                           if (!b1) dB = dB.reshape(b_shape);
-                         } else {
-                           dB = matmul(An.transpose(-1, -2), g);
-                         }
-                         if (b1) dB = dB.squeeze(dB.dim() - 1);
-                         ctx.set_grad(1, dB);
-                       }
+                       matmul_backward(ctx, sa, sb, a1, b1);
                      });
   }
   return out;

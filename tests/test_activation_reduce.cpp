@@ -33,6 +33,20 @@ TEST_CASE("activations: known answers") {
   CHECK_THROWS_AS(gelu(kX, "fast"), ValueError);
 }
 
+TEST_CASE("activations: GELU's form as an enum and as PyTorch's string") {
+  CHECK(gelu_approximation("none") == GeluApproximation::None);
+  CHECK(gelu_approximation("tanh") == GeluApproximation::Tanh);
+  CHECK(std::string(gelu_approximation_name(GeluApproximation::Tanh)) == "tanh");
+  CHECK_THROWS_WITH_AS(gelu_approximation("fast"), doctest::Contains("\"none\" or \"tanh\""), ValueError);
+  check_close(gelu(kX, GeluApproximation::Tanh), gelu(kX, "tanh").to_vector<double>(), 0);
+  check_close(gelu(kX, GeluApproximation::None), gelu(kX).to_vector<double>(), 0);
+  nn::GELU exact, tanh_form(GeluApproximation::Tanh), from_string("tanh");
+  CHECK(exact.approximate == GeluApproximation::None);
+  CHECK(from_string.approximate == GeluApproximation::Tanh);
+  check_close(tanh_form(kX), gelu(kX, "tanh").to_vector<double>(), 0);
+  CHECK_THROWS_AS(nn::GELU("fast"), ValueError);
+}
+
 TEST_CASE("reductions: var, std, logsumexp") {
   const Tensor m = tensor({{1, 2, 3}, {4, 5, 7}}, kFloat64);
   check_close(var(m, {1}), {1.0, 2.333333333333334}, 1e-12);

@@ -55,6 +55,21 @@ TEST_CASE("TransformerEncoderLayer pre-norm (gelu) matches PyTorch") {
                -0.1972311981, -0.0131979676, 0.0151558473, 0.0055201736, 0.0422057331});
 }
 
+TEST_CASE("TransformerEncoderLayer: the activation as an enum or as PyTorch's string") {
+  CHECK(nn::Activation("gelu") == nn::Activation::GELU);
+  CHECK(nn::Activation("relu") == nn::Activation::ReLU);
+  CHECK(std::string(nn::Activation(nn::Activation::GELU).name()) == "gelu");
+  CHECK_THROWS_WITH_AS(nn::Activation("swish"), doctest::Contains("\"relu\" or \"gelu\""), ValueError);
+  // Designated initialisers, with the enum and with the string.
+  nn::TransformerEncoderLayer by_enum({.d_model = 8, .nhead = 2, .dim_feedforward = 16,
+                                       .activation = nn::Activation::GELU});
+  nn::TransformerEncoderLayer by_name({.d_model = 8, .nhead = 2, .dim_feedforward = 16, .activation = "gelu"});
+  CHECK(by_enum.opts.activation == by_name.opts.activation);
+  CHECK(by_name.opts.activation == "gelu");
+  const Tensor h = tensor({-1.0, 0.5, 2.0});
+  check_close(by_name.opts.activation(h), gelu(h).to_vector<double>(), 0);
+}
+
 TEST_CASE("positional encodings") {
   nn::SinusoidalPositionalEncoding pe(6, 50);
   // P[i, 2j] = sin(i / 10000^(2j/d)), P[i, 2j+1] = cos(same)
