@@ -4,6 +4,7 @@
 // CPU kernel for short sequences (32 to 64 keys, at most 64 queries and head
 // dims, float32, no mask: the demo transformer's attention) that does one
 // head at a time in L1 and keeps none of the (N, H, L, S) weights.
+#include <ember/ops/half_ops.h>
 #include <ember/ops/attention.h>
 
 #include <algorithm>
@@ -371,6 +372,10 @@ double scale_of(const Tensor& q, int64_t H) { return 1.0 / std::sqrt(static_cast
 Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t num_heads, const Tensor& mask,
                             double dropout_p, Generator* gen) {
   check_inputs("multi_head_attention", q, k, v, num_heads, mask, dropout_p);
+  if (any_half({&q, &k, &v, &mask}))  // the float32 path (fused where it applies), rounded once
+    return multi_head_attention(upcast_half(q), upcast_half(k), upcast_half(v), num_heads, upcast_half(mask),
+                                dropout_p, gen)
+        .to(q.dtype());
   const Tensor qp = unit_last(q), kp = unit_last(k), vp = unit_last(v);
   const int64_t H = num_heads;
   const double scale = scale_of(q, H);
@@ -404,6 +409,8 @@ Tensor multi_head_self_attention(const Tensor& qkv, int64_t num_heads, const Ten
   const int64_t E = qkv.size(2) / 3, H = num_heads;
   const Tensor q = packed.narrow(2, 0, E), k = packed.narrow(2, E, E), v = packed.narrow(2, 2 * E, E);
   check_inputs("multi_head_self_attention", q, k, v, H, mask, dropout_p);
+  if (any_half({&qkv, &mask}))
+    return multi_head_self_attention(upcast_half(qkv), num_heads, upcast_half(mask), dropout_p, gen).to(qkv.dtype());
   const double scale = scale_of(q, H);
   Forward f = forward(q, k, v, H, mask, dropout_p, gen, scale);
   Tensor out = std::move(f.out);  // not kept by the node: the output holds the node

@@ -1,6 +1,7 @@
 // unfold (im2col) with its adjoint fold (col2im) as CPU kernels, and conv2d
 // composed as weight (O, C*kh*kw) @ unfold(x) + bias, so conv2d's backward is
 // that of matmul and unfold.
+#include <ember/ops/half_ops.h>
 #include <ember/ops/conv.h>
 #include <ember/ops/conv_kernels.h>
 
@@ -100,6 +101,7 @@ WindowGeom window_geom(const char* op, const Tensor& x, std::array<int64_t, 2> k
 
 Tensor unfold(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
               std::array<int64_t, 2> padding) {
+  if (any_half(x)) return unfold(upcast_half(x), kernel, stride, padding).to(x.dtype());  // exact: a copy
   const WindowGeom g = window_geom("unfold", x, kernel, stride, padding);
   const Tensor xc = x.detach().contiguous();
   Tensor cols = empty({g.N, g.C * g.kh * g.kw, g.Ho * g.Wo}, TensorOptions(x.dtype(), x.device()));
@@ -123,6 +125,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
               " expects");
   EMBER_CHECK(!bias.defined() || bias.shape() == Shape{weight.size(0)}, ShapeError, "conv2d: bias of shape ",
               bias.defined() ? bias.shape().str() : "", " does not match ", weight.size(0), " output channels");
+  if (any_half({&x, &weight, &bias}))  // one float32 convolution, rounded once
+    return conv2d(upcast_half(x), upcast_half(weight), upcast_half(bias), stride, padding).to(x.dtype());
   const WindowGeom g = window_geom("conv2d", x, {weight.size(2), weight.size(3)}, stride, padding);
   const Tensor cols = unfold(x, {g.kh, g.kw}, stride, padding);          // (N, C*kh*kw, L)
   Tensor out = matmul(weight.reshape({weight.size(0), -1}), cols);       // (N, O, L)

@@ -4,6 +4,7 @@
 // and saves the keep-mask as bool. Backward is dx = g * keep / (1 - p).
 // One pass each way instead of the five a composition of rand, ge, to, mul
 // and mul would take.
+#include <ember/ops/half_ops.h>
 #include <ember/ops/dropout.h>
 
 #include <cmath>
@@ -102,6 +103,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   EMBER_CHECK(x.is_floating_point(), DTypeError, "dropout: expected a floating-point tensor, got ",
               dtype_name(x.dtype()));
   if (!training || p == 0.0) return x;
+  if (any_half(x)) return dropout(upcast_half(x), p, training, gen).to(x.dtype());  // the float32 masks
   if (p == 1.0) return mul(x, 0.0);
   Generator& g = gen ? *gen : default_generator();
   const RandomSpec spec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(x.numel()) + 3) / 4), 0.0,

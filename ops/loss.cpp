@@ -8,6 +8,7 @@
 // take part, which is the mean's denominator. Each op records one autograd
 // node whose output is already reduced, so the backward kernel applies the
 // reduction's scale itself: no chain of sum / div nodes.
+#include <ember/ops/half_ops.h>
 #include <ember/ops/functors.h>
 #include <ember/ops/loss.h>
 
@@ -280,6 +281,8 @@ double row_scale(Reduction reduction, int64_t count) {
 }  // namespace
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (any_half({&input, &target}))
+    return mse_loss(upcast_half(input), upcast_half(target), reduction).to(half_result_dtype({&input, &target}));
   EMBER_CHECK(input.is_floating_point(), DTypeError, "mse_loss: input must be floating point, got ",
               dtype_name(input.dtype()), " (input shape ", input.shape().str(), ")");
   EMBER_CHECK(input.shape() == target.shape(), ShapeError, "mse_loss: input shape ", input.shape().str(),
@@ -292,6 +295,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing) {
+  if (any_half(logits))
+    return cross_entropy(upcast_half(logits), target, reduction, ignore_index, label_smoothing).to(logits.dtype());
   EMBER_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
               "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
   ClassRows rows = class_rows("cross_entropy", "logits", logits, target, ignore_index);
@@ -321,6 +326,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+  if (any_half(log_probs)) return nll_loss(upcast_half(log_probs), target, reduction, ignore_index).to(log_probs.dtype());
   ClassRows rows = class_rows("nll_loss", "log_probs", log_probs, target, ignore_index);
   const int64_t R = rows.target.numel();
   Tensor loss = empty({R}, TensorOptions(log_probs.dtype(), log_probs.device()));
@@ -344,6 +350,9 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,
                                         const Tensor& pos_weight) {
   const char* op = "binary_cross_entropy_with_logits";
+  if (any_half({&input, &target, &pos_weight}))
+    return binary_cross_entropy_with_logits(upcast_half(input), upcast_half(target), reduction, upcast_half(pos_weight))
+        .to(half_result_dtype({&input, &target, &pos_weight}));
   EMBER_CHECK(input.is_floating_point(), DTypeError, op, ": input must be floating point, got ",
               dtype_name(input.dtype()), " (input shape ", input.shape().str(), ")");
   EMBER_CHECK(target.is_floating_point(), DTypeError, op, ": target must be floating point, got ",

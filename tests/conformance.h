@@ -9,6 +9,11 @@
 //      SIMT-emulated backend in the tests, a GPU where there is one), with
 //      contiguous and with non-contiguous inputs made on that device,
 //      against the CPU result in float32.
+//   4. bfloat16 and float16 on the CPU: the row's floating inputs rounded to
+//      the 16-bit dtype, the op run on them and on the same values in
+//      float32; the 16-bit result and gradients must come back in the 16-bit
+//      dtype and within its tolerance (half_tol() scaled by half_tol_scale)
+//      of the float32 ones. A row opts out with a reason in half_skip.
 // Broadcasting is covered by rows whose inputs have different shapes.
 //
 // Adding an op: add a row to the family's file (conformance_<family>.cpp):
@@ -48,6 +53,8 @@ struct OpCase {
   bool differentiable = true;
   double fwd_rtol = 1e-5;  // cross-backend tolerance (float32)
   double bwd_rtol = 1e-4;
+  std::string half_skip;        // non-empty: no bfloat16/float16 case, and why
+  double half_tol_scale = 1.0;  // a row with several rounded steps widens the 16-bit tolerance
 };
 
 // Families register their rows through a static registrar.

@@ -98,6 +98,63 @@ TEST_CASE("conformance: strided inputs give the contiguous result") {
   }
 }
 
+// The 16-bit tolerance: a few units in the last place of the dtype's
+// 8 (bfloat16) or 11 (float16) significant bits, relative, plus an absolute
+// floor for results that cancel to near zero.
+void half_tol(DType dt, double& rtol, double& atol) {
+  rtol = dt == DType::BFloat16 ? 1.0 / 64 : 1.0 / 512;
+  atol = dt == DType::BFloat16 ? 2e-2 : 3e-3;
+}
+
+TEST_CASE("conformance: bfloat16 and float16 within their tolerance of float32") {
+  int ran = 0, skipped = 0;
+  for (const OpCase& c : registry()) {
+    if (!c.half_skip.empty()) {
+      ++skipped;
+      continue;
+    }
+    for (const DType dt : {DType::BFloat16, DType::Float16}) {
+      // No SUBCASE: one pass over the table, every failure reported (an
+      // exception is one failed check naming the row).
+      try {
+        In in16 = make_inputs(c, dt, false);
+        In in32;
+        for (const Tensor& t : in16) {
+          Tensor u = is_half(t.dtype()) ? t.detach().to(DType::Float32) : t;
+          if (t.requires_grad()) u.requires_grad_();
+          in32.push_back(u);
+        }
+        const Tensor a = c.fn(in32), b = c.fn(in16);
+        if (a.dtype() == DType::Float32) CHECK_MESSAGE(b.dtype() == dt, c.name, " returned ", dtype_name(b.dtype()));
+        double rtol, atol;
+        half_tol(dt, rtol, atol);
+        rtol *= c.half_tol_scale;
+        atol *= c.half_tol_scale;
+        CHECK_MESSAGE(allclose(b.to(DType::Float32), a, rtol, atol), c.name, " forward in ", dtype_name(dt), ": max |diff| ",
+                      max(abs(sub(b.to(DType::Float32), a))).item<double>());
+        if (c.differentiable && a.requires_grad()) {
+          const Tensor w16 = rand(a.shape()).to(dt), w32 = w16.to(DType::Float32);
+          sum(mul(a, w32)).backward();
+          sum(mul(b, w16)).backward();
+          for (size_t i = 0; i < in16.size(); ++i) {
+            if (!in16[i].requires_grad()) continue;
+            const Tensor g16 = in16[i].grad(), g32 = in32[i].grad();
+            REQUIRE(g16.defined());
+            CHECK_MESSAGE(g16.dtype() == dt, c.name, " grad of input ", i, " is ", dtype_name(g16.dtype()));
+            CHECK_MESSAGE(allclose(g16.to(DType::Float32), g32, 2 * rtol, 2 * atol), c.name, " grad of input ", i,
+                          " in ", dtype_name(dt), ": max |diff| ",
+                          max(abs(sub(g16.to(DType::Float32), g32))).item<double>());
+          }
+        }
+        ++ran;
+      } catch (const std::exception& e) {
+        FAIL_CHECK(c.name, " in ", std::string(dtype_name(dt)), " threw: ", std::string(e.what()));
+      }
+    }
+  }
+  MESSAGE(ran, " row/dtype cases run; ", skipped, " rows opt out (half_skip)");
+}
+
 // Backends other than the CPU, compared against it: "cuda" when a CUDA
 // backend (real or emulated) is linked and usable.
 std::vector<Device> other_backends();
