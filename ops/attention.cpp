@@ -4,6 +4,7 @@
 // CPU kernel for short sequences (32 to 64 keys, at most 64 queries and head
 // dims, float32, no mask: the demo transformer's attention) that does one
 // head at a time in L1 and keeps none of the (N, H, L, S) weights.
+#include <ember/core/autocast.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/attention.h>
 
@@ -371,6 +372,11 @@ double scale_of(const Tensor& q, int64_t H) { return 1.0 / std::sqrt(static_cast
 
 Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t num_heads, const Tensor& mask,
                             double dropout_p, Generator* gen) {
+  if (auto ac = autocast_dtype_for("multi_head_attention", q)) {  // core/autocast.h
+    AutocastSuspend off;
+    return multi_head_attention(autocast_cast(q, *ac), autocast_cast(k, *ac), autocast_cast(v, *ac), num_heads,
+                                autocast_cast(mask, *ac), dropout_p, gen);
+  }
   check_inputs("multi_head_attention", q, k, v, num_heads, mask, dropout_p);
   if (any_half({&q, &k, &v, &mask}))  // the float32 path (fused where it applies), rounded once
     return multi_head_attention(upcast_half(q), upcast_half(k), upcast_half(v), num_heads, upcast_half(mask),
@@ -402,6 +408,10 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, i
 
 Tensor multi_head_self_attention(const Tensor& qkv, int64_t num_heads, const Tensor& mask, double dropout_p,
                                  Generator* gen) {
+  if (auto ac = autocast_dtype_for("multi_head_self_attention", qkv)) {  // core/autocast.h
+    AutocastSuspend off;
+    return multi_head_self_attention(autocast_cast(qkv, *ac), num_heads, autocast_cast(mask, *ac), dropout_p, gen);
+  }
   EMBER_CHECK(qkv.defined() && qkv.dim() == 3 && qkv.size(2) % 3 == 0, ShapeError,
               "multi_head_self_attention: expected a packed projection (N, L, 3E), got ",
               qkv.defined() ? qkv.shape().str() : std::string("an undefined tensor"));

@@ -1,6 +1,7 @@
 // unfold (im2col) with its adjoint fold (col2im) as CPU kernels, and conv2d
 // composed as weight (O, C*kh*kw) @ unfold(x) + bias, so conv2d's backward is
 // that of matmul and unfold.
+#include <ember/core/autocast.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/conv.h>
 #include <ember/ops/conv_kernels.h>
@@ -118,6 +119,10 @@ Tensor unfold(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
               std::array<int64_t, 2> padding) {
+  if (auto ac = autocast_dtype_for("conv2d", x)) {  // core/autocast.h
+    AutocastSuspend off;
+    return conv2d(autocast_cast(x, *ac), autocast_cast(weight, *ac), autocast_cast(bias, *ac), stride, padding);
+  }
   EMBER_CHECK(weight.dim() == 4, ShapeError, "conv2d: expected weight of shape (O, C, kh, kw), got ",
               weight.shape().str());
   EMBER_CHECK(x.dim() == 4 && x.size(1) == weight.size(1), ShapeError, "conv2d: input of shape ", x.shape().str(),

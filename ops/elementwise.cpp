@@ -5,6 +5,7 @@
 // shared with the CUDA backend); the ops below pick the
 // functor, run it through pointwise.h, and record their backward written with
 // these same ops.
+#include <ember/core/autocast.h>
 #include <ember/ops/elementwise.h>
 
 #include <cmath>
@@ -236,6 +237,10 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
 
 // ---- math -------------------------------------------------------------------
 Tensor exp(const Tensor& x) {
+  if (auto ac = autocast_dtype_for("exp", x)) {  // core/autocast.h
+    AutocastSuspend off;
+    return exp(autocast_cast(x, *ac));
+  }
   Tensor out = unary_forward<fn::Exp>(x);
   if (needs_grad({x}))
     record("exp", {x}, out, [so = SavedTensor(out)](BackwardContext& ctx) {
@@ -245,6 +250,10 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
+  if (auto ac = autocast_dtype_for("log", x)) {  // core/autocast.h
+    AutocastSuspend off;
+    return log(autocast_cast(x, *ac));
+  }
   Tensor out = unary_forward<fn::Log>(x);
   if (needs_grad({x}))
     record("log", {x}, out, [sx = SavedTensor(x)](BackwardContext& ctx) {

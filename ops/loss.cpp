@@ -8,6 +8,7 @@
 // take part, which is the mean's denominator. Each op records one autograd
 // node whose output is already reduced, so the backward kernel applies the
 // reduction's scale itself: no chain of sum / div nodes.
+#include <ember/core/autocast.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/functors.h>
 #include <ember/ops/loss.h>
@@ -281,6 +282,10 @@ double row_scale(Reduction reduction, int64_t count) {
 }  // namespace
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (auto ac = autocast_dtype_for("mse_loss", input)) {  // core/autocast.h
+    AutocastSuspend off;
+    return mse_loss(autocast_cast(input, *ac), autocast_cast(target, *ac), reduction);
+  }
   if (any_half({&input, &target}))
     return mse_loss(upcast_half(input), upcast_half(target), reduction).to(half_result_dtype({&input, &target}));
   EMBER_CHECK(input.is_floating_point(), DTypeError, "mse_loss: input must be floating point, got ",
@@ -295,6 +300,10 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing) {
+  if (auto ac = autocast_dtype_for("cross_entropy", logits)) {  // core/autocast.h
+    AutocastSuspend off;
+    return cross_entropy(autocast_cast(logits, *ac), target, reduction, ignore_index, label_smoothing);
+  }
   if (any_half(logits))
     return cross_entropy(upcast_half(logits), target, reduction, ignore_index, label_smoothing).to(logits.dtype());
   EMBER_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
@@ -326,6 +335,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+  if (auto ac = autocast_dtype_for("nll_loss", log_probs)) {  // core/autocast.h
+    AutocastSuspend off;
+    return nll_loss(autocast_cast(log_probs, *ac), target, reduction, ignore_index);
+  }
   if (any_half(log_probs)) return nll_loss(upcast_half(log_probs), target, reduction, ignore_index).to(log_probs.dtype());
   ClassRows rows = class_rows("nll_loss", "log_probs", log_probs, target, ignore_index);
   const int64_t R = rows.target.numel();
@@ -350,6 +363,11 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,
                                         const Tensor& pos_weight) {
   const char* op = "binary_cross_entropy_with_logits";
+  if (auto ac = autocast_dtype_for(op, input)) {  // core/autocast.h
+    AutocastSuspend off;
+    return binary_cross_entropy_with_logits(autocast_cast(input, *ac), autocast_cast(target, *ac), reduction,
+                                            autocast_cast(pos_weight, *ac));
+  }
   if (any_half({&input, &target, &pos_weight}))
     return binary_cross_entropy_with_logits(upcast_half(input), upcast_half(target), reduction, upcast_half(pos_weight))
         .to(half_result_dtype({&input, &target, &pos_weight}));

@@ -20,6 +20,7 @@
 // OpenBLAS is pinned to one thread at library start, so Ember's pool is the
 // only set of threads (see core/parallel.h); single-threaded cblas calls from
 // several threads at once are safe in OpenBLAS's pthread build.
+#include <ember/core/autocast.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/matmul.h>
 
@@ -305,6 +306,10 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b) {
 // The shared forward and backward of matmul, mm and bmm (op names the node
 // and the errors; the caller has checked what is specific to mm / bmm).
 Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b) {
+  if (auto ac = autocast_dtype_for(op, a)) {  // core/autocast.h
+    AutocastSuspend off;
+    return matmul_impl(op, autocast_cast(a, *ac), autocast_cast(b, *ac));
+  }
   check_operands(op, a, b);
   // 16-bit operands: the float32 GEMM, result rounded (the fallback of
   // docs/PRECISION.md until the AVX512_BF16 kernel is wired in).
@@ -423,6 +428,10 @@ void matmul_into(const Tensor& a, const Tensor& b, Tensor out, double alpha, dou
 // ---- linear -------------------------------------------------------------------
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (auto ac = autocast_dtype_for("linear", x)) {  // core/autocast.h
+    AutocastSuspend off;
+    return linear(autocast_cast(x, *ac), autocast_cast(weight, *ac), autocast_cast(bias, *ac));
+  }
   check_operands("linear", x, weight);
   if (any_half({&x, &bias})) return linear(upcast_half(x), upcast_half(weight), upcast_half(bias)).to(x.dtype());
   EMBER_CHECK(weight.dim() == 2, ShapeError, "linear: weight must be 2-D [out_features, in_features], got shape ",

@@ -9,6 +9,7 @@
 //   dw = sum over rows of dy * xhat;  db = sum over rows of dy
 // dw and db are reduced with one partial buffer per chunk of rows, summed
 // afterwards: no atomics, and the same result for any thread count.
+#include <ember/core/autocast.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/norm.h>
 
@@ -159,6 +160,10 @@ EMBER_REGISTER_KERNEL(layer_norm_backward_kernel, CPU, cpu_layer_norm_backward);
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
+  if (auto ac = autocast_dtype_for("layer_norm", x)) {  // core/autocast.h
+    AutocastSuspend off;
+    return layer_norm(autocast_cast(x, *ac), normalized_shape, autocast_cast(weight, *ac), autocast_cast(bias, *ac), eps);
+  }
   // 16-bit input, weights of either dtype: computed in float32, returned in the input's dtype.
   if (any_half({&x, &weight, &bias}))
     return layer_norm(upcast_half(x), normalized_shape, upcast_half(weight), upcast_half(bias), eps)

@@ -10,6 +10,7 @@
 //   softmax:      dx = y * (g - sum_j g_j y_j)
 //   log_softmax:  dx = g - exp(y) * sum_j g_j
 // Masked positions have y = 0, so the softmax formula already gives them 0.
+#include <ember/core/autocast.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/softmax.h>
 
@@ -233,6 +234,10 @@ Shape softmax_dims(const Tensor& x, int dim) {
 }
 
 Tensor softmax_impl(const Tensor& x, int64_t dim, const Tensor& mask, bool log, const char* name) {
+  if (auto ac = autocast_dtype_for(name, x)) {  // core/autocast.h
+    AutocastSuspend off;
+    return softmax_impl(autocast_cast(x, *ac), dim, mask, log, name);
+  }
   if (any_half(x)) return softmax_impl(upcast_half(x), dim, mask, log, name).to(x.dtype());
   EMBER_CHECK(x.is_floating_point(), DTypeError, name, ": expected a floating-point tensor, got ",
               dtype_name(x.dtype()));
