@@ -4,8 +4,6 @@
 // CPU kernel for short sequences (32 to 64 keys, at most 64 queries and head
 // dims, float32, no mask: the demo transformer's attention) that does one
 // head at a time in L1 and keeps none of the (N, H, L, S) weights.
-#include <ember/core/autocast.h>
-#include <ember/ops/half_ops.h>
 #include <ember/ops/attention.h>
 
 #include <algorithm>
@@ -22,6 +20,8 @@
 #include <ember/ops/pointwise.h>
 #include <ember/ops/sgemm_avx512.h>
 #include <ember/ops/softmax.h>
+#include <ember/core/autocast.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 namespace {

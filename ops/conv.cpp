@@ -1,8 +1,6 @@
 // unfold (im2col) with its adjoint fold (col2im) as CPU kernels, and conv2d
 // composed as weight (O, C*kh*kw) @ unfold(x) + bias, so conv2d's backward is
 // that of matmul and unfold.
-#include <ember/core/autocast.h>
-#include <ember/ops/half_ops.h>
 #include <ember/ops/conv.h>
 #include <ember/ops/conv_kernels.h>
 
@@ -13,6 +11,8 @@
 #include <ember/ops/elementwise.h>
 #include <ember/ops/matmul.h>
 #include <ember/ops/pointwise.h>
+#include <ember/core/autocast.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 

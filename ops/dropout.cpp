@@ -4,7 +4,6 @@
 // and saves the keep-mask as bool. Backward is dx = g * keep / (1 - p).
 // One pass each way instead of the five a composition of rand, ge, to, mul
 // and mul would take.
-#include <ember/ops/half_ops.h>
 #include <ember/ops/dropout.h>
 
 #include <cmath>
@@ -15,6 +14,7 @@
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/random_kernels.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 

@@ -5,7 +5,6 @@
 // shared with the CUDA backend); the ops below pick the
 // functor, run it through pointwise.h, and record their backward written with
 // these same ops.
-#include <ember/core/autocast.h>
 #include <ember/ops/elementwise.h>
 
 #include <cmath>
@@ -15,6 +14,7 @@
 #include <ember/ops/pointwise.h>
 #include <ember/ops/pointwise_kernels.h>
 #include <ember/ops/reduce.h>
+#include <ember/core/autocast.h>
 
 namespace ember {
 

@@ -15,7 +15,6 @@
 //    thread's serial job.
 //  - scatter_add parallelises over the positions of the non-indexed dims:
 //    two index entries can only collide when they agree on all those dims.
-#include <ember/ops/half_ops.h>
 #include <ember/ops/indexing.h>
 
 #include <algorithm>
@@ -28,6 +27,7 @@
 #include <ember/core/parallel.h>
 #include <ember/ops/factory.h>
 #include <ember/ops/pointwise.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 

@@ -8,8 +8,6 @@
 // take part, which is the mean's denominator. Each op records one autograd
 // node whose output is already reduced, so the backward kernel applies the
 // reduction's scale itself: no chain of sum / div nodes.
-#include <ember/core/autocast.h>
-#include <ember/ops/half_ops.h>
 #include <ember/ops/functors.h>
 #include <ember/ops/loss.h>
 
@@ -24,6 +22,8 @@
 #include <ember/ops/indexing.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/reduce.h>
+#include <ember/core/autocast.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 

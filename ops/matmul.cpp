@@ -20,8 +20,6 @@
 // OpenBLAS is pinned to one thread at library start, so Ember's pool is the
 // only set of threads (see core/parallel.h); single-threaded cblas calls from
 // several threads at once are safe in OpenBLAS's pthread build.
-#include <ember/core/autocast.h>
-#include <ember/ops/half_ops.h>
 #include <ember/ops/matmul.h>
 
 #include <cblas.h>
@@ -36,6 +34,8 @@
 #include <ember/core/parallel.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/sgemm_avx512.h>
+#include <ember/core/autocast.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 

@@ -9,8 +9,6 @@
 //   dw = sum over rows of dy * xhat;  db = sum over rows of dy
 // dw and db are reduced with one partial buffer per chunk of rows, summed
 // afterwards: no atomics, and the same result for any thread count.
-#include <ember/core/autocast.h>
-#include <ember/ops/half_ops.h>
 #include <ember/ops/norm.h>
 
 #include <cmath>
@@ -22,6 +20,8 @@
 #include <ember/ops/elementwise.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/reduce.h>
+#include <ember/core/autocast.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 

@@ -1,7 +1,5 @@
 // Sum and mean: forward, backward and CPU kernels, plus the [A, R, B] layout
 // every reduction shares and sum_to for the autograd engine.
-#include <ember/core/autocast.h>
-#include <ember/ops/half_ops.h>
 #include <ember/ops/reduce.h>
 
 #include <ember/core/autograd.h>
@@ -10,6 +8,8 @@
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/reduce_layout.h>
+#include <ember/core/autocast.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 

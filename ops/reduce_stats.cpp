@@ -6,7 +6,6 @@
 #include <cmath>
 #include <limits>
 
-#include <ember/ops/half_ops.h>
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
@@ -15,6 +14,7 @@
 #include <ember/ops/factory.h>
 #include <ember/ops/reduce.h>
 #include <ember/ops/reduce_layout.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 

@@ -10,8 +10,6 @@
 //   softmax:      dx = y * (g - sum_j g_j y_j)
 //   log_softmax:  dx = g - exp(y) * sum_j g_j
 // Masked positions have y = 0, so the softmax formula already gives them 0.
-#include <ember/core/autocast.h>
-#include <ember/ops/half_ops.h>
 #include <ember/ops/softmax.h>
 
 #include <algorithm>
@@ -26,6 +24,8 @@
 #include <ember/ops/factory.h>
 #include <ember/ops/functors.h>
 #include <ember/ops/pointwise.h>
+#include <ember/core/autocast.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 
