@@ -4,14 +4,29 @@
 ///   dispatch_floating(t.dtype(), "exp", [&](auto tag) { using T = decltype(tag); ... });
 /// \endcode
 /// An unsupported dtype throws DTypeError naming the op.
+///
+/// The 16-bit floats (core/half.h) are dispatched only where a kernel has
+/// opted in: dispatch_floating_and_half and dispatch_all pass bfloat16 and
+/// float16 (kernels compute in opmath_t<T>); dispatch_floating and
+/// dispatch_numeric refuse them with a DTypeError naming the op and dtype,
+/// which the op layer avoids by computing such ops in float32 (with_float32
+/// in ops/half_ops.h).
 #pragma once
 
 #include <cstdint>
 
 #include <ember/core/dtype.h>
 #include <ember/core/error.h>
+#include <ember/core/half.h>
 
 namespace ember {
+
+namespace detail {
+[[noreturn]] inline void throw_no_half_kernel(DType dt, const char* op) {
+  throw DTypeError(cat_str(op, ": no kernel for ", dtype_name(dt),
+                           " tensors here; convert with .to(kFloat32) (docs/PRECISION.md)"));
+}
+}  // namespace detail
 
 /// Calls f(T{}) with T = float or double for a floating dtype; throws DTypeError naming op otherwise.
 template <class F>
@@ -19,6 +34,8 @@ decltype(auto) dispatch_floating(DType dt, const char* op, F&& f) {
   switch (dt) {
     case DType::Float32: return f(float{});
     case DType::Float64: return f(double{});
+    case DType::BFloat16:
+    case DType::Float16: detail::throw_no_half_kernel(dt, op);
     default:
       throw DTypeError(detail::cat_str(op, ": expected a floating-point tensor (float32 or float64), got ",
                                        dtype_name(dt)));
@@ -32,12 +49,51 @@ decltype(auto) dispatch_numeric(DType dt, const char* op, F&& f) {
     case DType::Float32: return f(float{});
     case DType::Float64: return f(double{});
     case DType::Int64: return f(int64_t{});
+    case DType::BFloat16:
+    case DType::Float16: detail::throw_no_half_kernel(dt, op);
     default:
       throw DTypeError(detail::cat_str(op, ": not supported for dtype ", dtype_name(dt)));
   }
 }
 
-/// Calls f(T{}) with T = float, double, int64_t or bool.
+/// Calls f(T{}) with T = float, double, bfloat16 or float16; throws
+/// DTypeError naming op otherwise.
+template <class F>
+decltype(auto) dispatch_floating_and_half(DType dt, const char* op, F&& f) {
+  switch (dt) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::BFloat16: return f(bfloat16{});
+    case DType::Float16: return f(float16{});
+    default:
+      throw DTypeError(detail::cat_str(op, ": expected a floating-point tensor, got ", dtype_name(dt)));
+  }
+}
+
+/// float32, float64, bfloat16, float16 and int64.
+template <class F>
+decltype(auto) dispatch_numeric_and_half(DType dt, const char* op, F&& f) {
+  switch (dt) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::Int64: return f(int64_t{});
+    case DType::BFloat16: return f(bfloat16{});
+    case DType::Float16: return f(float16{});
+    default:
+      throw DTypeError(detail::cat_str(op, ": not supported for dtype ", dtype_name(dt)));
+  }
+}
+
+/// Element conversion between any two element types, the 16-bit floats
+/// through float32 (as c10 converts them).
+template <class D, class S>
+EMBER_HD inline D convert_element(S v) {
+  if constexpr (is_half_v<S> && is_half_v<D>) return D(static_cast<float>(v));
+  else if constexpr (is_half_v<S>) return static_cast<D>(static_cast<float>(v));
+  else return static_cast<D>(v);
+}
+
+/// Calls f(T{}) with T = float, double, int64_t, bool, bfloat16 or float16.
 template <class F>
 decltype(auto) dispatch_all(DType dt, F&& f) {
   switch (dt) {
@@ -45,6 +101,8 @@ decltype(auto) dispatch_all(DType dt, F&& f) {
     case DType::Float64: return f(double{});
     case DType::Int64: return f(int64_t{});
     case DType::Bool: return f(bool{});
+    case DType::BFloat16: return f(bfloat16{});
+    case DType::Float16: return f(float16{});
   }
   return f(float{});
 }

@@ -29,6 +29,8 @@ const char* st_dtype(DType t) {
     case DType::Float64: return "F64";
     case DType::Int64: return "I64";
     case DType::Bool: return "BOOL";
+    case DType::BFloat16: return "BF16";
+    case DType::Float16: return "F16";
   }
   return "?";
 }
@@ -37,38 +39,6 @@ constexpr int kMaxJsonDepth = 64;
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw IOError("safetensors file '" + path + "': " + what);
-}
-
-// IEEE half and bfloat16 to float.
-float half_to_float(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      exp = 127 - 15 + 1;
-      while (!(mant & 0x400u)) {
-        mant <<= 1;
-        --exp;
-      }
-      bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-float bf16_to_float(uint16_t b) {
-  const uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
 }
 
 }  // namespace
@@ -257,17 +227,10 @@ StateDict load_from(Source& src, const std::string& path, std::map<std::string, 
     if (!src.read(8 + hlen + e.begin, raw.size(), raw.data()))
       fail(path, "tensor '" + e.name + "': read failed (truncated file?)");
     Tensor t;
-    if (e.dtype == "F16" || e.dtype == "BF16") {
-      t = empty(e.shape, TensorOptions(DType::Float32));
-      float* dst = static_cast<float*>(t.data_ptr());
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        uint16_t v;
-        std::memcpy(&v, raw.data() + 2 * i, 2);
-        dst[i] = e.dtype == "F16" ? half_to_float(v) : bf16_to_float(v);
-      }
-    } else {
+    {
       const DType dt = e.dtype == "F32" ? DType::Float32 : e.dtype == "F64" ? DType::Float64
-                                                        : e.dtype == "I64" ? DType::Int64 : DType::Bool;
+                       : e.dtype == "I64" ? DType::Int64 : e.dtype == "BF16" ? DType::BFloat16
+                       : e.dtype == "F16" ? DType::Float16 : DType::Bool;
       t = empty(e.shape, TensorOptions(dt));
       if (!raw.empty()) std::memcpy(t.data_ptr(), raw.data(), raw.size());
       if (dt == DType::Bool) {

@@ -7,8 +7,8 @@
 /// Reading validates everything before allocating by it: a header length
 /// beyond the file, offsets out of range, overlapping or not matching the
 /// dtype and shape, unknown dtypes, and malformed JSON all throw IOError
-/// naming the file and the tensor. F32, F64, I64 and BOOL load as is; F16 and
-/// BF16 are converted to float32; JSON nested more than 64 deep is refused.
+/// naming the file and the tensor. F32, F64, I64, BOOL, BF16 and F16 load as
+/// those dtypes (bit for bit); JSON nested more than 64 deep is refused.
 /// Writing is atomic: the data goes to a temporary file in the same directory
 /// (`PATH.tmp.<pid>.XXXXXX`), is flushed to disk, then renamed over the target,
 /// so a crash never leaves a half-written file in its place. A save killed
@@ -29,7 +29,7 @@ namespace ember {
 void save_safetensors(const std::string& path, const StateDict& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
-/// Reads a safetensors file (F32, F64, I64 and BOOL as they are; F16 and BF16 converted to float32),
+/// Reads a safetensors file (F32, F64, I64, BOOL, BF16 and F16, each as that dtype),
 /// checking every header field before it allocates; fills metadata when given. Throws IOError naming
 /// the file and the fault.
 StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);

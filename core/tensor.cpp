@@ -44,6 +44,8 @@ T read_as(const void* p, DType dt) {
     case DType::Int64: return static_cast<T>(*static_cast<const int64_t*>(p));
     case DType::Float32: return static_cast<T>(*static_cast<const float*>(p));
     case DType::Float64: return static_cast<T>(*static_cast<const double*>(p));
+    case DType::BFloat16: return static_cast<T>(static_cast<float>(*static_cast<const bfloat16*>(p)));
+    case DType::Float16: return static_cast<T>(static_cast<float>(*static_cast<const float16*>(p)));
   }
   return T();
 }
@@ -96,6 +98,8 @@ EMBER_INSTANTIATE_ACCESS(double)
 EMBER_INSTANTIATE_ACCESS(int64_t)
 EMBER_INSTANTIATE_ACCESS(int)
 EMBER_INSTANTIATE_ACCESS(bool)
+EMBER_INSTANTIATE_ACCESS(bfloat16)
+EMBER_INSTANTIATE_ACCESS(float16)
 #undef EMBER_INSTANTIATE_ACCESS
 
 // ---- printing ---------------------------------------------------------------
@@ -331,6 +335,8 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptio
 EMBER_INSTANTIATE_FROM(float)
 EMBER_INSTANTIATE_FROM(double)
 EMBER_INSTANTIATE_FROM(int64_t)
+EMBER_INSTANTIATE_FROM(bfloat16)
+EMBER_INSTANTIATE_FROM(float16)
 template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&, TensorOptions);
 template Tensor from_data<bool>(const bool*, const Shape&, TensorOptions);
 #undef EMBER_INSTANTIATE_FROM

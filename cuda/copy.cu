@@ -9,7 +9,7 @@ namespace {
 
 template <class D, class S>
 struct Convert {
-  EMBER_HD D operator()(S v) const { return static_cast<D>(v); }
+  EMBER_HD D operator()(S v) const { return convert_element<D, S>(v); }
 };
 
 template <class T>

@@ -127,7 +127,7 @@ LoadResult Module::load_state_dict(const StateDict& dict, bool strict) {
   std::unordered_map<std::string, const Tensor*> given;
   for (const auto& [n, t] : dict) given[n] = &t;
   LoadResult r;
-  std::string mismatches;
+  std::string mismatches, dtype_mismatches;
   std::unordered_map<std::string, bool> known;
   for (const auto& [n, t] : own) {
     known[n] = true;
@@ -139,12 +139,18 @@ LoadResult Module::load_state_dict(const StateDict& dict, bool strict) {
     if (it->second->shape() != t.shape())
       mismatches += " size mismatch for " + n + ": the checkpoint has shape " + it->second->shape().str() +
                     ", the model has " + t.shape().str() + ".";
+    if (it->second->is_floating_point() != t.is_floating_point())
+      dtype_mismatches += std::string(" dtype mismatch for ") + n + ": the checkpoint has " +
+                          dtype_name(it->second->dtype()) + ", the model has " + dtype_name(t.dtype()) + ".";
   }
   for (const auto& [n, t] : dict)
     if (!known.count(n)) r.unexpected_keys.push_back(n);
   // Report every problem at once, as PyTorch does; shapes fail even when
   // not strict, since such a tensor cannot be loaded at all.
   const bool key_problems = strict && (!r.missing_keys.empty() || !r.unexpected_keys.empty());
+  if (!dtype_mismatches.empty())
+    throw DTypeError("load_state_dict: error(s) in loading the state dict for " + type_name() + ":" +
+                     dtype_mismatches + mismatches);
   if (!mismatches.empty() || key_problems) {
     std::string msg = "load_state_dict: error(s) in loading the state dict for " + type_name() + ":" + mismatches;
     if (strict && !r.missing_keys.empty()) {

@@ -92,13 +92,32 @@ class Module {
   /// moving (its state is allocated where the parameters are at the first
   /// step). Parameters that shared storage are moved separately.
   Module& to(Device device);
+  /// PyTorch's module.to(dtype): every floating parameter and buffer
+  /// (recursively) converted to dtype in place, as above; integer and bool
+  /// buffers (BatchNorm's num_batches_tracked) keep theirs. dtype must be
+  /// floating. Gradients are dropped. (nn/module_dtype.cpp)
+  Module& to(DType dtype);
+  /// to(device) then to(dtype).
+  Module& to(Device device, DType dtype);
+  /// PyTorch's .double(), .float(), .half(), .bfloat16() (renamed: double and
+  /// float are C++ keywords, bfloat16 is the element type).
+  ///@{
+  Module& to_double() { return to(DType::Float64); }
+  Module& to_float() { return to(DType::Float32); }
+  Module& to_half() { return to(DType::Float16); }
+  Module& to_bfloat16() { return to(DType::BFloat16); }
+  ///@}
 
   // ---- state ----------------------------------------------------------------
   /// Parameters and buffers with their dotted names, in PyTorch's order (see
   /// StateDict); the tensors are the module's own handles, not copies.
   StateDict state_dict() const;
   /// Copies values into the registered tensors (in place, so optimizers keep
-  /// their handles). A shape mismatch always throws ShapeError naming the key;
+  /// their handles), converting each to the registered tensor's dtype as
+  /// PyTorch's load_state_dict does (a bfloat16 checkpoint loads into a
+  /// float32 model as float32); a floating tensor given for an integer or
+  /// bool one, or the reverse, throws DTypeError naming the key. A shape
+  /// mismatch always throws ShapeError naming the key;
   /// with strict, missing or unexpected keys throw ValueError listing them.
   LoadResult load_state_dict(const StateDict& dict, bool strict = true);
 

@@ -20,6 +20,8 @@
 #include <ember/ops/pointwise.h>
 #include <ember/ops/sgemm_avx512.h>
 #include <ember/ops/softmax.h>
+#include <ember/core/autocast.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 namespace {
@@ -370,7 +372,16 @@ double scale_of(const Tensor& q, int64_t H) { return 1.0 / std::sqrt(static_cast
 
 Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t num_heads, const Tensor& mask,
                             double dropout_p, Generator* gen) {
+  if (auto ac = autocast_dtype_for("multi_head_attention", q)) {  // core/autocast.h
+    AutocastSuspend off;
+    return multi_head_attention(autocast_cast(q, *ac), autocast_cast(k, *ac), autocast_cast(v, *ac), num_heads,
+                                autocast_cast(mask, *ac), dropout_p, gen);
+  }
   check_inputs("multi_head_attention", q, k, v, num_heads, mask, dropout_p);
+  if (any_half({&q, &k, &v, &mask}))  // the float32 path (fused where it applies), rounded once
+    return multi_head_attention(upcast_half(q), upcast_half(k), upcast_half(v), num_heads, upcast_half(mask),
+                                dropout_p, gen)
+        .to(q.dtype());
   const Tensor qp = unit_last(q), kp = unit_last(k), vp = unit_last(v);
   const int64_t H = num_heads;
   const double scale = scale_of(q, H);
@@ -397,6 +408,10 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, i
 
 Tensor multi_head_self_attention(const Tensor& qkv, int64_t num_heads, const Tensor& mask, double dropout_p,
                                  Generator* gen) {
+  if (auto ac = autocast_dtype_for("multi_head_self_attention", qkv)) {  // core/autocast.h
+    AutocastSuspend off;
+    return multi_head_self_attention(autocast_cast(qkv, *ac), num_heads, autocast_cast(mask, *ac), dropout_p, gen);
+  }
   EMBER_CHECK(qkv.defined() && qkv.dim() == 3 && qkv.size(2) % 3 == 0, ShapeError,
               "multi_head_self_attention: expected a packed projection (N, L, 3E), got ",
               qkv.defined() ? qkv.shape().str() : std::string("an undefined tensor"));
@@ -404,6 +419,8 @@ Tensor multi_head_self_attention(const Tensor& qkv, int64_t num_heads, const Ten
   const int64_t E = qkv.size(2) / 3, H = num_heads;
   const Tensor q = packed.narrow(2, 0, E), k = packed.narrow(2, E, E), v = packed.narrow(2, 2 * E, E);
   check_inputs("multi_head_self_attention", q, k, v, H, mask, dropout_p);
+  if (any_half({&qkv, &mask}))
+    return multi_head_self_attention(upcast_half(qkv), num_heads, upcast_half(mask), dropout_p, gen).to(qkv.dtype());
   const double scale = scale_of(q, H);
   Forward f = forward(q, k, v, H, mask, dropout_p, gen, scale);
   Tensor out = std::move(f.out);  // not kept by the node: the output holds the node

@@ -42,6 +42,11 @@ MPI_Datatype mpi_type(DType t) {
     case DType::Float64: return MPI_DOUBLE;
     case DType::Int64: return MPI_INT64_T;
     case DType::Bool: return MPI_C_BOOL;
+    case DType::BFloat16:
+    case DType::Float16:
+      // MPI has no 16-bit float type (nor its sum); the caller converts.
+      throw DTypeError(ember::detail::cat_str("distributed (MPI): ", dtype_name(t),
+                                              " tensors are not supported; convert to float32 first"));
   }
   return MPI_DATATYPE_NULL;
 }

@@ -15,6 +15,8 @@
 #include <ember/ops/elementwise.h>
 #include <ember/ops/matmul.h>
 #include <ember/ops/pointwise.h>
+#include <ember/core/autocast.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 
@@ -170,6 +172,7 @@ WindowGeom window_geom(const char* op, const Tensor& x, std::array<int64_t, 2> k
 
 Tensor unfold(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
               std::array<int64_t, 2> padding) {
+  if (any_half(x)) return unfold(upcast_half(x), kernel, stride, padding).to(x.dtype());  // exact: a copy
   const WindowGeom g = window_geom("unfold", x, kernel, stride, padding);
   const Tensor xc = x.detach().contiguous();
   Tensor cols = empty({g.N, g.C * g.kh * g.kw, g.Ho * g.Wo}, TensorOptions(x.dtype(), x.device()));
@@ -186,6 +189,10 @@ Tensor unfold(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
               std::array<int64_t, 2> padding) {
+  if (auto ac = autocast_dtype_for("conv2d", x)) {  // core/autocast.h
+    AutocastSuspend off;
+    return conv2d(autocast_cast(x, *ac), autocast_cast(weight, *ac), autocast_cast(bias, *ac), stride, padding);
+  }
   EMBER_CHECK(weight.dim() == 4, ShapeError, "conv2d: expected weight of shape (O, C, kh, kw), got ",
               weight.shape().str());
   EMBER_CHECK(x.dim() == 4 && x.size(1) == weight.size(1), ShapeError, "conv2d: input of shape ", x.shape().str(),
@@ -193,6 +200,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
               " expects");
   EMBER_CHECK(!bias.defined() || bias.shape() == Shape{weight.size(0)}, ShapeError, "conv2d: bias of shape ",
               bias.defined() ? bias.shape().str() : "", " does not match ", weight.size(0), " output channels");
+  if (any_half({&x, &weight, &bias}))  // one float32 convolution, rounded once
+    return conv2d(upcast_half(x), upcast_half(weight), upcast_half(bias), stride, padding).to(x.dtype());
   const WindowGeom g = window_geom("conv2d", x, {weight.size(2), weight.size(3)}, stride, padding);
   const int64_t O = weight.size(0), K = g.C * g.kh * g.kw;
   // rows (N*Ho*Wo, K) = im2row(x), differentiable through row2im.

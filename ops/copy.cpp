@@ -6,6 +6,7 @@
 
 #include <ember/core/autograd.h>
 #include <ember/core/dtype_dispatch.h>
+#include <ember/ops/convert.h>
 #include <ember/ops/cpu_loops.h>
 #include <ember/ops/pointwise.h>
 
@@ -23,11 +24,12 @@ void cpu_copy(const Tensor& src, Tensor& dst) {
     if (n && src.data_ptr() != dst.data_ptr()) std::memcpy(dst.data_ptr(), src.data_ptr(), n);
     return;
   }
+  if (cpu::copy_convert_contiguous(src, dst)) return;  // float32 <-> 16-bit, vectorised
   dispatch_all(dst.dtype(), [&](auto dtag) {
     using D = decltype(dtag);
     dispatch_all(src.dtype(), [&](auto stag) {
       using S = decltype(stag);
-      cpu::map<D, S>(dst, {&src}, [](S v) { return static_cast<D>(v); });
+      cpu::map<D, S>(dst, {&src}, [](S v) { return convert_element<D, S>(v); });
     });
   });
 }

@@ -14,6 +14,7 @@
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/random_kernels.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 
@@ -102,6 +103,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   EMBER_CHECK(x.is_floating_point(), DTypeError, "dropout: expected a floating-point tensor, got ",
               dtype_name(x.dtype()));
   if (!training || p == 0.0) return x;
+  if (any_half(x)) return dropout(upcast_half(x), p, training, gen).to(x.dtype());  // the float32 masks
   if (p == 1.0) return mul(x, 0.0);
   Generator& g = gen ? *gen : default_generator();
   const RandomSpec spec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(x.numel()) + 3) / 4), 0.0,

@@ -15,6 +15,7 @@
 #include <ember/ops/pointwise_kernels.h>
 #include <ember/ops/pointwise_register.h>
 #include <ember/ops/reduce.h>
+#include <ember/core/autocast.h>
 
 namespace ember {
 
@@ -231,6 +232,10 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
 
 // ---- math -------------------------------------------------------------------
 Tensor exp(const Tensor& x) {
+  if (auto ac = autocast_dtype_for("exp", x)) {  // core/autocast.h
+    AutocastSuspend off;
+    return exp(autocast_cast(x, *ac));
+  }
   Tensor out = unary_forward<fn::Exp>(x);
   if (needs_grad({x}))
     record("exp", {x}, out, [so = SavedTensor(out)](BackwardContext& ctx) {
@@ -240,6 +245,10 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
+  if (auto ac = autocast_dtype_for("log", x)) {  // core/autocast.h
+    AutocastSuspend off;
+    return log(autocast_cast(x, *ac));
+  }
   Tensor out = unary_forward<fn::Log>(x);
   if (needs_grad({x}))
     record("log", {x}, out, [sx = SavedTensor(x)](BackwardContext& ctx) {

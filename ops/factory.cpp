@@ -38,6 +38,12 @@ void cpu_random(Tensor& out, const RandomSpec& spec) {
 }
 
 Tensor random_tensor(const Shape& shape, TensorOptions opts, Generator* gen, RandomKind kind, double a, double b) {
+  if (is_half(opts.dtype)) {
+    // Drawn in float32 and rounded, as PyTorch's CPU generator does for 16-bit floats.
+    Tensor out = random_tensor(shape, TensorOptions(DType::Float32, opts.device), gen, kind, a, b).to(opts.dtype);
+    if (opts.requires_grad) out.requires_grad_(true);
+    return out;
+  }
   Tensor out = empty(shape, TensorOptions(opts.dtype, opts.device));
   Generator& g = gen ? *gen : default_generator();
   RandomSpec spec{kind, g.seed(), 0, a, b};

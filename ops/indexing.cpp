@@ -27,6 +27,7 @@
 #include <ember/core/parallel.h>
 #include <ember/ops/factory.h>
 #include <ember/ops/pointwise.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 
@@ -330,11 +331,11 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     record("index_select", {x}, out, [si = SavedTensor(index), xshape = xv.shape(), d](BackwardContext& ctx) {
       // d out[.., k, ..] / d x[.., n, ..] = [index[k] == n]: the gradient of
       // every selected slice goes back to the slice it came from, summed over
-      // repeats (index_add into zeros).
-      const Tensor& g = ctx.grad_output();
+      // repeats (index_add into zeros; a 16-bit gradient summed in float32).
+      const Tensor g = upcast_half(ctx.grad_output());
       Tensor gx = zeros(xshape, TensorOptions(g.dtype(), g.device()));
       index_add_into(gx, d, si.get(), g.reshape(with_dim(xshape, d, si.get().numel())));
-      ctx.set_grad(0, gx.reshape(ctx.input_meta(0).shape));
+      ctx.set_grad(0, gx.reshape(ctx.input_meta(0).shape).to(ctx.grad_output().dtype()));
     });
   return out;
 }
@@ -344,6 +345,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   check_same_device("index_add", x, src);
   EMBER_CHECK(x.dtype() == src.dtype(), DTypeError, "index_add: x and src must have the same dtype, got ",
               dtype_name(x.dtype()), " and ", dtype_name(src.dtype()));
+  if (any_half(x)) return index_add(upcast_half(x), dim, index, upcast_half(src)).to(x.dtype());  // float32 sums
   EMBER_CHECK(index.dim() <= 1, ShapeError, "index_add: index must be 1-D or 0-dim, got shape ",
               index.shape().str());
   const int d = wrap_dim(dim, x.dim(), "index_add");
@@ -396,11 +398,11 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   if (needs_grad({x}))
     record("gather", {x}, out, [si = SavedTensor(iv), xshape = xv.shape(), d](BackwardContext& ctx) {
       // Each output element is one x element: scatter-add the gradients back
-      // (repeated indices sum).
-      const Tensor& g = ctx.grad_output();
+      // (repeated indices sum, a 16-bit gradient in float32).
+      const Tensor g = upcast_half(ctx.grad_output());
       Tensor gx = zeros(xshape, TensorOptions(g.dtype(), g.device()));
       scatter_add_into(gx, d, si.get(), g.reshape(si.get().shape()));
-      ctx.set_grad(0, gx.reshape(ctx.input_meta(0).shape));
+      ctx.set_grad(0, gx.reshape(ctx.input_meta(0).shape).to(ctx.grad_output().dtype()));
     });
   return out;
 }
@@ -410,6 +412,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   check_same_device("scatter_add", x, src);
   EMBER_CHECK(x.dtype() == src.dtype(), DTypeError, "scatter_add: x and src must have the same dtype, got ",
               dtype_name(x.dtype()), " and ", dtype_name(src.dtype()));
+  if (any_half(x)) return scatter_add(upcast_half(x), dim, index, upcast_half(src)).to(x.dtype());
   EMBER_CHECK(src.dim() == index.dim(), ShapeError, "scatter_add: src must have as many dims as index, got src shape ",
               src.shape().str(), " and index shape ", index.shape().str());
   for (int i = 0; i < src.dim(); ++i)
@@ -480,14 +483,15 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
     record("embedding", {weight}, out, [sf = SavedTensor(flat), V, D, M, pad](BackwardContext& ctx) {
       // Row m of the output is row indices[m] of weight: the weight gradient
       // adds each output row's gradient into that row (index_add over dim 0),
-      // except the padding row, which is a constant and stays zero.
-      const Tensor& g = ctx.grad_output();
+      // except the padding row, which is a constant and stays zero. A
+      // 16-bit gradient is summed in float32 and rounded once.
+      const Tensor g = upcast_half(ctx.grad_output());
       Tensor gw = zeros({V, D}, TensorOptions(g.dtype(), g.device()));
       if (M > 0 && D > 0) {
         Tensor gw3 = gw.view({1, V, D});
         index_add_kernel(g.device(), gw3, sf.get(), g.contiguous().view({1, M, D}), pad);
       }
-      ctx.set_grad(0, gw);
+      ctx.set_grad(0, gw.to(ctx.grad_output().dtype()));
     });
   return out;
 }

@@ -22,6 +22,8 @@
 #include <ember/ops/indexing.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/reduce.h>
+#include <ember/core/autocast.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 
@@ -278,6 +280,12 @@ double row_scale(Reduction reduction, int64_t count) {
 }  // namespace
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (auto ac = autocast_dtype_for("mse_loss", input)) {  // core/autocast.h
+    AutocastSuspend off;
+    return mse_loss(autocast_cast(input, *ac), autocast_cast(target, *ac), reduction);
+  }
+  if (any_half({&input, &target}))
+    return mse_loss(upcast_half(input), upcast_half(target), reduction).to(half_result_dtype({&input, &target}));
   EMBER_CHECK(input.is_floating_point(), DTypeError, "mse_loss: input must be floating point, got ",
               dtype_name(input.dtype()), " (input shape ", input.shape().str(), ")");
   EMBER_CHECK(input.shape() == target.shape(), ShapeError, "mse_loss: input shape ", input.shape().str(),
@@ -290,6 +298,12 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing) {
+  if (auto ac = autocast_dtype_for("cross_entropy", logits)) {  // core/autocast.h
+    AutocastSuspend off;
+    return cross_entropy(autocast_cast(logits, *ac), target, reduction, ignore_index, label_smoothing);
+  }
+  if (any_half(logits))
+    return cross_entropy(upcast_half(logits), target, reduction, ignore_index, label_smoothing).to(logits.dtype());
   EMBER_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
               "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
   ClassRows rows = class_rows("cross_entropy", "logits", logits, target, ignore_index);
@@ -319,6 +333,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+  if (auto ac = autocast_dtype_for("nll_loss", log_probs)) {  // core/autocast.h
+    AutocastSuspend off;
+    return nll_loss(autocast_cast(log_probs, *ac), target, reduction, ignore_index);
+  }
+  if (any_half(log_probs)) return nll_loss(upcast_half(log_probs), target, reduction, ignore_index).to(log_probs.dtype());
   ClassRows rows = class_rows("nll_loss", "log_probs", log_probs, target, ignore_index);
   const int64_t R = rows.target.numel();
   Tensor loss = empty({R}, TensorOptions(log_probs.dtype(), log_probs.device()));
@@ -342,6 +361,14 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,
                                         const Tensor& pos_weight) {
   const char* op = "binary_cross_entropy_with_logits";
+  if (auto ac = autocast_dtype_for(op, input)) {  // core/autocast.h
+    AutocastSuspend off;
+    return binary_cross_entropy_with_logits(autocast_cast(input, *ac), autocast_cast(target, *ac), reduction,
+                                            autocast_cast(pos_weight, *ac));
+  }
+  if (any_half({&input, &target, &pos_weight}))
+    return binary_cross_entropy_with_logits(upcast_half(input), upcast_half(target), reduction, upcast_half(pos_weight))
+        .to(half_result_dtype({&input, &target, &pos_weight}));
   EMBER_CHECK(input.is_floating_point(), DTypeError, op, ": input must be floating point, got ",
               dtype_name(input.dtype()), " (input shape ", input.shape().str(), ")");
   EMBER_CHECK(target.is_floating_point(), DTypeError, op, ": target must be floating point, got ",

@@ -34,6 +34,8 @@
 #include <ember/core/parallel.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/sgemm_avx512.h>
+#include <ember/core/autocast.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 
@@ -294,7 +296,7 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b) {
   EMBER_CHECK(a.defined() && b.defined(), ValueError, op, ": got an undefined tensor");
   check_same_device(op, a, b);
   EMBER_CHECK(a.is_floating_point() && b.is_floating_point(), DTypeError, op,
-              ": expected float32 or float64 tensors, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+              ": expected floating-point tensors, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   EMBER_CHECK(a.dtype() == b.dtype(), DTypeError, op, ": expected both operands to have the same dtype, got ",
               dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
 }
@@ -341,7 +343,14 @@ void matmul_backward(BackwardContext& ctx, const SavedTensor& sa, const SavedTen
 // The shared forward and backward of matmul, mm and bmm (op names the node
 // and the errors; the caller has checked what is specific to mm / bmm).
 Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b) {
+  if (auto ac = autocast_dtype_for(op, a)) {  // core/autocast.h
+    AutocastSuspend off;
+    return matmul_impl(op, autocast_cast(a, *ac), autocast_cast(b, *ac));
+  }
   check_operands(op, a, b);
+  // 16-bit operands: the float32 GEMM, result rounded (the fallback of
+  // docs/PRECISION.md until the AVX512_BF16 kernel is wired in).
+  if (any_half(a)) return matmul_impl(op, upcast_half(a), upcast_half(b)).to(a.dtype());
   EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, op, ": both arguments need at least 1 dim, got shapes ",
               a.shape().str(), " and ", b.shape().str());
   const bool a1 = a.dim() == 1, b1 = b.dim() == 1;
@@ -425,7 +434,12 @@ void matmul_into(const Tensor& a, const Tensor& b, Tensor out, double alpha, dou
 // ---- linear -------------------------------------------------------------------
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (auto ac = autocast_dtype_for("linear", x)) {  // core/autocast.h
+    AutocastSuspend off;
+    return linear(autocast_cast(x, *ac), autocast_cast(weight, *ac), autocast_cast(bias, *ac));
+  }
   check_operands("linear", x, weight);
+  if (any_half({&x, &bias})) return linear(upcast_half(x), upcast_half(weight), upcast_half(bias)).to(x.dtype());
   EMBER_CHECK(weight.dim() == 2, ShapeError, "linear: weight must be 2-D [out_features, in_features], got shape ",
               weight.shape().str());
   EMBER_CHECK(x.dim() >= 1, ShapeError, "linear: input must have at least 1 dim, got shape ", x.shape().str());

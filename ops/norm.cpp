@@ -21,6 +21,8 @@
 #include <ember/ops/elementwise.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/reduce.h>
+#include <ember/core/autocast.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 
@@ -153,6 +155,14 @@ EMBER_REGISTER_KERNEL(layer_norm_backward_kernel, CPU, cpu_layer_norm_backward);
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
+  if (auto ac = autocast_dtype_for("layer_norm", x)) {  // core/autocast.h
+    AutocastSuspend off;
+    return layer_norm(autocast_cast(x, *ac), normalized_shape, autocast_cast(weight, *ac), autocast_cast(bias, *ac), eps);
+  }
+  // 16-bit input, weights of either dtype: computed in float32, returned in the input's dtype.
+  if (any_half({&x, &weight, &bias}))
+    return layer_norm(upcast_half(x), normalized_shape, upcast_half(weight), upcast_half(bias), eps)
+        .to(is_half(x.dtype()) ? x.dtype() : half_result_dtype({&weight, &bias}));
   EMBER_CHECK(x.is_floating_point(), DTypeError, "layer_norm: expected a floating-point tensor, got ",
               dtype_name(x.dtype()));
   const int k = normalized_shape.size();
@@ -206,6 +216,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
               x.shape().str());
   EMBER_CHECK(x.is_floating_point(), DTypeError, "batch_norm: expected a floating-point tensor, got ",
               dtype_name(x.dtype()));
+  if (any_half({&x, &weight, &bias}))  // statistics in float32; running buffers keep their dtype
+    return batch_norm(upcast_half(x), running_mean, running_var, upcast_half(weight), upcast_half(bias), training,
+                      momentum, eps).to(x.dtype());
   const int64_t C = x.size(1);
   for (const Tensor* p : {&running_mean, &running_var, &weight, &bias})
     EMBER_CHECK(!p->defined() || p->shape() == Shape{C}, ShapeError, "batch_norm: parameters and running statistics ",

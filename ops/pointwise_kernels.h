@@ -22,21 +22,25 @@
 namespace ember {
 
 // Functor adapters with the element type fixed, callable on the host and on
-// a device (a GPU kernel takes them by value).
+// a device (a GPU kernel takes them by value). The formula runs in
+// opmath_t<T>: T itself, except float32 for bfloat16/float16 elements,
+// which are loaded as float32 and stored rounded (core/half.h).
 /// \cond pointwise_internals
 template <class F, class T>
 struct UnaryOp {
   F f;
-  EMBER_HD T operator()(T v) const { return f(v); }
+  EMBER_HD T operator()(T v) const { return T(f(static_cast<opmath_t<T>>(v))); }
 };
 template <class F, class T>
 struct BinaryOp {
   F f;
-  EMBER_HD T operator()(T u, T v) const { return f(u, v); }
+  EMBER_HD T operator()(T u, T v) const {
+    return T(f(static_cast<opmath_t<T>>(u), static_cast<opmath_t<T>>(v)));
+  }
 };
 template <class F, class T>
 struct CompareOp {
-  EMBER_HD bool operator()(T u, T v) const { return F{}(u, v); }
+  EMBER_HD bool operator()(T u, T v) const { return F{}(static_cast<opmath_t<T>>(u), static_cast<opmath_t<T>>(v)); }
 };
 template <class T>
 struct WhereOp {
@@ -64,8 +68,8 @@ struct PointwiseKernels {
   /// body(tag) for dt under F's dtype rule: integers only when F accepts them.
   template <class F, class Body>
   static void dispatch(DType dt, const Body& body) {
-    if constexpr (F::kIntegral) dispatch_numeric(dt, F::name, body);
-    else dispatch_floating(dt, F::name, body);
+    if constexpr (F::kIntegral) dispatch_numeric_and_half(dt, F::name, body);
+    else dispatch_floating_and_half(dt, F::name, body);
   }
 
   /// The kernels, with the signatures of their tables (ops/pointwise.h).

@@ -8,6 +8,8 @@
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/reduce_layout.h>
+#include <ember/core/autocast.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 
@@ -128,6 +130,11 @@ using autograd::needs_grad;
 using autograd::record;
 
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (auto ac = autocast_dtype_for("sum", x)) {  // core/autocast.h
+    AutocastSuspend off;
+    return sum(autocast_cast(x, *ac), dims, keepdim);
+  }
+  if (any_half(x)) return sum(upcast_half(x), dims, keepdim).to(x.dtype());  // accumulated in float32
   Tensor in = x.dtype() == DType::Bool ? x.to(DType::Int64) : x;
   ReduceLayout L = reduce_layout(in, dims, keepdim, "sum");
   Tensor out = empty(L.out_shape, TensorOptions(in.dtype(), in.device()));
@@ -147,6 +154,11 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
 Tensor sum(const Tensor& x) { return sum(x, Shape{}, false); }
 
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (auto ac = autocast_dtype_for("mean", x)) {  // core/autocast.h
+    AutocastSuspend off;
+    return mean(autocast_cast(x, *ac), dims, keepdim);
+  }
+  if (any_half(x)) return mean(upcast_half(x), dims, keepdim).to(x.dtype());
   EMBER_CHECK(x.is_floating_point(), DTypeError, "mean: expected a floating-point tensor, got ",
               dtype_name(x.dtype()));
   const Tensor s = sum(x, dims, keepdim);

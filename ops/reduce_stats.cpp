@@ -14,6 +14,7 @@
 #include <ember/ops/factory.h>
 #include <ember/ops/reduce.h>
 #include <ember/ops/reduce_layout.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 
@@ -77,6 +78,7 @@ void extreme(const Tensor& x, const Shape& dims, bool keepdim, bool is_max, bool
 
 // amax/amin: the gradient is split evenly among tied extremes.
 Tensor amaxmin(const Tensor& x, const Shape& dims, bool keepdim, bool is_max) {
+  if (any_half(x)) return amaxmin(upcast_half(x), dims, keepdim, is_max).to(x.dtype());  // exact
   const char* op = is_max ? "amax" : "amin";
   Tensor values, indices;
   ReduceLayout L;
@@ -100,6 +102,10 @@ Tensor amaxmin(const Tensor& x, const Shape& dims, bool keepdim, bool is_max) {
 
 // max/min along one dim: the gradient goes to the returned index.
 ValuesIndices minmax_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
+  if (any_half(x)) {
+    ValuesIndices r = minmax_dim(upcast_half(x), dim, keepdim, is_max);
+    return {r.values.to(x.dtype()), r.indices};  // exact
+  }
   const char* op = is_max ? "max" : "min";
   const int d = wrap_dim(dim, x.dim(), op);
   Tensor values, indices;
@@ -147,6 +153,7 @@ Tensor argmax(const Tensor& x) {
 }
 
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  if (any_half(x)) return var(upcast_half(x), dims, correction, keepdim).to(x.dtype());
   EMBER_CHECK(x.is_floating_point(), DTypeError, "var: expected a floating-point tensor, got ", dtype_name(x.dtype()));
   // Two passes: the mean first, then squared deviations from it (no
   // cancellation, unlike E[x^2] - E[x]^2).
@@ -157,10 +164,12 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
 }
 
 Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  if (any_half(x)) return std(upcast_half(x), dims, correction, keepdim).to(x.dtype());
   return sqrt(var(x, dims, correction, keepdim));
 }
 
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (any_half(x)) return logsumexp(upcast_half(x), dims, keepdim).to(x.dtype());
   EMBER_CHECK(x.is_floating_point(), DTypeError, "logsumexp: expected a floating-point tensor, got ",
               dtype_name(x.dtype()));
   // lse(x) = m + log sum exp(x - m) for any constant m; m = max keeps exp

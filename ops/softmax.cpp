@@ -24,6 +24,8 @@
 #include <ember/ops/factory.h>
 #include <ember/ops/functors.h>
 #include <ember/ops/pointwise.h>
+#include <ember/core/autocast.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 
@@ -232,6 +234,11 @@ Shape softmax_dims(const Tensor& x, int dim) {
 }
 
 Tensor softmax_impl(const Tensor& x, int64_t dim, const Tensor& mask, bool log, const char* name) {
+  if (auto ac = autocast_dtype_for(name, x)) {  // core/autocast.h
+    AutocastSuspend off;
+    return softmax_impl(autocast_cast(x, *ac), dim, mask, log, name);
+  }
+  if (any_half(x)) return softmax_impl(upcast_half(x), dim, mask, log, name).to(x.dtype());
   EMBER_CHECK(x.is_floating_point(), DTypeError, name, ": expected a floating-point tensor, got ",
               dtype_name(x.dtype()));
   const int d = wrap_dim(dim, x.dim(), name);

@@ -71,6 +71,8 @@ struct OpCase {
   double fwd_rtol = 1e-5;                    ///< cross-backend tolerance (float32), forward
   double bwd_rtol = 1e-4;                    ///< and gradients
   std::string cpu_only = "";  ///< non-empty: why no other backend has this op's kernels
+  std::string half_skip = "";   ///< non-empty: no bfloat16/float16 case, and why
+  double half_tol_scale = 1.0;  ///< a row with several rounded steps widens the 16-bit tolerance
 };
 
 /// A row for an op that runs on the CPU only, with the reason.
@@ -193,6 +195,56 @@ inline void check_backend(const OpCase& c, Device d, bool strided, Report& r) {
       r.fail(c, "gradient of input " + std::to_string(i) + where + " differs from the CPU");
 }
 
+/// The 16-bit tolerance: a few units in the last place of the dtype's 8
+/// (bfloat16) or 11 (float16) significant bits, relative, plus an absolute
+/// floor for results that cancel to near zero.
+inline void half_tol(DType dt, double& rtol, double& atol) {
+  rtol = dt == DType::BFloat16 ? 1.0 / 64 : 1.0 / 512;
+  atol = dt == DType::BFloat16 ? 2e-2 : 3e-3;
+}
+
+/// 4. bfloat16 and float16 on the CPU: the row's floating inputs rounded to
+/// the 16-bit dtype, the op run on them and on the same values in float32;
+/// the 16-bit result and gradients must come back in the 16-bit dtype and
+/// within its tolerance (half_tol, scaled by half_tol_scale) of the float32
+/// ones. A row opts out with a reason in half_skip.
+inline void check_half(const OpCase& c, DType dt, Report& r) {
+  if (!c.half_skip.empty()) return;
+  const std::string in_dt = std::string(" in ") + dtype_name(dt);
+  In in16 = make_inputs(c, dt, false);
+  In in32;
+  for (const Tensor& t : in16) {
+    Tensor u = is_half(t.dtype()) ? t.detach().to(DType::Float32) : t;
+    if (t.requires_grad()) u.requires_grad_();
+    in32.push_back(u);
+  }
+  const Tensor a = c.fn(in32), b = c.fn(in16);
+  if (a.dtype() == DType::Float32 && b.dtype() != dt) r.fail(c, "returned " + std::string(dtype_name(b.dtype())) + in_dt);
+  double rtol, atol;
+  half_tol(dt, rtol, atol);
+  rtol *= c.half_tol_scale;
+  atol *= c.half_tol_scale;
+  const auto max_diff = [](const Tensor& x, const Tensor& y) { return max(abs(sub(x, y))).item<double>(); };
+  if (!allclose(b.to(DType::Float32), a, rtol, atol))
+    r.fail(c, "forward" + in_dt + ": max |diff| " + std::to_string(max_diff(b.to(DType::Float32), a)));
+  if (!c.differentiable || !a.requires_grad()) return;
+  const Tensor w16 = rand(a.shape()).to(dt), w32 = w16.to(DType::Float32);
+  sum(mul(a, w32)).backward();
+  sum(mul(b, w16)).backward();
+  for (size_t i = 0; i < in16.size(); ++i) {
+    if (!in16[i].requires_grad()) continue;
+    const Tensor g16 = in16[i].grad(), g32 = in32[i].grad();
+    const std::string which = "grad of input " + std::to_string(i) + in_dt;
+    if (!g16.defined()) {
+      r.fail(c, which + ": none");
+      continue;
+    }
+    if (g16.dtype() != dt) r.fail(c, which + " is " + dtype_name(g16.dtype()));
+    if (!allclose(g16.to(DType::Float32), g32, 2 * rtol, 2 * atol))
+      r.fail(c, which + ": max |diff| " + std::to_string(max_diff(g16.to(DType::Float32), g32)));
+  }
+}
+
 /// The backends besides the CPU to compare against it: "cuda" when a CUDA
 /// backend (real or emulated) is linked and a device is there; otherwise
 /// none, with the reason in why.
@@ -220,6 +272,7 @@ inline Report check_rows(const std::vector<OpCase>& rows) {
     try {
       check_gradients(c, r);
       check_strided(c, r);
+      for (const DType dt : {DType::BFloat16, DType::Float16}) check_half(c, dt, r);
       for (const Device& d : devices)
         for (const bool strided : {false, true}) check_backend(c, d, strided, r);
     } catch (const std::exception& e) {

@@ -67,12 +67,13 @@ TEST_CASE("safetensors: round trip of every dtype, strided and 0-dim tensors, me
   CHECK(n % 8 == 0);
 }
 
-TEST_CASE("safetensors: a file written from PyTorch tensors loads with conversions") {
+TEST_CASE("safetensors: a file written from PyTorch tensors loads each tensor in its dtype") {
   const StateDict sd = load_safetensors(std::string(EMBER_FIXTURE_DIR) + "/pytorch_mixed.safetensors");
   check_close(find(sd, "w32"), {-0.5, -0.25, 0.0, 0.25, 0.5, 0.75}, 0);
   CHECK(find(sd, "w64").dtype() == kFloat64);
   check_close(find(sd, "w64"), {1.0 / 3, -2.5}, 1e-16);
-  CHECK(find(sd, "h16").dtype() == kFloat32);
+  CHECK(find(sd, "h16").dtype() == kFloat16);
+  CHECK(find(sd, "b16").dtype() == kBFloat16);
   check_close(find(sd, "h16"), {0.5, -1.25, 65504.0, 5.960464477539063e-08}, 1e-20);
   check_close(find(sd, "b16"), {1.5, -3.0, 0.0078125, 1.0002555517425873e+30}, 1e16);
   CHECK(find(sd, "idx").to_vector<int64_t>() == std::vector<int64_t>{3, -1, int64_t(1) << 40});

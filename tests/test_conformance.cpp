@@ -113,6 +113,30 @@ TEST_CASE("conformance: strided inputs give the contiguous result") {
   }
 }
 
+// bfloat16 and float16 on the CPU against float32 (the harness's check_half).
+TEST_CASE("conformance: bfloat16 and float16 within their tolerance of float32") {
+  int ran = 0, skipped = 0;
+  for (const OpCase& c : registry()) {
+    if (!c.half_skip.empty()) {
+      ++skipped;
+      continue;
+    }
+    for (const DType dt : {DType::BFloat16, DType::Float16}) {
+      // No SUBCASE: one pass over the table, every failure reported (an
+      // exception is one failed check naming the row).
+      ember::testing::Report r;
+      try {
+        ember::testing::check_half(c, dt, r);
+        ++ran;
+      } catch (const std::exception& e) {
+        r.fail(c, std::string("threw in ") + dtype_name(dt) + ": " + e.what());
+      }
+      check(r);
+    }
+  }
+  MESSAGE(ran, " row/dtype cases run; ", skipped, " rows opt out (half_skip)");
+}
+
 // Every row on every backend besides the CPU ("cuda": the emulated backend
 // in the tests, a GPU where there is one): an op with no kernel there fails
 // unless its row says cpu_only, and a cpu_only op that runs there fails too.

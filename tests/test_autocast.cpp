@@ -1,0 +1,103 @@
+// Autocast regions (core/autocast.h): every op of the table tested for its
+// policy (lower-precision ops return the region's dtype from float32
+// inputs, float32 ops return float32 from 16-bit inputs), results close to
+// float32, float32 master weights with float32 gradients, nesting and
+// disabling, and no effect outside a region or on float64.
+#include <functional>
+#include <map>
+
+#include "test_util.h"
+
+using namespace ember;
+
+namespace {
+// One call of each op in the table on inputs of dtype dt.
+std::map<std::string, std::function<Tensor(DType)>> op_cases() {
+  auto r = [](Shape s, DType dt) { return randn(s, TensorOptions(kFloat32)).to(dt); };
+  return {
+      {"matmul", [=](DType dt) { return matmul(r({2, 3, 4}, dt), r({4, 5}, dt)); }},
+      {"mm", [=](DType dt) { return mm(r({3, 4}, dt), r({4, 5}, dt)); }},
+      {"bmm", [=](DType dt) { return bmm(r({2, 3, 4}, dt), r({2, 4, 5}, dt)); }},
+      {"linear", [=](DType dt) { return linear(r({3, 4}, dt), r({5, 4}, dt), r({5}, dt)); }},
+      {"conv2d", [=](DType dt) { return conv2d(r({1, 2, 5, 5}, dt), r({3, 2, 3, 3}, dt), r({3}, dt)); }},
+      {"multi_head_attention",
+       [=](DType dt) { return multi_head_attention(r({2, 3, 8}, dt), r({2, 4, 8}, dt), r({2, 4, 8}, dt), 2); }},
+      {"multi_head_self_attention", [=](DType dt) { return multi_head_self_attention(r({2, 3, 24}, dt), 2); }},
+      {"softmax", [=](DType dt) { return softmax(r({3, 4}, dt), -1); }},
+      {"log_softmax", [=](DType dt) { return log_softmax(r({3, 4}, dt), -1); }},
+      {"layer_norm", [=](DType dt) { return layer_norm(r({3, 4}, dt), Shape{4}, r({4}, dt), r({4}, dt)); }},
+      {"mse_loss", [=](DType dt) { return mse_loss(r({3, 4}, dt), r({3, 4}, dt)); }},
+      {"cross_entropy", [=](DType dt) { return cross_entropy(r({3, 4}, dt), tensor({0, 3, 1}, kInt64)); }},
+      {"nll_loss", [=](DType dt) { return nll_loss(r({3, 4}, dt), tensor({0, 3, 1}, kInt64)); }},
+      {"binary_cross_entropy_with_logits",
+       [=](DType dt) { return binary_cross_entropy_with_logits(r({3, 4}, dt), rand({3, 4}).to(dt)); }},
+      {"sum", [=](DType dt) { return sum(r({3, 4}, dt)); }},
+      {"mean", [=](DType dt) { return mean(r({3, 4}, dt)); }},
+      {"exp", [=](DType dt) { return exp(r({3, 4}, dt)); }},
+      {"log", [=](DType dt) { return log(abs(r({3, 4}, dt))); }},
+  };
+}
+}  // namespace
+
+TEST_CASE("autocast: every op of the table follows its policy, for bfloat16 and float16") {
+  const auto cases = op_cases();
+  for (const auto& [name, policy] : autocast_table()) {
+    CAPTURE(std::string(name));
+    REQUIRE_MESSAGE(cases.count(name), "no test for the autocast op ", std::string(name));
+    const auto& f = cases.at(name);
+    for (const DType low : {kBFloat16, kFloat16}) {
+      AutocastGuard guard(DeviceType::CPU, low);
+      if (policy == AutocastPolicy::LowerPrecision) {
+        CHECK(f(kFloat32).dtype() == low);  // float32 inputs run in the low dtype
+      } else {
+        CHECK(f(low).dtype() == kFloat32);  // 16-bit inputs run in float32
+        CHECK(f(kFloat32).dtype() == kFloat32);
+      }
+      CHECK(f(kFloat64).dtype() == kFloat64);  // float64 is never cast
+    }
+    // Outside a region nothing is cast.
+    CHECK(f(kFloat32).dtype() == kFloat32);
+    CHECK(f(kBFloat16).dtype() == kBFloat16);
+  }
+  CHECK(cases.size() == autocast_table().size());
+}
+
+TEST_CASE("autocast: a linear layer keeps float32 weights and gets float32 gradients; results near float32") {
+  nn::Linear lin(8, 4);
+  const Tensor x = randn({5, 8});
+  const Tensor ref = lin.forward(x);
+  Tensor y, loss;
+  {
+    AutocastGuard guard(DeviceType::CPU, kBFloat16);
+    y = lin.forward(x);
+    loss = mse_loss(y, zeros({5, 4}));  // float32 list: bf16 y in, float32 out
+  }
+  CHECK(y.dtype() == kBFloat16);
+  CHECK(loss.dtype() == kFloat32);
+  CHECK(lin.weight.dtype() == kFloat32);
+  CHECK(allclose(y.to(kFloat32), ref, 1.0 / 64, 2e-2));
+  loss.backward();  // outside the region, as PyTorch recommends
+  CHECK(lin.weight.grad().dtype() == kFloat32);
+  CHECK(lin.bias.grad().dtype() == kFloat32);
+}
+
+TEST_CASE("autocast: nesting, enabled = false, other device types, and bad dtypes") {
+  CHECK_FALSE(autocast_enabled(DeviceType::CPU));
+  {
+    AutocastGuard a(DeviceType::CPU, kBFloat16);
+    CHECK(autocast_enabled(DeviceType::CPU));
+    CHECK_FALSE(autocast_enabled(DeviceType::CUDA));  // a CUDA region is separate
+    {
+      AutocastGuard off(DeviceType::CPU, kBFloat16, false);
+      CHECK(mm(randn({2, 2}), randn({2, 2})).dtype() == kFloat32);
+    }
+    {
+      AutocastGuard inner(DeviceType::CPU, kFloat16);
+      CHECK(mm(randn({2, 2}), randn({2, 2})).dtype() == kFloat16);
+    }
+    CHECK(mm(randn({2, 2}), randn({2, 2})).dtype() == kBFloat16);
+  }
+  CHECK_FALSE(autocast_enabled(DeviceType::CPU));
+  CHECK(test::contains(test::error_of<DTypeError>([] { AutocastGuard g(DeviceType::CPU, kFloat32); }),
+                       "bfloat16 or float16"));
+}
