@@ -88,7 +88,12 @@ TextDataset TextDataset::from_text(const std::string& text, int64_t context, con
   EMBER_CHECK(!text.empty(), ValueError, source, ": the text is empty");
   TextDataset d;
   d.tokenizer = vocab ? *vocab : CharTokenizer::from_text(text);
-  std::vector<int64_t> ids = d.tokenizer.encode(text);
+  std::vector<int64_t> ids;
+  try {
+    ids = d.tokenizer.encode(text);
+  } catch (const ValueError& e) {
+    throw ValueError(source + ": " + e.what());
+  }
   const auto n = static_cast<int64_t>(0.9 * static_cast<double>(ids.size()));
   const int64_t val_n = static_cast<int64_t>(ids.size()) - n;
   EMBER_CHECK(n > context && val_n > context, ValueError, source, ": ", ids.size(),
