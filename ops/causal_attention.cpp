@@ -89,6 +89,14 @@ Task<T> task(const Args& a, int64_t t) {
                  t};
 }
 
+// s (br x bc, row stride kBlock) = Q[i0, i0 + br) K[j0, j0 + bc)^T * scale:
+// one block of scores, computed in forward and again in backward.
+template <class T>
+void block_scores(const Args& a, const Task<T>& tk, int64_t i0, int64_t br, int64_t j0, int64_t bc, T* s) {
+  gemm<T>(false, true, br, bc, a.D, static_cast<T>(a.scale), tk.q + i0 * tk.qs, tk.qs, tk.k + j0 * tk.ks, tk.ks, T(0),
+          s, kBlock);
+}
+
 // How many keys of block [j0, j0 + bc) query i sees: those with j <= i + S - L.
 inline int64_t visible(const Args& a, int64_t i, int64_t j0, int64_t bc) {
   return std::clamp<int64_t>(i + a.S - a.L - j0 + 1, 0, bc);
@@ -138,8 +146,7 @@ void forward_kernel(const Args& a, T* out, T* lse) {
         for (int64_t r = 0; r < br; ++r) std::fill(o + (i0 + r) * E, o + (i0 + r) * E + a.D, T(0));
         for (int64_t j0 = 0; j0 < jend; j0 += kBlock) {
           const int64_t bc = std::min(kBlock, jend - j0);
-          gemm<T>(false, true, br, bc, a.D, static_cast<T>(a.scale), tk.q + i0 * tk.qs, tk.qs, tk.k + j0 * tk.ks, tk.ks,
-                  T(0), s, kBlock);
+          block_scores<T>(a, tk, i0, br, j0, bc, s);
           for (int64_t r = 0; r < br; ++r) {
             T* sr = s + r * kBlock;
             const int64_t nv = visible(a, i0 + r, j0, bc);
@@ -220,8 +227,7 @@ void backward_kernel(const Args& a, const T* lse, const T* g, int64_t gs0, int64
         }
         for (int64_t j0 = 0; j0 < jend; j0 += kBlock) {
           const int64_t bc = std::min(kBlock, jend - j0);
-          gemm<T>(false, true, br, bc, a.D, static_cast<T>(a.scale), tk.q + i0 * tk.qs, tk.qs, tk.k + j0 * tk.ks, tk.ks,
-                  T(0), w, kBlock);
+          block_scores<T>(a, tk, i0, br, j0, bc, w);
           for (int64_t r = 0; r < br; ++r) {
             T* wr = w + r * kBlock;
             const int64_t nv = visible(a, i0 + r, j0, bc);

@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 #include <ember/ember.h>
 
+#include "test_util.h"
+
 #include <cmath>
 
 using namespace ember;
@@ -52,12 +54,7 @@ TEST_CASE("GPT: logits, loss and every parameter gradient match PyTorch") {
   const nn::LoadResult r = nn::load(m, path, /*strict=*/false);
   CHECK(r.missing_keys.empty());
   StateDict ref = load_safetensors(path);
-  auto get = [&](const std::string& n) {
-    for (auto& [k, t] : ref)
-      if (k == n) return t;
-    FAIL("fixture lacks " << n);
-    return Tensor();
-  };
+  auto get = [&](const std::string& n) { return test::fixture_tensor(ref, n); };
   const Tensor idx = get("idx").to(DType::Int64), tgt = get("targets").to(DType::Int64);
   const Tensor logits = m.forward(idx);
   CHECK(allclose(logits, get("logits"), 1e-5, 1e-6));

@@ -46,12 +46,12 @@ void add_flags(CLI::App& app, Config& c) {
   app.add_option("--layers", c.layers, "transformer blocks (default 4)")->check(CLI::Range(int64_t{1}, int64_t{64}));
   app.add_option("--heads", c.heads, "attention heads; must divide --width (default 4)")
       ->check(CLI::Range(int64_t{1}, int64_t{64}));
-  app.add_option("--width", c.width, "embedding width (default 256)")->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  app.add_option("--width", c.width, "embedding width (default 192)")->check(CLI::Range(int64_t{1}, int64_t{4096}));
   app.add_option("--context", c.context, "context length in characters (default 128)")
       ->check(CLI::Range(int64_t{1}, int64_t{8192}));
-  app.add_option("--batch-size", c.batch, "windows per step (default 16)")
+  app.add_option("--batch-size", c.batch, "windows per step (default 12)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
-  app.add_option("--iters", c.iters, "training steps (default 2500)")->check(CLI::Range(int64_t{1}, int64_t{10000000}));
+  app.add_option("--iters", c.iters, "training steps (default 1500)")->check(CLI::Range(int64_t{1}, int64_t{10000000}));
   app.add_option("--lr", c.lr, "AdamW's peak learning rate (default 1e-3)")->check(finite_at_least(0, true));
   app.add_option("--min-lr", c.min_lr, "learning rate at the end of the cosine (default 1e-4)")
       ->check(finite_at_least(0, false));
@@ -59,7 +59,7 @@ void add_flags(CLI::App& app, Config& c) {
       ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
   app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay on 2-D weights (default 0.1)")
       ->check(finite_at_least(0, false));
-  app.add_option("--dropout", c.dropout, "dropout (default 0.1)")->check(CLI::Range(0.0, 0.95));
+  app.add_option("--dropout", c.dropout, "dropout (default 0)")->check(CLI::Range(0.0, 0.95));
   app.add_option("--eval-interval", c.eval_interval, "steps between loss estimates (default 250; 0: at the end only)")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
   app.add_option("--eval-iters", c.eval_iters, "batches per loss estimate (default 20)")

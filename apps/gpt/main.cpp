@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -37,6 +38,14 @@ namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
+
+// The process's CPU time (all threads): on a machine shared with other
+// jobs it moves far less than the wall clock, so metrics.json records both.
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
@@ -162,7 +171,7 @@ int train(gpt::Config c) {
   Generator batches(c.seed);
   gpt::History hist;
   int64_t start = 0;
-  double train_seconds = 0;
+  double train_seconds = 0, train_cpu_seconds = 0;
   if (!c.resume.empty()) start = gpt::restore(ckpt, meta, c.resume, model, opt, batches, train_seconds, hist);
   if (!c.quiet)
     std::printf(
@@ -181,6 +190,7 @@ int train(gpt::Config c) {
   model.train();
   for (int64_t it = start; it < c.iters; ++it) {
     const auto t0 = clock_type::now();
+    const double cpu0 = cpu_seconds();
     const double lr = lr_at(c, it);
     for (auto& g : opt.param_groups()) g.lr = lr;
     auto [x, y] = nn::random_batch(data.train, c.batch, c.context, batches);
@@ -191,6 +201,7 @@ int train(gpt::Config c) {
     opt.step();
     const double l = loss.item<double>();
     train_seconds += seconds_since(t0);
+    train_cpu_seconds += cpu_seconds() - cpu0;
     window_loss += l, ++window_n;
     const int64_t done = it + 1;
     const double tps = tokens_per_step * static_cast<double>(done - start) / std::max(train_seconds, 1e-9);
@@ -251,6 +262,7 @@ int train(gpt::Config c) {
                               {"final_val_loss", final_val},
                               {"train_seconds", train_seconds},
                               {"tokens_per_second", tps},
+                              {"train_cpu_seconds", train_cpu_seconds},
                               {"validation_seconds", val_seconds},
                               {"parameters", model.num_parameters(false)},
                               {"parameters_without_positions", model.num_parameters()},
