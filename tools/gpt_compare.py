@@ -11,8 +11,9 @@ p.add_argument("--data", required=True)
 p.add_argument("--build", default="build")
 p.add_argument("--iters", type=int, default=150)
 p.add_argument("--rounds", type=int, default=2)
+p.add_argument("--threads", default="", help="comma-separated thread counts (default: 1 and all cores)")
 a = p.parse_args()
-threads = sorted({1, os.cpu_count() or 1})
+threads = [int(t) for t in a.threads.split(",")] if a.threads else sorted({1, os.cpu_count() or 1})
 # PyTorch at its best: OpenBLAS tuning variables unset, glibc malloc keeping freed memory (tools/bench_compare.py).
 torch_env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
 torch_env.update(MALLOC_MMAP_THRESHOLD_="1000000000", MALLOC_TRIM_THRESHOLD_="1000000000")
@@ -43,5 +44,5 @@ for (fw, t), v in sorted(res.items()):
         best[fw] = (w, c, t)
 e, q = best["ember"], best["pytorch"]
 print(f"best wall: ember {e[0]:.1f} ms ({e[2]} thr), pytorch {q[0]:.1f} ms ({q[2]} thr): {q[0] / e[0]:.2f}x; "
-      f"cpu ms/step at one thread: ember {statistics.median(x[1] for x in res[('ember', 1)]):.1f}, "
-      f"pytorch {statistics.median(x[1] for x in res[('pytorch', 1)]):.1f}")
+      f"cpu ms/step at {threads[0]} thread(s): ember {statistics.median(x[1] for x in res[('ember', threads[0])]):.1f}, "
+      f"pytorch {statistics.median(x[1] for x in res[('pytorch', threads[0])]):.1f}")
