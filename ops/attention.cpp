@@ -39,11 +39,15 @@ Tensor heads_t(const Tensor& x, int64_t H) {
   return make_view(x, {x.size(0), H, D, x.size(1)}, {x.stride(0), D, 1, x.stride(1)}, x.offset());
 }
 
-// A plain view with a contiguous last dim, which heads() needs.
-Tensor unit_last(const Tensor& x) { return x.stride(2) == 1 || x.size(2) <= 1 ? x.detach() : x.detach().contiguous(); }
+}  // namespace
 
-void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, const Tensor& mask,
-                  double p) {
+// A plain view with a contiguous last dim, which heads() needs.
+Tensor detail::unit_last(const Tensor& x) {
+  return x.stride(2) == 1 || x.size(2) <= 1 ? x.detach() : x.detach().contiguous();
+}
+
+void detail::check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, int64_t H,
+                                    const Tensor& mask, double p) {
   EMBER_CHECK(q.defined() && k.defined() && v.defined(), ValueError, op, ": got an undefined tensor");
   EMBER_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, ShapeError, op,
               ": expected q (N, L, E), k and v (N, S, E), got ", q.shape().str(), ", ", k.shape().str(), ", ",
@@ -69,6 +73,9 @@ void check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
                 mask.shape().str(), " does not broadcast to (N, H, L, S) = ", full.str());
   }
 }
+
+namespace {
+using detail::unit_last;
 
 // ---- fused CPU kernel ----------------------------------------------------------
 //
@@ -377,7 +384,7 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, i
     return multi_head_attention(autocast_cast(q, *ac), autocast_cast(k, *ac), autocast_cast(v, *ac), num_heads,
                                 autocast_cast(mask, *ac), dropout_p, gen);
   }
-  check_inputs("multi_head_attention", q, k, v, num_heads, mask, dropout_p);
+  detail::check_attention_inputs("multi_head_attention", q, k, v, num_heads, mask, dropout_p);
   if (any_half({&q, &k, &v, &mask}))  // the float32 path (fused where it applies), rounded once
     return multi_head_attention(upcast_half(q), upcast_half(k), upcast_half(v), num_heads, upcast_half(mask),
                                 dropout_p, gen)
@@ -418,7 +425,7 @@ Tensor multi_head_self_attention(const Tensor& qkv, int64_t num_heads, const Ten
   const Tensor packed = unit_last(qkv);
   const int64_t E = qkv.size(2) / 3, H = num_heads;
   const Tensor q = packed.narrow(2, 0, E), k = packed.narrow(2, E, E), v = packed.narrow(2, 2 * E, E);
-  check_inputs("multi_head_self_attention", q, k, v, H, mask, dropout_p);
+  detail::check_attention_inputs("multi_head_self_attention", q, k, v, H, mask, dropout_p);
   if (any_half({&qkv, &mask}))
     return multi_head_self_attention(upcast_half(qkv), num_heads, upcast_half(mask), dropout_p, gen).to(qkv.dtype());
   const double scale = scale_of(q, H);

@@ -54,4 +54,14 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, i
 Tensor multi_head_self_attention(const Tensor& qkv, int64_t num_heads, const Tensor& mask = Tensor(),
                                  double dropout_p = 0.0, Generator* gen = nullptr);
 
+namespace detail {
+/// The checks every attention entry point makes (defined tensors, shapes,
+/// one floating dtype and device, heads dividing the width, keys present,
+/// p in [0, 1), a bool mask broadcasting to (N, H, L, S)); errors name op.
+void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, int64_t num_heads,
+                            const Tensor& mask, double p);
+/// x detached, with a contiguous last dim (copied only when it has not).
+Tensor unit_last(const Tensor& x);
+}  // namespace detail
+
 }  // namespace ember

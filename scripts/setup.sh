@@ -9,9 +9,10 @@ set -euo pipefail
 # ViT demo's default data set (/usr/share/datasets/fashion-mnist); clang and
 # libclang-rt-14-dev (libFuzzer) build the fuzz targets (make fuzz);
 # libopenmpi-dev and openmpi-bin (mpirun) give data-parallel training and
-# its tests (docs/DISTRIBUTED.md).
+# its tests (docs/DISTRIBUTED.md). fortunes is the GPT demo's default corpus
+# (the plain-text files under /usr/share/games/fortunes).
 PACKAGES=(build-essential cmake pkg-config libopenblas-dev doctest-dev nlohmann-json3-dev libcli11-dev libstb-dev zlib1g-dev
-          dataset-fashion-mnist clang libclang-rt-14-dev libopenmpi-dev openmpi-bin)
+          dataset-fashion-mnist clang libclang-rt-14-dev libopenmpi-dev openmpi-bin fortunes)
 
 say() { printf 'scripts/setup.sh: %s\n' "$*" >&2; }
 

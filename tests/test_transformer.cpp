@@ -144,12 +144,7 @@ TEST_CASE("VisionTransformer: weights from a PyTorch-made safetensors file give 
   const nn::LoadResult r = nn::load(vit, path, /*strict=*/false);
   CHECK(r.missing_keys.empty());  // every parameter came from the file
   StateDict ref = load_safetensors(path);
-  auto get = [&](const std::string& n) {
-    for (auto& [k, t] : ref)
-      if (k == n) return t;
-    FAIL("fixture lacks " << n);
-    return Tensor();
-  };
+  auto get = [&](const std::string& n) { return test::fixture_tensor(ref, n); };
   const Tensor x = get("input").requires_grad_();
   const Tensor y = vit(x);
   CHECK(allclose(y, get("output"), 1e-5, 1e-6));

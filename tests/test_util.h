@@ -83,4 +83,12 @@ inline std::filesystem::path scratch_path(const std::string& suite, const std::s
   return dir / name;
 }
 
+// The tensor named name in a fixture's state dict (a test failure when absent).
+inline ember::Tensor fixture_tensor(const ember::StateDict& ref, const std::string& name) {
+  for (const auto& [k, t] : ref)
+    if (k == name) return t;
+  FAIL("fixture lacks " << name);
+  return ember::Tensor();
+}
+
 }  // namespace test

@@ -13,6 +13,12 @@
 //   kernels               softmax, layer_norm, gelu, cross_entropy forward and
 //                         backward in GB/s against a measured triad bandwidth
 //   adamw                 one AdamW step over the ViT's parameters
+//   causal_attention      causal self-attention forward + backward at context
+//                         256-1024: the fused FlashAttention kernel against
+//                         the composed path with a mask (time and memory)
+//   gpt_generate          tokens/s of GPT::generate (nanoGPT's CPU model
+//                         size) at context 64 and 256, with and without the
+//                         KV cache
 //   overhead              framework cost per op on 1-element tensors
 //
 //   build/bin/bench [--workload all|NAME] [--steps N] [--warmup N] [--threads K] [--device cpu|cuda] [--json FILE]
@@ -506,6 +512,66 @@ struct Bench {
     }
   }
 
+  // Causal self-attention (GPT's: batch 4, 4 heads of 32) forward and
+  // backward, the fused kernel (ops/causal_attention.h) against the composed
+  // multi_head_self_attention with the causal mask. The "tensorMB" column of
+  // these rows is the growth of the process's peak RSS over the steps, with
+  // the allocator's cache emptied before each row (the allocator's own peak
+  // counts only its pooled small blocks): the composed path's (N, H, T, T)
+  // scores, weights and gradients grow with T^2 (64 MB each at T = 1024),
+  // the fused one keeps (N, H, T) log-sum-exps.
+  void causal_attention() {
+    std::printf("\ncausal self-attention forward + backward (batch 4, 4 heads, head dim 32)\n");
+    table_header("fused (FlashAttention) against composed (GEMMs, masked softmax)");
+    for (int64_t T : {256, 512, 1024}) {
+      const int64_t B = 4, H = 4, E = 128;
+      Tensor x = randn({B, T, 3 * E}, on_dev()).requires_grad_();
+      const Tensor g = randn({B, T, E}, on_dev()), mask = causal_attention_mask(T, T, g_dev);
+      for (bool fused : {true, false}) {
+        auto body = [&] {
+          const Tensor y = fused ? causal_self_attention(x, H) : multi_head_self_attention(x, H, mask);
+          autograd::backward({y}, {g});
+          x.mutable_grad() = Tensor();
+        };
+        empty_cache();
+        reset_peak_rss();
+        // FLOPs: the composed path's 2 products forward and 4 backward, 2 B H T^2 D each (the fused one
+        // skips half of them above the diagonal), so the GFLOP/s of both rows compare like for like.
+        const double gflop = 12.0 * B * H * T * T * (E / H) * 1e-9;
+        const Timing t = time_steps(std::max(1, warmup / 4), steps, body);  // before the RSS is read
+        record(std::string(fused ? "causal attention fused T=" : "causal attention composed T=") + std::to_string(T), B,
+               t, gflop, peak_rss_mb() - rss_at_reset_mb);
+      }
+    }
+  }
+
+  // Generation speed of the nanogpt-cpu model size (4 layers, 4 heads,
+  // width 128, vocabulary 65) from a one-token prompt to the full context:
+  // with the KV cache each token is one position's work; without it every
+  // token re-encodes the whole sequence so far. Untrained weights: the speed
+  // does not depend on them.
+  void gpt_generate() {
+    std::printf("\nGPT generation, tokens per second (4 layers, 4 heads, width 128), context - 1 new tokens\n");
+    std::printf("%-34s %9s %9s %9s\n", "workload", "context", "ms", "tokens/s");
+    for (int64_t T : {64, 256}) {
+      nn::GPTConfig cfg;
+      cfg.vocab_size = 65, cfg.block_size = T;
+      Generator gen(1);
+      nn::GPT m(cfg, &gen);
+      for (bool cache : {true, false}) {
+        nn::SampleOptions o;
+        o.use_cache = cache;
+        const Timing t = time_steps(1, std::max(3, steps / 4), [&] { m.generate({0}, T - 1, o); });
+        const double tps = static_cast<double>(T - 1) / (t.median_ms * 1e-3);
+        const std::string name = cache ? "gpt generate, KV cache" : "gpt generate, no cache";
+        std::printf("%-34s %9lld %9.2f %9.0f\n", name.c_str(), static_cast<long long>(T), t.median_ms, tps);
+        records.push_back({{"workload", name}, {"context", T}, {"median_ms", t.median_ms}, {"min_ms", t.min_ms},
+                           {"max_ms", t.max_ms}, {"cpu_ms", t.cpu_ms}, {"tokens_per_second", tps},
+                           {"threads", num_threads()}});
+      }
+    }
+  }
+
   void adamw() {
     nn::VisionTransformer model(nn::VisionTransformerOptions{});
     model.to(g_dev);
@@ -546,8 +612,9 @@ int main(int argc, char** argv) {
   bool check = false;
   Bench b;
   CLI::App cli{"Ember benchmarks: training steps of the demo models and the kernels they are made of"};
-  cli.add_option("--workload", workload, "all, attention_regression, vit, conv, matmul, bgemm, kernels, adamw or overhead")
-      ->check(CLI::IsMember({"all", "attention_regression", "vit", "conv", "matmul", "bgemm", "kernels", "adamw", "overhead"}));
+  cli.add_option("--workload", workload, "all, attention_regression, vit, conv, matmul, bgemm, kernels, adamw, causal_attention, gpt_generate or overhead")
+      ->check(CLI::IsMember({"all", "attention_regression", "vit", "conv", "matmul", "bgemm", "kernels", "adamw", "causal_attention",
+                             "gpt_generate", "overhead"}));
   cli.add_option("--steps", b.steps, "timed steps per workload (median, min and max reported; at most 100000)")
       ->check(ember::app::int_range(1, 100000));
   cli.add_option("--warmup", b.warmup, "untimed steps first (at most 100000)")->check(ember::app::int_range(0, 100000));
@@ -583,6 +650,8 @@ int main(int argc, char** argv) {
     if (want("bgemm") && g_dev.is_cpu()) b.bgemm_shapes();
     if (want("kernels")) b.kernels();
     if (want("adamw")) b.adamw();
+    if (want("causal_attention")) b.causal_attention();
+    if (want("gpt_generate")) b.gpt_generate();
     if (want("overhead")) b.overhead();
     if (!json.empty())
       ember::app::write_json(json, nlohmann::ordered_json{{"threads", num_threads()},

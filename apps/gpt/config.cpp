@@ -1,0 +1,321 @@
+// The GPT demo's flags, preset, corpus and files (apps/gpt/config.h).
+#include "config.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+namespace gpt {
+namespace fs = std::filesystem;
+using namespace ember;
+
+namespace {
+const char* kFortunes = "/usr/share/games/fortunes";
+
+// A double flag's value: finite and at least lo (above lo when strict).
+// CLI11's own range checks print their bounds in full (1.8e308 as 309
+// digits) and take 1e309 as inf.
+CLI::Validator finite_at_least(double lo, bool strict) {
+  return CLI::Validator(
+      [lo, strict](std::string& s) -> std::string {
+        double v = 0;
+        try {
+          size_t used = 0;
+          v = std::stod(s, &used);
+          if (used != s.size()) return "not a number: " + s;
+        } catch (const std::exception&) {
+          return "not a finite number: " + s;
+        }
+        if (!std::isfinite(v) || (strict ? v <= lo : v < lo))
+          return "must be a finite number " + std::string(strict ? "> " : ">= ") + CLI::detail::to_string(lo) +
+                 ", got " + s;
+        return "";
+      },
+      strict ? "> " + CLI::detail::to_string(lo) : ">= " + CLI::detail::to_string(lo));
+}
+}  // namespace
+
+void add_flags(CLI::App& app, Config& c) {
+  app.add_option("--preset", c.preset,
+                 "nanogpt-cpu: nanoGPT's CPU configuration for shakespeare_char (4 layers, 4 heads, width 128, "
+                 "context 64, batch 12, 2000 iterations, lr 1e-3 -> 1e-4, 100 warm-up, no dropout)")
+      ->check(CLI::IsMember({"nanogpt-cpu"}));
+  app.add_option("--data", c.data, "a text file to train on (default: the fortunes corpus)");
+  app.add_option("--layers", c.layers, "transformer blocks (default 4)")->check(CLI::Range(int64_t{1}, int64_t{64}));
+  app.add_option("--heads", c.heads, "attention heads; must divide --width (default 4)")
+      ->check(CLI::Range(int64_t{1}, int64_t{64}));
+  app.add_option("--width", c.width, "embedding width (default 192)")->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  app.add_option("--context", c.context, "context length in characters (default 128)")
+      ->check(CLI::Range(int64_t{1}, int64_t{8192}));
+  app.add_option("--batch-size", c.batch, "windows per step (default 12)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  app.add_option("--iters", c.iters, "training steps (default 1500)")->check(CLI::Range(int64_t{1}, int64_t{10000000}));
+  app.add_option("--lr", c.lr, "AdamW's peak learning rate (default 1e-3)")->check(finite_at_least(0, true));
+  app.add_option("--min-lr", c.min_lr, "learning rate at the end of the cosine (default 1e-4)")
+      ->check(finite_at_least(0, false));
+  app.add_option("--warmup", c.warmup, "linear warm-up steps (default 100)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
+  app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay on 2-D weights (default 0.1)")
+      ->check(finite_at_least(0, false));
+  app.add_option("--dropout", c.dropout, "dropout (default 0)")->check(CLI::Range(0.0, 0.95));
+  app.add_option("--eval-interval", c.eval_interval, "steps between loss estimates (default 250; 0: at the end only)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
+  app.add_option("--eval-iters", c.eval_iters, "batches per loss estimate (default 20)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
+  app.add_option("--sample-tokens", c.sample_tokens, "characters to generate (default 600)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  app.add_option("--temperature", c.temperature, "sampling temperature; 0 = greedy (default 0.8)")
+      ->check(CLI::Range(0.0, 100.0));
+  app.add_option("--top-k", c.top_k, "sample among the k most likely characters; 0 = all (default 0)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
+  app.add_option("--top-p", c.top_p, "nucleus sampling mass in (0, 1] (default 1)")->check(CLI::Range(1e-9, 1.0));
+  app.add_option("--seed", c.seed, "random seed (default 1337)");
+  app.add_option("--threads", c.threads, "threads (default: all cores, or EMBER_NUM_THREADS)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--out", c.out, "output directory (default out/gpt)");
+  app.add_option("--resume", c.resume, "continue the run saved in this checkpoint.safetensors (its configuration)");
+  app.add_option("--stop-after", c.stop_after, "stop after this many steps with a checkpoint, as if interrupted")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
+  app.add_flag("--eval-only", c.eval_only, "score --weights on the validation split of the corpus and exit");
+  app.add_flag("--generate", c.generate, "sample --sample-tokens characters from --weights after --prompt");
+  app.add_option("--weights", c.weights, "model.safetensors (or checkpoint.safetensors) for --eval-only / --generate");
+  app.add_option("--prompt", c.prompt, "text to continue with --generate (default a newline)");
+  app.add_flag("--quiet", c.quiet, "print only the summary line");
+}
+
+void finish_flags(const CLI::App& app, Config& c) {
+  if (c.preset == "nanogpt-cpu") {
+    for (const char* f : {"--layers", "--heads", "--width", "--context", "--batch-size", "--iters", "--lr", "--min-lr",
+                          "--warmup", "--weight-decay", "--dropout", "--eval-interval", "--eval-iters"})
+      if (app.count(f)) throw UsageError(std::string("--preset nanogpt-cpu sets ") + f + "; leave it out");
+    c.layers = 4, c.heads = 4, c.width = 128, c.context = 64, c.batch = 12, c.iters = 2000;
+    c.lr = 1e-3, c.min_lr = 1e-4, c.warmup = 100, c.weight_decay = 0.1, c.dropout = 0.0, c.beta2 = 0.99, c.clip = 1.0;
+    c.eval_interval = 250, c.eval_iters = 20;
+  }
+  for (double v : {c.lr, c.min_lr, c.weight_decay, c.dropout, c.temperature, c.top_p})
+    if (!std::isfinite(v)) throw UsageError("a numeric flag is not finite");
+  if (c.width % c.heads != 0)
+    throw UsageError("--width " + std::to_string(c.width) + " is not divisible by --heads " + std::to_string(c.heads));
+  if (c.eval_only + c.generate + !c.resume.empty() > 1)
+    throw UsageError("--eval-only, --generate and --resume are separate modes; give one");
+  if ((c.eval_only || c.generate) && c.weights.empty())
+    throw UsageError(std::string(c.eval_only ? "--eval-only" : "--generate") + " needs --weights MODEL");
+  if (!c.eval_only && !c.generate && !c.weights.empty())
+    throw UsageError("--weights is for --eval-only and --generate (use --resume to continue training)");
+  if (!c.prompt.empty() && !c.generate) throw UsageError("--prompt is for --generate");
+}
+
+void check_regular_file(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) throw IOError(path + ": no such file");
+  if (!fs::is_regular_file(st)) throw IOError(path + ": not a regular file");
+}
+
+Corpus read_corpus(const Config& c) {
+  Corpus k;
+  if (!c.data.empty()) {
+    k.text = nn::read_text_file(c.data);
+    k.name = fs::path(c.data).filename().string();
+    k.description = c.data;
+    return k;
+  }
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(kFortunes, ec))
+    if (e.is_regular_file() && !e.is_symlink() && !e.path().has_extension()) files.push_back(e.path());
+  if (ec || files.empty())
+    throw IOError(std::string(kFortunes) +
+                  ": no fortune files (install Debian's fortunes package: scripts/setup.sh), or give --data FILE");
+  std::sort(files.begin(), files.end());
+  std::string names;
+  for (const fs::path& f : files) {
+    k.text += nn::read_text_file(f.string());
+    names += (names.empty() ? "" : " ") + f.filename().string();
+  }
+  k.name = "fortunes";
+  k.description = "fortunes: " + std::to_string(files.size()) + " files of " + kFortunes + " (" + names + ")";
+  return k;
+}
+
+nn::GPTConfig model_config(const Config& c, int64_t vocab_size) {
+  nn::GPTConfig g;
+  g.vocab_size = vocab_size, g.block_size = c.context, g.n_layer = c.layers, g.n_head = c.heads, g.n_embd = c.width;
+  g.dropout = c.dropout, g.bias = c.bias;
+  return g;
+}
+
+nlohmann::ordered_json config_json(const Config& c) {
+  return {{"preset", c.preset},
+          {"layers", c.layers},
+          {"heads", c.heads},
+          {"width", c.width},
+          {"context", c.context},
+          {"batch_size", c.batch},
+          {"iters", c.iters},
+          {"lr", c.lr},
+          {"min_lr", c.min_lr},
+          {"warmup", c.warmup},
+          {"weight_decay", c.weight_decay},
+          {"beta2", c.beta2},
+          {"clip", c.clip},
+          {"dropout", c.dropout},
+          {"bias", c.bias},
+          {"eval_interval", c.eval_interval},
+          {"eval_iters", c.eval_iters},
+          {"sample_tokens", c.sample_tokens},
+          {"temperature", c.temperature},
+          {"top_k", c.top_k},
+          {"top_p", c.top_p},
+          {"seed", c.seed},
+          {"data", c.data}};
+}
+
+Config config_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path) {
+  if (!meta.count("config")) throw IOError(path + ": not a GPT model file (no 'config' in its metadata)");
+  Config c;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(meta.at("config"));
+    c.preset = j.at("preset"), c.layers = j.at("layers"), c.heads = j.at("heads"), c.width = j.at("width");
+    c.context = j.at("context"), c.batch = j.at("batch_size"), c.iters = j.at("iters"), c.lr = j.at("lr");
+    c.min_lr = j.at("min_lr"), c.warmup = j.at("warmup"), c.weight_decay = j.at("weight_decay");
+    c.beta2 = j.at("beta2"), c.clip = j.at("clip"), c.dropout = j.at("dropout"), c.bias = j.at("bias");
+    c.eval_interval = j.at("eval_interval"), c.eval_iters = j.at("eval_iters");
+    c.sample_tokens = j.at("sample_tokens"), c.temperature = j.at("temperature"), c.top_k = j.at("top_k");
+    c.top_p = j.at("top_p"), c.seed = j.at("seed"), c.data = j.at("data");
+  } catch (const nlohmann::json::exception& e) {
+    throw IOError(path + ": bad 'config' metadata: " + e.what());
+  }
+  if (c.layers < 1 || c.heads < 1 || c.width < 1 || c.context < 1 || c.width % c.heads != 0 || c.batch < 1 ||
+      c.iters < 1 || c.eval_iters < 1)
+    throw IOError(path + ": 'config' metadata holds impossible sizes");
+  return c;
+}
+
+nn::CharTokenizer vocab_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path) {
+  if (!meta.count("vocab")) throw IOError(path + ": no 'vocab' in its metadata");
+  std::string chars;
+  try {
+    for (int b : nlohmann::json::parse(meta.at("vocab")).get<std::vector<int>>()) {
+      if (b < 0 || b > 255) throw IOError(path + ": 'vocab' metadata holds " + std::to_string(b) + ", not a byte");
+      chars += static_cast<char>(b);
+    }
+    return nn::CharTokenizer(chars);
+  } catch (const nlohmann::json::exception& e) {
+    throw IOError(path + ": bad 'vocab' metadata: " + e.what());
+  } catch (const ValueError& e) {
+    throw IOError(path + ": bad 'vocab' metadata: " + e.what());
+  }
+}
+
+void atomic_write(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f << text;
+    f.flush();
+    if (!f) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw IOError(path.string() + ": cannot be written");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw IOError(path.string() + ": cannot be written (rename failed)");
+  }
+}
+
+namespace {
+
+std::map<std::string, std::string> base_metadata(const Config& c, const nn::CharTokenizer& vocab) {
+  std::vector<int> bytes;
+  for (char ch : vocab.chars()) bytes.push_back(static_cast<unsigned char>(ch));
+  return {{"format", "ember gpt"}, {"config", config_json(c).dump()}, {"vocab", nlohmann::json(bytes).dump()}};
+}
+
+nlohmann::json history_json(const History& h) {
+  return {{"iters", h.iters}, {"train_loss", h.train_loss}, {"val_loss", h.val_loss}};
+}
+
+}  // namespace
+
+void save_model(const fs::path& path, const Config& c, const nn::CharTokenizer& vocab, const nn::GPT& model,
+                double final_val_loss) {
+  auto meta = base_metadata(c, vocab);
+  meta["final_val_loss"] = nlohmann::json(final_val_loss).dump();
+  save_safetensors(path.string(), model.state_dict(), meta);
+}
+
+std::unique_ptr<nn::GPT> load_model(const std::string& path, nn::CharTokenizer& vocab,
+                                    std::map<std::string, std::string>& meta) {
+  check_regular_file(path);
+  StateDict sd = load_safetensors(path, &meta);
+  const Config c = config_from_metadata(meta, path);
+  vocab = vocab_from_metadata(meta, path);
+  StateDict model_sd;
+  for (auto& [k, t] : sd)
+    if (k.rfind("optimizer.", 0) != 0) model_sd.emplace_back(k, t);
+  for (auto& [k, t] : model_sd)
+    if (k == "wte.weight" && (t.dim() != 2 || t.size(0) != vocab.size()))
+      throw IOError(path + ": the vocabulary in its metadata has " + std::to_string(vocab.size()) +
+                    " characters but wte.weight has shape " + t.shape().str());
+  auto model = std::make_unique<nn::GPT>(model_config(c, vocab.size()));
+  try {
+    model->load_state_dict(model_sd, /*strict=*/true);
+  } catch (const Error& e) {
+    throw IOError(path + ": " + e.what());
+  }
+  model->eval();
+  return model;
+}
+
+void save_checkpoint(const fs::path& path, const Config& c, const nn::CharTokenizer& vocab, const nn::GPT& model,
+                     const optim::AdamW& opt, const Generator& batches, int64_t iter, double train_seconds,
+                     const History& hist) {
+  StateDict sd = model.state_dict();
+  for (auto& [k, t] : opt.state_dict()) sd.emplace_back("optimizer." + k, t);
+  auto meta = base_metadata(c, vocab);
+  meta["iter"] = std::to_string(iter);
+  meta["batch_generator_offset"] = std::to_string(batches.offset());
+  meta["dropout_generator_offset"] = std::to_string(default_generator().offset());
+  meta["train_seconds"] = nlohmann::json(train_seconds).dump();
+  meta["history"] = history_json(hist).dump();
+  save_safetensors(path.string(), sd, meta);
+}
+
+int64_t restore(const StateDict& ckpt, const std::map<std::string, std::string>& meta, const std::string& path,
+                nn::GPT& model, optim::AdamW& opt, Generator& batches, double& train_seconds, History& hist) {
+  StateDict model_sd, opt_sd;
+  for (auto& [k, t] : ckpt) {
+    if (k.rfind("optimizer.", 0) == 0)
+      opt_sd.emplace_back(k.substr(10), t);
+    else
+      model_sd.emplace_back(k, t);
+  }
+  if (opt_sd.empty() || !meta.count("iter"))
+    throw IOError(path + ": not a checkpoint (no optimizer state or iteration; a model.safetensors is for --weights)");
+  try {
+    model.load_state_dict(model_sd, true);
+    opt.load_state_dict(opt_sd);
+    const int64_t iter = std::stoll(meta.at("iter"));
+    batches.set_offset(std::stoull(meta.at("batch_generator_offset")));
+    default_generator().set_offset(std::stoull(meta.at("dropout_generator_offset")));
+    train_seconds = nlohmann::json::parse(meta.at("train_seconds")).get<double>();
+    const nlohmann::json h = nlohmann::json::parse(meta.at("history"));
+    hist.iters = h.at("iters").get<std::vector<double>>();
+    hist.train_loss = h.at("train_loss").get<std::vector<double>>();
+    hist.val_loss = h.at("val_loss").get<std::vector<double>>();
+    return iter;
+  } catch (const Error& e) {
+    throw IOError(path + ": " + e.what());
+  } catch (const std::exception& e) {
+    throw IOError(path + ": bad checkpoint metadata: " + e.what());
+  }
+}
+
+}  // namespace gpt

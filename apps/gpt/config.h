@@ -1,0 +1,92 @@
+// The GPT demo's run configuration: its flags (kept in one place, so they
+// can move onto shared app machinery as a block), the preset, the corpus,
+// and what model and checkpoint files hold (configuration and vocabulary in
+// their metadata, checked when read back).
+#pragma once
+
+#include <ember/ember.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gpt {
+namespace nn = ember::nn;
+namespace optim = ember::optim;
+using ember::Generator;
+using ember::StateDict;
+
+/// Bad flags: exit code 2 (run-time faults are ember::Error, exit code 1).
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Everything a run needs. The defaults are the fortunes configuration.
+struct Config {
+  // The fortunes default: wider and twice the context of nanogpt-cpu (2.2x
+  // its parameters, 4.5x its work per step); the corpus (2.6 MB) is seen
+  // about once, so no dropout.
+  int64_t layers = 4, heads = 4, width = 192, context = 128, batch = 12, iters = 1500;
+  double lr = 1e-3, min_lr = 1e-4, weight_decay = 0.1, dropout = 0.0, beta2 = 0.99, clip = 1.0;
+  int64_t warmup = 100, eval_interval = 250, eval_iters = 20, sample_tokens = 600, top_k = 0, stop_after = 0;
+  double temperature = 0.8, top_p = 1.0;
+  bool bias = true;
+  uint64_t seed = 1337;
+  int threads = 0;
+  std::string preset, data, out = "out/gpt", resume, weights, prompt;
+  bool eval_only = false, generate = false, quiet = false;
+};
+
+/// Training curves as recorded at each evaluation.
+struct History {
+  std::vector<double> iters, train_loss, val_loss;
+};
+
+/// Registers every flag on app.
+void add_flags(CLI::App& app, Config& c);
+/// After parsing: applies --preset, checks what CLI11 cannot (finite
+/// values, heads dividing width, the modes' companions); UsageError.
+void finish_flags(const CLI::App& app, Config& c);
+
+/// The training text and where it came from.
+struct Corpus {
+  std::string text, name, description;
+};
+/// --data FILE, or the fortunes files (regular files without an extension,
+/// in name order); ember::IOError when none can be read.
+Corpus read_corpus(const Config& c);
+
+nn::GPTConfig model_config(const Config& c, int64_t vocab_size);
+nlohmann::ordered_json config_json(const Config& c);
+
+/// IOError unless path is an existing regular file (a FIFO would block a reader).
+void check_regular_file(const std::string& path);
+/// Writes text to path through a temporary file renamed into place.
+void atomic_write(const std::filesystem::path& path, const std::string& text);
+
+/// model.safetensors: the parameters, with config, vocab and final_val_loss in the metadata.
+void save_model(const std::filesystem::path& path, const Config& c, const nn::CharTokenizer& vocab,
+                const nn::GPT& model, double final_val_loss);
+/// A model.safetensors or checkpoint.safetensors: the model it holds and its
+/// vocabulary; IOError when the metadata is missing or disagrees with the tensors.
+std::unique_ptr<nn::GPT> load_model(const std::string& path, nn::CharTokenizer& vocab,
+                                    std::map<std::string, std::string>& meta);
+
+/// checkpoint.safetensors: the model, AdamW's state (optimizer.*), the
+/// iteration, the batch and dropout generators' positions, the clock and the curves.
+void save_checkpoint(const std::filesystem::path& path, const Config& c, const nn::CharTokenizer& vocab,
+                     const nn::GPT& model, const optim::AdamW& opt, const Generator& batches, int64_t iter,
+                     double train_seconds, const History& hist);
+/// Puts a checkpoint's state back; returns the iteration to continue from.
+int64_t restore(const StateDict& ckpt, const std::map<std::string, std::string>& meta, const std::string& path,
+                nn::GPT& model, optim::AdamW& opt, Generator& batches, double& train_seconds, History& hist);
+/// The run configuration and vocabulary a file's metadata records.
+Config config_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);
+nn::CharTokenizer vocab_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);
+
+}  // namespace gpt

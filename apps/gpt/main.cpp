@@ -1,0 +1,363 @@
+// A character-level GPT (nn/gpt.h) trained on a text file, as nanoGPT's
+// shakespeare_char: by default on Debian's fortunes (the plain-text files
+// under /usr/share/games/fortunes, concatenated in name order), or --data
+// FILE. `--preset nanogpt-cpu` sets nanoGPT's documented CPU configuration
+// (tools/gpt_torch.py is the same model and loop in PyTorch).
+//
+// Writes into --out: metrics.json (train and validation loss at every
+// evaluation, final_val_loss over the whole validation split, train_seconds
+// for the steps alone, tokens_per_second, generation speed with and without
+// the KV cache, parameters, configuration), loss.png, samples.txt,
+// attention.png (the last layer's heads over a line of validation text),
+// model.safetensors (configuration and vocabulary in its metadata) and
+// checkpoint.safetensors (model, AdamW state, iteration and generator
+// positions) for --resume, which continues a run exactly.
+// --eval-only --weights M scores a model on the validation split again;
+// --generate --weights M --prompt TEXT samples from it.
+// Exit codes: 0 done, 1 a run-time error (bad file, bad model), 2 bad usage;
+// every failure is one line on stderr.
+#include <ember/ember.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "config.h"
+#include "plot.h"
+#include "progress.h"
+
+using namespace ember;
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+// The process's CPU time (all threads): on a machine shared with other
+// jobs it moves far less than the wall clock, so metrics.json records both.
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+// nanoGPT's get_lr: linear warm-up over warmup steps, then a cosine from lr
+// down to min_lr at the last iteration.
+double lr_at(const gpt::Config& c, int64_t it) {
+  if (it < c.warmup) return c.lr * static_cast<double>(it + 1) / static_cast<double>(c.warmup + 1);
+  if (it >= c.iters) return c.min_lr;
+  const double r = static_cast<double>(it - c.warmup) / static_cast<double>(std::max<int64_t>(1, c.iters - c.warmup));
+  return c.min_lr + 0.5 * (1.0 + std::cos(M_PI * r)) * (c.lr - c.min_lr);
+}
+
+// nanoGPT's estimate_loss: the mean loss of eval_iters random batches of a
+// split, drawn from a generator of their own (the same windows at every
+// evaluation, and a resumed run draws what the uninterrupted one did).
+double estimate_loss(nn::GPT& m, const std::vector<int64_t>& tokens, const gpt::Config& c, uint64_t salt) {
+  NoGradGuard ng;
+  m.eval();
+  Generator g(c.seed * 1000003 + salt);
+  double total = 0;
+  for (int64_t i = 0; i < c.eval_iters; ++i) {
+    auto [x, y] = nn::random_batch(tokens, c.batch, c.context, g);
+    total += m.loss(x, y).item<double>();
+  }
+  m.train();
+  return total / static_cast<double>(c.eval_iters);
+}
+
+// Tokens per second of generating n tokens after a one-token prompt.
+double generation_speed(nn::GPT& m, int64_t first, int64_t n, bool cache, uint64_t seed) {
+  nn::SampleOptions o;
+  o.seed = seed;
+  o.use_cache = cache;
+  const auto t = clock_type::now();
+  m.generate({first}, n, o);
+  return static_cast<double>(n) / seconds_since(t);
+}
+
+// attention.png: each head of the last layer over one line of text, side by
+// side (a blank column between heads); rows are the queries, columns the keys.
+void save_attention(nn::GPT& m, const nn::CharTokenizer& tok, const std::string& line, const std::string& path) {
+  NoGradGuard ng;
+  m.eval();
+  const std::vector<int64_t> ids = tok.encode(line);
+  const int64_t T = static_cast<int64_t>(ids.size()), H = m.cfg.n_head;
+  const Tensor w = m.attention_weights(from_vector(ids, {1, T}), m.cfg.n_layer - 1).to(DType::Float64).contiguous();
+  const std::vector<double> v = w.to_vector<double>();
+  plot::Heatmap hm;
+  hm.title = "last layer's attention, heads 1-" + std::to_string(H) + " left to right";
+  hm.xlabel = "keys (characters)";
+  hm.rows = static_cast<int>(T);
+  hm.cols = static_cast<int>(H * (T + 1) - 1);
+  hm.values.assign(static_cast<size_t>(hm.rows) * static_cast<size_t>(hm.cols), 0.0);
+  auto label = [](char ch) {
+    return ch == ' ' ? std::string("_") : ch == '\n' ? std::string("\\n") : std::string(1, ch);
+  };
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < T; ++j)
+        hm.values[static_cast<size_t>(i * hm.cols + h * (T + 1) + j)] = v[static_cast<size_t>((h * T + i) * T + j)];
+    for (int64_t j = 0; j < T; ++j) hm.col_labels.push_back(label(line[static_cast<size_t>(j)]));
+    if (h + 1 < H) hm.col_labels.push_back("|");
+  }
+  for (int64_t i = 0; i < T; ++i) hm.row_labels.push_back(label(line[static_cast<size_t>(i)]));
+  hm.label_every = 1;
+  plot::render(hm, std::max(760, 140 + 14 * hm.cols), std::max(480, 160 + 14 * hm.rows)).save_png(path);
+}
+
+// A line of validation text for attention.png: the first full line of 16 to
+// context characters, or the split's first context characters.
+std::string sample_line(const nn::TextDataset& d, int64_t context) {
+  const std::string text = d.tokenizer.decode(
+      std::vector<int64_t>(d.val.begin(), d.val.begin() + std::min<int64_t>(static_cast<int64_t>(d.val.size()), 4096)));
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    if (end == std::string::npos) break;
+    const size_t len = end - start;
+    if (len >= 16 && static_cast<int64_t>(len) <= std::min<int64_t>(context, 48)) return text.substr(start, len);
+    start = end + 1;
+  }
+  return text.substr(0, static_cast<size_t>(std::min<int64_t>(context, 48)));
+}
+
+// The prompt of samples.txt: a newline when the vocabulary has one, else the
+// validation split's first character.
+std::vector<int64_t> default_prompt(const nn::TextDataset& d) {
+  if (d.tokenizer.chars().find('\n') != std::string::npos) return d.tokenizer.encode("\n");
+  return {d.val.front()};
+}
+
+int train(gpt::Config c) {
+  if (c.threads > 0) set_num_threads(c.threads);
+  // A resumed run takes everything but --out, --threads, --quiet and
+  // --stop-after from the checkpoint.
+  std::map<std::string, std::string> meta;
+  StateDict ckpt;
+  if (!c.resume.empty()) {
+    gpt::check_regular_file(c.resume);
+    ckpt = load_safetensors(c.resume, &meta);
+    gpt::Config saved = gpt::config_from_metadata(meta, c.resume);
+    saved.out = c.out, saved.threads = c.threads, saved.quiet = c.quiet, saved.stop_after = c.stop_after;
+    saved.resume = c.resume;
+    c = saved;
+  }
+  const gpt::Corpus corpus = gpt::read_corpus(c);
+  const nn::CharTokenizer vocab = c.resume.empty() ? nn::CharTokenizer() : gpt::vocab_from_metadata(meta, c.resume);
+  const nn::TextDataset data =
+      nn::TextDataset::from_text(corpus.text, c.context, corpus.name, c.resume.empty() ? nullptr : &vocab);
+  if (!c.quiet)
+    std::printf("%s: %zu characters, vocabulary %lld; %zu train / %zu validation tokens\n", corpus.description.c_str(),
+                corpus.text.size(), static_cast<long long>(data.tokenizer.size()), data.train.size(), data.val.size());
+
+  manual_seed(c.seed + 1);  // initialisation, then dropout
+  nn::GPT model(gpt::model_config(c, data.tokenizer.size()));
+  std::vector<Tensor> decay, no_decay;
+  for (auto& [n, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  optim::AdamOptions ao;
+  ao.lr = c.lr;
+  ao.beta2 = c.beta2;
+  ao.weight_decay = c.weight_decay;
+  optim::AdamW opt({optim::ParamGroup{decay, -1, c.weight_decay}, optim::ParamGroup{no_decay, -1, 0.0}}, ao);
+  Generator batches(c.seed);
+  gpt::History hist;
+  int64_t start = 0;
+  double train_seconds = 0, train_cpu_seconds = 0;
+  if (!c.resume.empty()) start = gpt::restore(ckpt, meta, c.resume, model, opt, batches, train_seconds, hist);
+  if (!c.quiet)
+    std::printf(
+        "model: %lld parameters (%lld without positions), %d layers x %d heads, width %lld, context %lld; "
+        "%d threads\n",
+        static_cast<long long>(model.num_parameters(false)), static_cast<long long>(model.num_parameters()),
+        static_cast<int>(c.layers), static_cast<int>(c.heads), static_cast<long long>(c.width),
+        static_cast<long long>(c.context), num_threads());
+
+  const fs::path out(c.out);
+  fs::create_directories(out);
+  app::ProgressBar bar(!c.quiet);
+  const double tokens_per_step = static_cast<double>(c.batch * c.context);
+  double window_loss = 0;
+  int64_t window_n = 0;
+  model.train();
+  for (int64_t it = start; it < c.iters; ++it) {
+    const auto t0 = clock_type::now();
+    const double cpu0 = cpu_seconds();
+    const double lr = lr_at(c, it);
+    for (auto& g : opt.param_groups()) g.lr = lr;
+    auto [x, y] = nn::random_batch(data.train, c.batch, c.context, batches);
+    Tensor loss = model.loss(x, y);
+    opt.zero_grad();
+    loss.backward();
+    if (c.clip > 0) optim::clip_grad_norm_(model.parameters(), c.clip);
+    opt.step();
+    const double l = loss.item<double>();
+    train_seconds += seconds_since(t0);
+    train_cpu_seconds += cpu_seconds() - cpu0;
+    window_loss += l, ++window_n;
+    const int64_t done = it + 1;
+    const double tps = tokens_per_step * static_cast<double>(done - start) / std::max(train_seconds, 1e-9);
+    char p[48], s[128];
+    std::snprintf(p, sizeof p, "iter %lld/%lld", static_cast<long long>(done), static_cast<long long>(c.iters));
+    std::snprintf(s, sizeof s, "loss %.4f  lr %.2e  %.0f tok/s  ETA %.0fs", l, lr, tps,
+                  tokens_per_step * static_cast<double>(c.iters - done) / std::max(tps, 1e-9));
+    bar.update(p, static_cast<long>(done), static_cast<long>(c.iters), s);
+    const bool last = done == c.iters;
+    if ((c.eval_interval > 0 && done % c.eval_interval == 0) || last) {
+      bar.clear();
+      const double tl = estimate_loss(model, data.train, c, 1), vl = estimate_loss(model, data.val, c, 2);
+      hist.iters.push_back(static_cast<double>(done));
+      hist.train_loss.push_back(tl);
+      hist.val_loss.push_back(vl);
+      if (!c.quiet)
+        std::printf("iter %5lld  train loss %.4f  val loss %.4f  (last %lld steps' mean %.4f)  %.1fs, %.0f tok/s\n",
+                    static_cast<long long>(done), tl, vl, static_cast<long long>(window_n),
+                    window_loss / static_cast<double>(window_n), train_seconds, tps);
+      std::fflush(stdout);
+      window_loss = 0, window_n = 0;
+    }
+    if (c.stop_after > 0 && done == c.stop_after && !last) {
+      bar.clear();
+      gpt::save_checkpoint(out / "checkpoint.safetensors", c, data.tokenizer, model, opt, batches, done, train_seconds,
+                           hist);
+      std::printf("gpt: stopped after iteration %lld (--stop-after); continue with --resume %s\n",
+                  static_cast<long long>(done), (out / "checkpoint.safetensors").c_str());
+      return 0;
+    }
+  }
+  bar.clear();
+
+  // The whole validation split, then samples and pictures.
+  const auto tv = clock_type::now();
+  const double final_val = nn::split_loss(model, data.val, c.context, 64);
+  const double val_seconds = seconds_since(tv);
+  const std::vector<int64_t> prompt = default_prompt(data);
+  nn::SampleOptions so;
+  so.temperature = c.temperature, so.top_k = c.top_k, so.top_p = c.top_p, so.seed = c.seed;
+  const std::string sample = data.tokenizer.decode(model.generate(prompt, c.sample_tokens, so));
+  const int64_t gen_n = std::min<int64_t>(c.context - 1, 200);
+  const double gen_cached = generation_speed(model, prompt[0], gen_n, true, c.seed);
+  const double gen_uncached = generation_speed(model, prompt[0], gen_n, false, c.seed);
+  gpt::atomic_write(out / "samples.txt", sample + "\n");
+  save_attention(model, data.tokenizer, sample_line(data, c.context), (out / "attention.png").string());
+  plot::LineChart lc;
+  lc.title = "GPT on " + corpus.name + ": cross-entropy per character";
+  lc.xlabel = "iteration";
+  lc.ylabel = "loss (log scale)";
+  lc.log_y = true;
+  lc.series = {{hist.iters, hist.train_loss, "train", 0, true, 3},
+               {hist.iters, hist.val_loss, "validation", 1, true, 3}};
+  plot::render(lc).save_png((out / "loss.png").string());
+  const double tps = tokens_per_step * static_cast<double>(c.iters) / std::max(train_seconds, 1e-9);
+  nlohmann::ordered_json m = {{"task", "character-level language model"},
+                              {"data", corpus.description},
+                              {"final_val_loss", final_val},
+                              {"train_seconds", train_seconds},
+                              {"tokens_per_second", tps},
+                              {"train_cpu_seconds", train_cpu_seconds},
+                              {"validation_seconds", val_seconds},
+                              {"parameters", model.num_parameters(false)},
+                              {"parameters_without_positions", model.num_parameters()},
+                              {"vocab_size", data.tokenizer.size()},
+                              {"train_tokens", data.train.size()},
+                              {"val_tokens", data.val.size()},
+                              {"threads", num_threads()},
+                              {"configuration", gpt::config_json(c)},
+                              {"eval_iters_at", hist.iters},
+                              {"train_loss", hist.train_loss},
+                              {"val_loss", hist.val_loss},
+                              {"generation_tokens", gen_n},
+                              {"generation_tokens_per_second_cached", gen_cached},
+                              {"generation_tokens_per_second_uncached", gen_uncached},
+                              {"sample", sample}};
+  gpt::atomic_write(out / "metrics.json", m.dump(2) + "\n");
+  gpt::save_model(out / "model.safetensors", c, data.tokenizer, model, final_val);
+  gpt::save_checkpoint(out / "checkpoint.safetensors", c, data.tokenizer, model, opt, batches, c.iters, train_seconds,
+                       hist);
+  std::printf(
+      "gpt: validation loss %.4f over the whole split (%zu tokens), %.1fs training (%lld iterations, %.0f "
+      "tok/s, %d threads) -> %s\n",
+      final_val, data.val.size(), train_seconds, static_cast<long long>(c.iters), tps, num_threads(), c.out.c_str());
+  return 0;
+}
+
+// --eval-only: the saved model's loss over the validation split of the
+// corpus (--data or fortunes), with the model's own vocabulary.
+int eval_only(gpt::Config c) {
+  if (c.threads > 0) set_num_threads(c.threads);
+  nn::CharTokenizer vocab;
+  std::map<std::string, std::string> meta;
+  std::unique_ptr<nn::GPT> model = gpt::load_model(c.weights, vocab, meta);
+  c.context = model->cfg.block_size;
+  const gpt::Corpus corpus = gpt::read_corpus(c);
+  const nn::TextDataset data = nn::TextDataset::from_text(corpus.text, c.context, corpus.name, &vocab);
+  const double v = nn::split_loss(*model, data.val, c.context, 64);
+  nlohmann::ordered_json m = {
+      {"weights", c.weights},
+      {"data", corpus.description},
+      {"final_val_loss", v},
+      {"val_tokens", data.val.size()},
+      {"recorded_final_val_loss",
+       meta.count("final_val_loss") ? nlohmann::json::parse(meta.at("final_val_loss")) : nlohmann::json()}};
+  fs::create_directories(c.out);
+  gpt::atomic_write(fs::path(c.out) / "eval.json", m.dump(2) + "\n");
+  std::printf("gpt eval %s: validation loss %.4f over %zu tokens of %s\n", c.weights.c_str(), v, data.val.size(),
+              corpus.name.c_str());
+  return 0;
+}
+
+// --generate: the prompt and sample_tokens more, on stdout.
+int generate(const gpt::Config& c) {
+  if (c.threads > 0) set_num_threads(c.threads);
+  nn::CharTokenizer vocab;
+  std::map<std::string, std::string> meta;
+  std::unique_ptr<nn::GPT> model = gpt::load_model(c.weights, vocab, meta);
+  std::vector<int64_t> prompt;
+  try {
+    prompt = vocab.encode(c.prompt.empty() ? std::string("\n") : c.prompt);
+  } catch (const ValueError& e) {
+    throw ValueError(std::string("--prompt: ") + e.what() + " of " + c.weights);
+  }
+  nn::SampleOptions so;
+  so.temperature = c.temperature, so.top_k = c.top_k, so.top_p = c.top_p, so.seed = c.seed;
+  std::printf("%s\n", vocab.decode(model->generate(prompt, c.sample_tokens, so)).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gpt::Config c;
+  CLI::App app{
+      "A character-level GPT (nanoGPT's shakespeare_char) trained on a text file: by default the fortunes "
+      "corpus, or --data FILE"};
+  gpt::add_flags(app, c);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "gpt: %s\n", e.what());
+    return 2;
+  }
+  try {
+    gpt::finish_flags(app, c);
+    if (c.generate) return generate(c);
+    if (c.eval_only) return eval_only(c);
+    return train(c);
+  } catch (const gpt::UsageError& e) {
+    std::fprintf(stderr, "gpt: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpt: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,107 @@
+# CTest smoke run (cmake -P) of the GPT demo on a small generated corpus (no
+# downloaded data): a tiny model trains a few steps and leaves well-formed
+# outputs; a run stopped half-way and resumed ends exactly where the
+# uninterrupted one did; --eval-only reproduces the recorded loss;
+# --generate continues a prompt; bad flags exit 2 and bad files exit 1, each
+# with one line. Variables: APP (the executable), OUT (a scratch directory).
+file(REMOVE_RECURSE "${OUT}")
+file(MAKE_DIRECTORY "${OUT}")
+set(text "")
+foreach(i RANGE 1 60)
+  math(EXPR a "${i} * 7 % 13")
+  string(APPEND text "line ${i}: the quick brown fox jumps over ${a} lazy dogs.\nTo be, or not to be; that is ${i}.\n")
+endforeach()
+file(WRITE "${OUT}/corpus.txt" "${text}")
+set(model --data "${OUT}/corpus.txt" --layers 2 --heads 2 --width 16 --context 24 --batch-size 4 --iters 6
+          --eval-interval 3 --eval-iters 2 --dropout 0.1 --sample-tokens 40 --threads 1 --quiet)
+
+function(run_ok)
+  execute_process(COMMAND "${APP}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "gpt ${ARGN} exited with ${rc}: ${err}")
+  endif()
+  set(run_out "${out}" PARENT_SCOPE)
+endfunction()
+
+run_ok(${model} --out "${OUT}/a")
+file(READ "${OUT}/a/metrics.json" ma)
+string(JSON val_a GET "${ma}" final_val_loss)
+string(JSON seconds GET "${ma}" train_seconds)
+string(JSON tps GET "${ma}" tokens_per_second)
+string(JSON params GET "${ma}" parameters)
+string(JSON curve LENGTH "${ma}" val_loss)
+string(JSON layers GET "${ma}" configuration layers)
+if(NOT curve EQUAL 2 OR NOT layers EQUAL 2 OR params LESS 1000)
+  message(FATAL_ERROR "expected 2 evaluations of a 2-layer model: ${ma}")
+endif()
+if(val_a MATCHES "nan|inf|null" OR val_a LESS_EQUAL 0 OR seconds LESS_EQUAL 0 OR tps LESS_EQUAL 0)
+  message(FATAL_ERROR "bad metrics.json: ${ma}")
+endif()
+foreach(png loss.png attention.png)
+  file(READ "${OUT}/a/${png}" sig LIMIT 8 HEX)
+  if(NOT sig STREQUAL "89504e470d0a1a0a")
+    message(FATAL_ERROR "${png} is not a PNG (starts ${sig})")
+  endif()
+endforeach()
+foreach(f samples.txt model.safetensors checkpoint.safetensors)
+  if(NOT EXISTS "${OUT}/a/${f}")
+    message(FATAL_ERROR "no ${f}")
+  endif()
+endforeach()
+
+# Stopped after 3 steps, then resumed: the same losses, sample and weights.
+run_ok(${model} --out "${OUT}/b" --stop-after 3)
+run_ok(--resume "${OUT}/b/checkpoint.safetensors" --out "${OUT}/b" --threads 1 --quiet)
+file(READ "${OUT}/b/metrics.json" mb)
+foreach(key final_val_loss train_loss val_loss sample)
+  string(JSON x GET "${ma}" ${key})
+  string(JSON y GET "${mb}" ${key})
+  if(NOT x STREQUAL y)
+    message(FATAL_ERROR "resumed run differs in ${key}: ${x} against ${y}")
+  endif()
+endforeach()
+file(SHA256 "${OUT}/a/model.safetensors" ha)
+file(SHA256 "${OUT}/b/model.safetensors" hb)
+if(NOT ha STREQUAL hb)
+  message(FATAL_ERROR "resumed run's model.safetensors differs")
+endif()
+
+run_ok(--eval-only --weights "${OUT}/a/model.safetensors" --data "${OUT}/corpus.txt" --out "${OUT}/e" --threads 1)
+file(READ "${OUT}/e/eval.json" me)
+string(JSON val_e GET "${me}" final_val_loss)
+if(NOT val_e STREQUAL val_a)
+  message(FATAL_ERROR "--eval-only gave ${val_e}, the run recorded ${val_a}")
+endif()
+run_ok(--generate --weights "${OUT}/a/model.safetensors" --prompt "To be" --sample-tokens 12 --seed 3)
+if(NOT run_out MATCHES "^To be")
+  message(FATAL_ERROR "--generate printed ${run_out}")
+endif()
+
+# Bad input: one line on stderr, exit 2 for flags, 1 for files (cases: "code|arg,arg,...").
+file(WRITE "${OUT}/empty.txt" "")
+file(WRITE "${OUT}/short.txt" "to be or not")
+file(WRITE "${OUT}/other.txt" "${text}QZX~")
+execute_process(COMMAND mkfifo "${OUT}/fifo")
+set(cases
+    "2|--iters,0" "2|--iters,-3" "2|--lr,-1" "2|--lr,1e309" "2|--iters,1e309" "2|--width,10,--heads,3"
+    "2|--context,0" "2|--preset,huge" "2|--preset,nanogpt-cpu,--layers,2" "2|--eval-only" "2|--weights,x"
+    "2|--temperature,-1" "2|--top-k,-1" "2|--dropout,1" "2|--batch-size,abc"
+    "1|--data,${OUT}/empty.txt" "1|--data,${OUT}/short.txt" "1|--data,${OUT}/missing.txt" "1|--data,${OUT}/fifo"
+    "1|--data,${OUT}" "1|--data,${OUT}/corpus.txt/below" "1|--out,${OUT}/corpus.txt/below,--data,${OUT}/corpus.txt"
+    "1|--eval-only,--weights,${OUT}/a/model.safetensors,--data,${OUT}/other.txt"
+    "1|--generate,--weights,${OUT}/a/model.safetensors,--prompt,Q~"
+    "1|--generate,--weights,${OUT}/fifo" "1|--generate,--weights,${OUT}/corpus.txt"
+    "1|--resume,${OUT}/a/model.safetensors")
+foreach(case ${cases})
+  string(REPLACE "|" ";" parts "${case}")
+  string(REPLACE "," ";" parts "${parts}")
+  list(GET parts 0 want)
+  list(REMOVE_AT parts 0)
+  execute_process(COMMAND "${APP}" ${parts} --quiet --threads 1 RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err
+                  TIMEOUT 60)
+  string(STRIP "${err}" err)
+  string(FIND "${err}" "\n" nl)
+  if(NOT rc STREQUAL want OR err STREQUAL "" OR NOT nl EQUAL -1)
+    message(FATAL_ERROR "gpt ${parts}: exit ${rc} (expected ${want}), stderr: ${err}")
+  endif()
+endforeach()

@@ -1,0 +1,125 @@
+// The GPT of nn/gpt.h: names and init, forward and every parameter gradient
+// against PyTorch (tests/fixtures/gpt_small.safetensors from
+// tools/gpt_torch.py --fixture), KV-cache generation against full
+// recomputation, and the sampler.
+#include <doctest/doctest.h>
+#include <ember/ember.h>
+
+#include "test_util.h"
+
+#include <cmath>
+
+using namespace ember;
+
+namespace {
+nn::GPTConfig small_config() {
+  nn::GPTConfig c;
+  c.vocab_size = 11;
+  c.block_size = 8;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("GPT: GPT-2 parameter names, one tied head, nanoGPT's init") {
+  nn::GPTConfig c = small_config();
+  c.n_embd = 64;
+  c.vocab_size = 50;
+  Generator gen(1);
+  nn::GPT m(c, &gen);
+  std::vector<std::string> names;
+  for (auto& [n, p] : m.named_parameters()) names.push_back(n);
+  CHECK(names.front() == "wte.weight");
+  CHECK(names[1] == "wpe.weight");
+  CHECK(std::find(names.begin(), names.end(), "h.1.attn.c_attn.weight") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "h.0.mlp.c_proj.bias") != names.end());
+  CHECK(names.back() == "ln_f.bias");
+  CHECK(names.size() == 2 + 2 * 12 + 2);  // no lm_head: the head is wte.weight
+  auto std_of = [](const Tensor& t) { return std::sqrt(mean(mul(t, t)).item<double>()); };
+  CHECK(std_of(m.h->at<nn::GPTBlock>(0).attn->c_attn->weight) == doctest::Approx(0.02).epsilon(0.05));
+  CHECK(std_of(m.h->at<nn::GPTBlock>(1).mlp->c_proj->weight) == doctest::Approx(0.02 / 2.0).epsilon(0.05));
+  CHECK(max(abs(m.h->at<nn::GPTBlock>(0).attn->c_attn->bias)).item<double>() == 0.0);
+  nn::GPTConfig nb = c;
+  nb.bias = false;
+  nn::GPT m2(nb);
+  for (auto& [n, p] : m2.named_parameters()) CHECK_MESSAGE(n.find("bias") == std::string::npos, n);
+  CHECK_THROWS_AS(nn::GPT(nn::GPTConfig{11, 8, 2, 3, 16}), ValueError);
+}
+
+TEST_CASE("GPT: logits, loss and every parameter gradient match PyTorch") {
+  nn::GPT m(small_config());
+  const std::string path = std::string(EMBER_FIXTURE_DIR) + "/gpt_small.safetensors";
+  const nn::LoadResult r = nn::load(m, path, /*strict=*/false);
+  CHECK(r.missing_keys.empty());
+  StateDict ref = load_safetensors(path);
+  auto get = [&](const std::string& n) { return test::fixture_tensor(ref, n); };
+  const Tensor idx = get("idx").to(DType::Int64), tgt = get("targets").to(DType::Int64);
+  const Tensor logits = m.forward(idx);
+  CHECK(allclose(logits, get("logits"), 1e-5, 1e-6));
+  const Tensor loss = cross_entropy(logits.reshape({-1, 11}), tgt.reshape({-1}));
+  CHECK(loss.item<double>() == doctest::Approx(get("loss").item<double>()).epsilon(1e-6));
+  loss.backward();
+  int checked = 0;
+  for (auto& [n, p] : m.named_parameters()) {
+    CHECK_MESSAGE(allclose(p.grad(), get("grad." + n), 1e-4, 1e-7), n);
+    ++checked;
+  }
+  CHECK(checked == 28);
+}
+
+TEST_CASE("GPT: generation with the KV cache gives the tokens of full recomputation") {
+  Generator gen(3);
+  nn::GPTConfig c = small_config();
+  c.block_size = 70;  // past one 64-key block of the fused attention
+  c.vocab_size = 13;
+  nn::GPT m(c, &gen);
+  {
+    // Larger weights than the 0.02 init, so the distribution is far from uniform.
+    NoGradGuard ng;
+    for (auto& [n, p] : m.named_parameters())
+      if (p.dim() == 2) mul_(p, 20.0);
+  }
+  const std::vector<int64_t> prompt{1, 5, 2};
+  for (const nn::SampleOptions base : {nn::SampleOptions{0.0, 0, 1.0, 7}, nn::SampleOptions{1.0, 0, 1.0, 7},
+                                       nn::SampleOptions{0.8, 5, 1.0, 9}, nn::SampleOptions{1.2, 0, 0.9, 11}}) {
+    nn::SampleOptions a = base, b = base;
+    a.use_cache = true;
+    b.use_cache = false;
+    // 90 tokens: through the context's end (70), where every step re-encodes the window.
+    const std::vector<int64_t> with = m.generate(prompt, 90, a), without = m.generate(prompt, 90, b);
+    CHECK(with.size() == 93);
+    CHECK(with == without);
+    CHECK(std::vector<int64_t>(with.begin(), with.begin() + 3) == prompt);
+    CHECK(m.generate(prompt, 90, a) == with);  // the seed fixes the draws
+  }
+  // The cached logits equal the uncached ones position by position.
+  const Tensor ids = from_vector(std::vector<int64_t>{3, 1, 4, 1, 5, 9, 2, 6}, {1, 8});
+  nn::KVCache cache = m.make_cache(1);
+  m.eval();
+  const Tensor full = m.forward(ids);
+  const Tensor first = m.forward_cached(ids.narrow(1, 0, 5), cache);
+  const Tensor next = m.forward_cached(ids.narrow(1, 5, 3), cache);
+  CHECK(cache.len == 8);
+  CHECK(allclose(cat({first, next}, 1), full, 1e-5, 1e-5));
+  CHECK_THROWS_AS(m.generate({}, 3), ValueError);
+  CHECK_THROWS_AS(m.generate({13}, 3), ValueError);
+}
+
+TEST_CASE("GPT: sample_token: greedy, top-k, top-p") {
+  const std::vector<double> l{0.0, 2.0, 1.0, 2.0, -1.0};
+  CHECK(nn::sample_token(l, nn::SampleOptions{0.0}, 0.99) == 1);  // first of the tied maxima
+  // top-k 1 is greedy whatever u.
+  CHECK(nn::sample_token(l, nn::SampleOptions{1.0, 1}, 0.99) == 1);
+  // Probabilities by decreasing logit: e^2, e^2, e^1, e^0, e^-1 over their sum.
+  const double z = 2 * std::exp(2.0) + std::exp(1.0) + 1 + std::exp(-1.0);
+  const double p1 = std::exp(2.0) / z;
+  CHECK(nn::sample_token(l, nn::SampleOptions{1.0}, p1 - 1e-9) == 1);
+  CHECK(nn::sample_token(l, nn::SampleOptions{1.0}, p1 + 1e-9) == 3);
+  CHECK(nn::sample_token(l, nn::SampleOptions{1.0}, 1 - 1e-12) == 4);
+  // top-p 0.5: the two leading tokens (0.73 of the mass) share it evenly.
+  CHECK(nn::sample_token(l, nn::SampleOptions{1.0, 0, 0.5}, 0.49) == 1);
+  CHECK(nn::sample_token(l, nn::SampleOptions{1.0, 0, 0.5}, 0.51) == 3);
+  CHECK(nn::sample_token(l, nn::SampleOptions{1.0, 0, 0.5}, 0.999) == 3);
+}
