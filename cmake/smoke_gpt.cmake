@@ -85,7 +85,7 @@ execute_process(COMMAND mkfifo "${OUT}/fifo")
 set(cases
     "2|--iters,0" "2|--iters,-3" "2|--lr,-1" "2|--lr,1e309" "2|--iters,1e309" "2|--width,10,--heads,3"
     "2|--context,0" "2|--preset,huge" "2|--preset,nanogpt-cpu,--layers,2" "2|--eval-only" "2|--weights,x"
-    "2|--temperature,-1" "2|--top-k,-1" "2|--dropout,1" "2|--batch-size,abc"
+    "2|--seed,-1" "2|--temperature,-1" "2|--top-k,-1" "2|--dropout,1" "2|--batch-size,abc"
     "1|--data,${OUT}/empty.txt" "1|--data,${OUT}/short.txt" "1|--data,${OUT}/missing.txt" "1|--data,${OUT}/fifo"
     "1|--data,${OUT}" "1|--data,${OUT}/corpus.txt/below" "1|--out,${OUT}/corpus.txt/below,--data,${OUT}/corpus.txt"
     "1|--eval-only,--weights,${OUT}/a/model.safetensors,--data,${OUT}/other.txt"

@@ -71,7 +71,13 @@ void add_flags(CLI::App& app, Config& c) {
   app.add_option("--top-k", c.top_k, "sample among the k most likely characters; 0 = all (default 0)")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
   app.add_option("--top-p", c.top_p, "nucleus sampling mass in (0, 1] (default 1)")->check(CLI::Range(1e-9, 1.0));
-  app.add_option("--seed", c.seed, "random seed (default 1337)");
+  // CLI11 would read "-1" into the unsigned seed as 2^64 - 1.
+  app.add_option("--seed", c.seed, "random seed (default 1337)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.find('-') == std::string::npos ? "" : "must be a non-negative integer, got " + v;
+          },
+          "UINT"));
   app.add_option("--threads", c.threads, "threads (default: all cores, or EMBER_NUM_THREADS)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--out", c.out, "output directory (default out/gpt)");
