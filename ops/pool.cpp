@@ -21,6 +21,7 @@
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/factory.h>
+#include <ember/ops/half_ops.h>
 
 namespace ember {
 
@@ -149,6 +150,7 @@ PoolGeom pool_geom(const char* op, const Tensor& x, std::array<int64_t, 2> k, st
 
 // The average pool shared by avg_pool2d and adaptive_avg_pool2d.
 Tensor avg_pool(const char* op, const Tensor& x, const PoolGeom& g) {
+  if (any_half(x)) return avg_pool(op, upcast_half(x), g).to(x.dtype());  // float32 sums, rounded once
   const Tensor xc = x.detach().contiguous();
   Tensor y = empty({g.N, g.C, g.Ho, g.Wo}, TensorOptions(x.dtype(), x.device()));
   if (y.numel()) avg_pool2d_kernel(x.device(), xc, y, g);
@@ -167,6 +169,10 @@ Tensor avg_pool(const char* op, const Tensor& x, const PoolGeom& g) {
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, std::array<int64_t, 2> kernel,
                                                   std::array<int64_t, 2> stride, std::array<int64_t, 2> padding) {
   const PoolGeom g = pool_geom("max_pool2d", x, kernel, stride, padding);
+  if (any_half(x)) {  // float32 and back: exact, a maximum is one of its inputs
+    auto [y, idx] = max_pool2d_with_indices(upcast_half(x), kernel, stride, padding);
+    return {y.to(x.dtype()), idx};
+  }
   const Tensor xc = x.detach().contiguous();
   Tensor y = empty({g.N, g.C, g.Ho, g.Wo}, TensorOptions(x.dtype(), x.device()));
   Tensor idx = empty({g.N, g.C, g.Ho, g.Wo}, TensorOptions(DType::Int64, x.device()));

@@ -44,11 +44,11 @@ Register rows({
           }}),
     // Causal attention (ops/causal_attention.h): the fused FlashAttention
     // kernel on the CPU, the composed path on devices without one.
-    gemm({"causal_self_attention, dropout", {F({2, 5, 12})}, [](const In& x) {
+    gemm({"causal_self_attention with dropout", {F({2, 5, 12})}, [](const In& x) {
             Generator g(7);
             return causal_self_attention(x[0], 2, 0.3, &g);
           }}),
-    gemm({"causal_attention, fewer queries than keys", {F({2, 3, 4}), F({2, 5, 4}), F({2, 5, 4})},
+    gemm({"causal_attention with fewer queries than keys", {F({2, 3, 4}), F({2, 5, 4}), F({2, 5, 4})},
           [](const In& x) { return causal_attention(x[0], x[1], x[2], 2); }}),
 });
 

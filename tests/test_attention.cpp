@@ -85,7 +85,7 @@ TEST_CASE("MultiheadAttention: the notes' (10, 20, 128) input with 8 heads") {
   CHECK_THROWS_AS(nn::MultiheadAttention(100, 8), ValueError);
 }
 
-TEST_CASE("attention: scaled dot product with lengths and causality; additive attention") {
+TEST_CASE("attention: scaled dot product with lengths and causality, additive attention") {
   const Tensor q = randn({2, 4, 6}), k = randn({2, 5, 6}), v = randn({2, 5, 3});
   Tensor w;
   const Tensor o = nn::scaled_dot_product_attention(q, k, v, from_vector(std::vector<int64_t>{2, 4}), 0.0, false, &w);

@@ -62,7 +62,7 @@ TEST_CASE("autocast: every op of the table follows its policy, for bfloat16 and 
   CHECK(cases.size() == autocast_table().size());
 }
 
-TEST_CASE("autocast: a linear layer keeps float32 weights and gets float32 gradients; results near float32") {
+TEST_CASE("autocast: a linear layer keeps float32 weights and gets float32 gradients, results near float32") {
   nn::Linear lin(8, 4);
   const Tensor x = randn({5, 8});
   const Tensor ref = lin.forward(x);

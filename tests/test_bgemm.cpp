@@ -440,7 +440,7 @@ TEST_CASE("bgemm: split across the pool, the same bits as on one thread") {
   }
 }
 
-TEST_CASE("bgemm: beta 0 never reads C; k = 0 gives beta C + bias") {
+TEST_CASE("bgemm: beta 0 never reads C, k = 0 gives beta C + bias") {
   ModeGuard guard;
   for (bool fallback : {false, true}) {
     bgemm_force_fallback(fallback);

@@ -67,7 +67,7 @@ TEST_CASE("causal_attention: the fused kernel equals the composed float64 path, 
   }
 }
 
-TEST_CASE("causal_attention: the first query sees only the first key; the last sees all") {
+TEST_CASE("causal_attention: the first query sees only the first key, the last sees all") {
   // With L = S, out[0] is v[0] exactly (one key, weight 1), whatever q and k.
   Generator gen(3);
   const Tensor x = randn({2, 70, 3 * 8}, TensorOptions(DType::Float64), &gen);

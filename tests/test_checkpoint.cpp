@@ -79,7 +79,7 @@ TEST_CASE("safetensors: a file written from PyTorch tensors loads each tensor in
   CHECK(find(sd, "idx").to_vector<int64_t>() == std::vector<int64_t>{3, -1, int64_t(1) << 40});
 }
 
-TEST_CASE("checkpoints: a module saves and loads by name; shape errors name file and tensor") {
+TEST_CASE("checkpoints: a module saves and loads by name, shape errors name file and tensor") {
   nn::Sequential a({std::make_shared<nn::Linear>(3, 4), std::make_shared<nn::BatchNorm1d>(4)});
   nn::Sequential b({std::make_shared<nn::Linear>(3, 4), std::make_shared<nn::BatchNorm1d>(4)});
   const std::string path = scratch("model.safetensors").string();
@@ -215,7 +215,7 @@ StateDict replaced(StateDict sd, const std::string& name, const Tensor& t) {
 }
 }  // namespace
 
-TEST_CASE("training checkpoints: model, optimizer and scheduler come back exactly; anything inexact is refused") {
+TEST_CASE("training checkpoints: model, optimizer and scheduler come back exactly, anything inexact is refused") {
   manual_seed(3);
   Run a(3);
   const std::string path = scratch("train.safetensors").string();

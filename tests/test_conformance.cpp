@@ -30,8 +30,12 @@ std::set<std::string> public_ops() {
     std::ifstream in(entry.path());
     std::string line;
     std::smatch m;
-    while (std::getline(in, line))
-      if (std::regex_search(line, m, decl)) ops.insert(m[1]);
+    bool in_detail = false;  // namespace detail { ... }: helpers, not ops
+    while (std::getline(in, line)) {
+      if (line.rfind("namespace detail", 0) == 0) in_detail = true;
+      if (in_detail && line.rfind("}  // namespace detail", 0) == 0) in_detail = false;
+      if (!in_detail && std::regex_search(line, m, decl)) ops.insert(m[1]);
+    }
   }
   return ops;
 }
@@ -47,6 +51,7 @@ const std::map<std::string, std::string>& ops_without_rows() {
       {"zeros_like", "factory"}, {"rand", "factory"}, {"rand_like", "factory"}, {"randn", "factory"},
       {"randn_like", "factory"}, {"randint", "factory"}, {"randperm", "factory"}, {"uniform", "factory"},
       {"normal", "factory"}, {"uniform_", "factory, in place"}, {"normal_", "factory, in place"}, {"causal_mask", "factory (a bool mask; used by the masked_softmax causal row)"},
+      {"causal_attention_mask", "factory (a bool mask; the causal_attention rows compare against it on the composed path)"},
       // The mechanism every elementwise row goes through.
       {"unary_forward", "the unary ops' common forward (every unary row)"},
       {"binary_forward", "the binary ops' common forward (every binary row)"},

@@ -41,7 +41,7 @@ void kill_self() { ::raise(SIGKILL); }
 
 }  // namespace
 
-TEST_CASE("checkpoints: SIGKILL in the middle of a save keeps the previous checkpoint complete; the next save cleans up") {
+TEST_CASE("checkpoints: SIGKILL in the middle of a save keeps the previous checkpoint complete, the next save cleans up") {
   const fs::path dir = fs::temp_directory_path() / "ember_crash_safety";
   fs::remove_all(dir);
   fs::create_directories(dir);

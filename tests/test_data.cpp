@@ -127,7 +127,7 @@ TEST_CASE("IDX reader: corrupt files throw IOError naming the file and the fault
   CHECK(contains(error_of<IOError>([&, ip = ip] { read_idx_images(ip, ip); }), "expected an (n) IDX label array"));
 }
 
-TEST_CASE("IDX reader: bytes in memory read as the file; gzip members and trailing bytes as gzip -d") {
+TEST_CASE("IDX reader: bytes in memory read as the file, gzip members and trailing bytes as gzip -d") {
   auto [ip, lp] = write_mnist("mem", 5, 3, 2, false);
   const std::vector<uint8_t> plain = read_bytes(ip);
   const IdxArray want = read_idx(ip);

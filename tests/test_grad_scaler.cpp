@@ -20,7 +20,7 @@ struct Setup {
 };
 }  // namespace
 
-TEST_CASE("GradScaler: PyTorch's defaults; scaled backward, exact unscale, the step of plain SGD") {
+TEST_CASE("GradScaler: PyTorch's defaults, scaled backward, exact unscale, the step of plain SGD") {
   optim::GradScaler scaler;
   CHECK(scaler.get_scale() == 65536.0);
   CHECK(scaler.is_enabled());
@@ -58,7 +58,7 @@ TEST_CASE("GradScaler: a planted Inf or NaN skips the step and halves the scale"
   }
 }
 
-TEST_CASE("GradScaler: the scale grows after growth_interval clean steps; state dict round trip") {
+TEST_CASE("GradScaler: the scale grows after growth_interval clean steps, state dict round trip") {
   optim::GradScaler scaler({1024.0, 2.0, 0.5, 3, true});
   Setup s;
   for (int i = 0; i < 3; ++i) {
@@ -82,7 +82,7 @@ TEST_CASE("GradScaler: the scale grows after growth_interval clean steps; state 
   CHECK(std::isfinite(scaler.scale(tensor({65504.0}, kFloat16)).item<double>()));
 }
 
-TEST_CASE("GradScaler: misuse is an error; disabled is a pass-through") {
+TEST_CASE("GradScaler: misuse is an error, disabled is a pass-through") {
   optim::GradScaler scaler;
   Setup s;
   scaler.scale(s.loss()).backward();

@@ -60,7 +60,7 @@ TEST_CASE("split, chunk and pad") {
   CHECK_THROWS_AS(pad(q, {-1, 0}), ValueError);
 }
 
-TEST_CASE("split: one backward node; pieces that get no gradient contribute zeros") {
+TEST_CASE("split: one backward node, pieces that get no gradient contribute zeros") {
   const Tensor x = arange(0, 12, 1, kFloat64).reshape({2, 6}).requires_grad_();
   const auto parts = chunk(x, 3, -1);  // three (2, 2) views, last dim stride 1, row stride 6
   REQUIRE(parts.size() == 3);

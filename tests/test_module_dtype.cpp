@@ -89,7 +89,7 @@ TEST_CASE("MultiheadAttention in float64 from PyTorch-named float64 weights equa
   CHECK(err32 < 1e-4);
 }
 
-TEST_CASE("a bfloat16 model saved and loaded is bit-identical; dtype rules of load_state_dict") {
+TEST_CASE("a bfloat16 model saved and loaded is bit-identical, dtype rules of load_state_dict") {
   const std::string path = test::scratch_path("ember_module_dtype_tests", "bf16.safetensors").string();
   nn::Sequential a({std::make_shared<nn::Linear>(5, 4), std::make_shared<nn::LayerNorm>(Shape{4})});
   a.to_bfloat16();

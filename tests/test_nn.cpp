@@ -38,7 +38,7 @@ TEST_CASE("nn: parameters are named like PyTorch and counted") {
         std::vector<std::string>{"weight", "bias", "running_mean", "running_var", "num_batches_tracked"});
 }
 
-TEST_CASE("nn: train/eval reaches every child; dropout is off in eval") {
+TEST_CASE("nn: train/eval reaches every child, dropout is off in eval") {
   auto m = mlp();
   m->eval();
   for (auto& [n, p] : m->named_modules()) CHECK(!p->is_training());

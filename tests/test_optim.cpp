@@ -85,7 +85,7 @@ TEST_CASE("optim: clip_grad_norm_ returns the norm and rescales like PyTorch") {
   CHECK_THROWS_AS(optim::SGD({p}, optim::SGDOptions{-1.0}), ValueError);
 }
 
-TEST_CASE("optim: state round trip resumes exactly; weight_decay_groups splits in one line") {
+TEST_CASE("optim: state round trip resumes exactly, weight_decay_groups splits in one line") {
   auto loss_of = [](const Tensor& p) { return sum(add(mul(kC, square(p)), mul(kD, pow(p, 3.0)))); };
   Tensor a = tensor({{0.5, -1.0, 2.0}, {1.5, -0.3, 0.7}}, kFloat64).requires_grad_();
   Tensor b = a.detach().clone().requires_grad_();

@@ -97,7 +97,7 @@ TEST_CASE("RandAugment operations on known images") {
   check_vec(run(AugOp::Equalize, 0), sq);
 }
 
-TEST_CASE("RandAugment: every operation keeps shape and range; the sampler is deterministic per seed") {
+TEST_CASE("RandAugment: every operation keeps shape and range, the sampler is deterministic per seed") {
   for (int o = 0; o < kNumAugOps; ++o)
     for (int64_t m : {0, 9, 15, 30})
       for (double sign : {1.0, -1.0}) {

@@ -157,7 +157,7 @@ TEST_CASE("GRU in float32 agrees with the float64 reference") {
   check_close(h, rnn_ref::gru_hn, 2e-6);
 }
 
-TEST_CASE("gradcheck (float64): GRU and LSTM, 2 layers, bidirectional, with lengths; cells") {
+TEST_CASE("gradcheck (float64): GRU and LSTM, 2 layers, bidirectional, with lengths, cells") {
   // The module's parameters are gradcheck inputs too: gradcheck perturbs
   // them in place and the module reads them, so the weight and bias
   // gradients of every layer and direction are checked with the input's.

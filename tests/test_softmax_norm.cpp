@@ -104,7 +104,7 @@ TEST_CASE("layer_norm: affine and gradients match the composed formula") {
   CHECK(message_of([] { layer_norm(randn({2, 3}), {4}); }).find("normalized_shape [4]") != std::string::npos);
 }
 
-TEST_CASE("batch_norm: running statistics follow PyTorch's update; eval uses them") {
+TEST_CASE("batch_norm: running statistics follow PyTorch's update, eval uses them") {
   const Tensor x = tensor({{1, 2}, {3, 6}, {5, 7}});
   Tensor rm = zeros({2}), rv = ones({2});
   batch_norm(x, rm, rv, Tensor(), Tensor(), true, 0.1);

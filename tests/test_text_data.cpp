@@ -32,7 +32,7 @@ TEST_CASE("CharTokenizer: sorted distinct bytes, round trip, saved vocabulary, u
   CHECK_THROWS_AS(nn::CharTokenizer("aa"), ValueError);
 }
 
-TEST_CASE("TextDataset: the last 10% validates; empty, short, missing and non-regular files are refused") {
+TEST_CASE("TextDataset: the last 10% validates, empty, short, missing and non-regular files are refused") {
   std::string text;
   for (int i = 0; i < 100; ++i) text += static_cast<char>('a' + i % 7);
   const nn::TextDataset d = nn::TextDataset::from_text(text, 8, "mem");

@@ -22,6 +22,7 @@
 #include <ember/core/error.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/factory.h>
+#include <ember/ops/half_ops.h>  // any_half, upcast_half
 
 #include "rms_norm_kernels.h"
 
@@ -116,6 +117,10 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   EMBER_CHECK(weight.device() == x.device(), DeviceError, "rms_norm: input on ", x.device().str(),
               " but weight on ", weight.device().str());
   EMBER_CHECK(eps >= 0, ValueError, "rms_norm: eps must be >= 0, got ", eps);
+  // bfloat16 / float16: computed in float32 and rounded once, as the
+  // built-in ops without a 16-bit kernel do (docs/PRECISION.md); the copies
+  // are recorded, so the gradients come back in the 16-bit dtype.
+  if (any_half({&x, &weight})) return rms_norm(upcast_half(x), upcast_half(weight), eps).to(x.dtype());
 
   // 2. Forward through the table: the kernel of x's device. The kernels take
   //    contiguous (rows, N) views; detach() keeps contiguous()'s copy out of

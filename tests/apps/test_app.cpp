@@ -89,7 +89,7 @@ TEST_CASE("apps: whatever escapes run() is one line on stderr and the documented
   }
 }
 
-TEST_CASE("apps: bad flags end in one line and exit 2; --flag-table lists options by kind") {
+TEST_CASE("apps: bad flags end in one line and exit 2, --flag-table lists options by kind") {
   int threads = 0;
   double lr = 1;
   std::string device = "cpu", out = "out/x", weights;
@@ -123,7 +123,7 @@ TEST_CASE("apps: bad flags end in one line and exit 2; --flag-table lists option
   CHECK(kinds.at("--device") == "text");
 }
 
-TEST_CASE("apps: --out is created and probed before any work; what cannot hold files is refused") {
+TEST_CASE("apps: --out is created and probed before any work, what cannot hold files is refused") {
   const fs::path dir = fs::temp_directory_path() / ("ember_app_out_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
