@@ -77,7 +77,7 @@ if(NOT run_out MATCHES "^To be")
   message(FATAL_ERROR "--generate printed ${run_out}")
 endif()
 
-# Bad input: one line on stderr, exit 2 for flags, 1 for files (cases: "code|arg,arg,...").
+# Bad input: one line on stderr, exit 2 for flags (an unusable --out too), 1 for files (cases: "code|arg,arg,...").
 file(WRITE "${OUT}/empty.txt" "")
 file(WRITE "${OUT}/short.txt" "to be or not")
 file(WRITE "${OUT}/other.txt" "${text}QZX~")
@@ -87,7 +87,7 @@ set(cases
     "2|--context,0" "2|--preset,huge" "2|--preset,nanogpt-cpu,--layers,2" "2|--eval-only" "2|--weights,x"
     "2|--seed,-1" "2|--temperature,-1" "2|--top-k,-1" "2|--dropout,1" "2|--batch-size,abc"
     "1|--data,${OUT}/empty.txt" "1|--data,${OUT}/short.txt" "1|--data,${OUT}/missing.txt" "1|--data,${OUT}/fifo"
-    "1|--data,${OUT}" "1|--data,${OUT}/corpus.txt/below" "1|--out,${OUT}/corpus.txt/below,--data,${OUT}/corpus.txt"
+    "1|--data,${OUT}" "1|--data,${OUT}/corpus.txt/below" "2|--out,${OUT}/corpus.txt/below,--data,${OUT}/corpus.txt"
     "1|--eval-only,--weights,${OUT}/a/model.safetensors,--data,${OUT}/other.txt"
     "1|--generate,--weights,${OUT}/a/model.safetensors,--prompt,Q~"
     "1|--generate,--weights,${OUT}/fifo" "1|--generate,--weights,${OUT}/corpus.txt"

@@ -1,11 +1,10 @@
 // The GPT demo's flags, preset, corpus and files (apps/gpt/config.h).
 #include "config.h"
 
-#include <unistd.h>
+#include "app.h"
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 
 namespace gpt {
 namespace fs = std::filesystem;
@@ -14,27 +13,6 @@ using namespace ember;
 namespace {
 const char* kFortunes = "/usr/share/games/fortunes";
 
-// A double flag's value: finite and at least lo (above lo when strict).
-// CLI11's own range checks print their bounds in full (1.8e308 as 309
-// digits) and take 1e309 as inf.
-CLI::Validator finite_at_least(double lo, bool strict) {
-  return CLI::Validator(
-      [lo, strict](std::string& s) -> std::string {
-        double v = 0;
-        try {
-          size_t used = 0;
-          v = std::stod(s, &used);
-          if (used != s.size()) return "not a number: " + s;
-        } catch (const std::exception&) {
-          return "not a finite number: " + s;
-        }
-        if (!std::isfinite(v) || (strict ? v <= lo : v < lo))
-          return "must be a finite number " + std::string(strict ? "> " : ">= ") + CLI::detail::to_string(lo) +
-                 ", got " + s;
-        return "";
-      },
-      strict ? "> " + CLI::detail::to_string(lo) : ">= " + CLI::detail::to_string(lo));
-}
 }  // namespace
 
 void add_flags(CLI::App& app, Config& c) {
@@ -42,87 +20,78 @@ void add_flags(CLI::App& app, Config& c) {
                  "nanogpt-cpu: nanoGPT's CPU configuration for shakespeare_char (4 layers, 4 heads, width 128, "
                  "context 64, batch 12, 2000 iterations, lr 1e-3 -> 1e-4, 100 warm-up, no dropout)")
       ->check(CLI::IsMember({"nanogpt-cpu"}));
-  app.add_option("--data", c.data, "a text file to train on (default: the fortunes corpus)");
-  app.add_option("--layers", c.layers, "transformer blocks (default 4)")->check(CLI::Range(int64_t{1}, int64_t{64}));
+  app::input_file(app.add_option("--data", c.data, "a text file to train on (default: the fortunes corpus)"));
+  app.add_option("--layers", c.layers, "transformer blocks (default 4)")->check(app::int_range(1, 64));
   app.add_option("--heads", c.heads, "attention heads; must divide --width (default 4)")
-      ->check(CLI::Range(int64_t{1}, int64_t{64}));
-  app.add_option("--width", c.width, "embedding width (default 192)")->check(CLI::Range(int64_t{1}, int64_t{4096}));
+      ->check(app::int_range(1, 64));
+  app.add_option("--width", c.width, "embedding width (default 192)")->check(app::int_range(1, 4096));
   app.add_option("--context", c.context, "context length in characters (default 128)")
-      ->check(CLI::Range(int64_t{1}, int64_t{8192}));
+      ->check(app::int_range(1, 8192));
   app.add_option("--batch-size", c.batch, "windows per step (default 12)")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
-  app.add_option("--iters", c.iters, "training steps (default 1500)")->check(CLI::Range(int64_t{1}, int64_t{10000000}));
-  app.add_option("--lr", c.lr, "AdamW's peak learning rate (default 1e-3)")->check(finite_at_least(0, true));
+      ->check(app::int_range(1, 4096));
+  app.add_option("--iters", c.iters, "training steps (default 1500)")->check(app::int_range(1, 10000000));
+  app.add_option("--lr", c.lr, "AdamW's peak learning rate (default 1e-3)")->check(app::finite_range(1e-12, 10.0));
   app.add_option("--min-lr", c.min_lr, "learning rate at the end of the cosine (default 1e-4)")
-      ->check(finite_at_least(0, false));
+      ->check(app::finite_range(0.0, 10.0));
   app.add_option("--warmup", c.warmup, "linear warm-up steps (default 100)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
+      ->check(app::int_range(0, 1000000000));
   app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay on 2-D weights (default 0.1)")
-      ->check(finite_at_least(0, false));
-  app.add_option("--dropout", c.dropout, "dropout (default 0)")->check(CLI::Range(0.0, 0.95));
+      ->check(app::finite_range(0.0, 100.0));
+  app.add_option("--dropout", c.dropout, "dropout (default 0)")->check(app::finite_range(0.0, 0.95));
   app.add_option("--eval-interval", c.eval_interval, "steps between loss estimates (default 250; 0: at the end only)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
+      ->check(app::int_range(0, 1000000000));
   app.add_option("--eval-iters", c.eval_iters, "batches per loss estimate (default 20)")
-      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
+      ->check(app::int_range(1, 100000));
   app.add_option("--sample-tokens", c.sample_tokens, "characters to generate (default 600)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+      ->check(app::int_range(0, 1000000));
   app.add_option("--temperature", c.temperature, "sampling temperature; 0 = greedy (default 0.8)")
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(app::finite_range(0.0, 100.0));
   app.add_option("--top-k", c.top_k, "sample among the k most likely characters; 0 = all (default 0)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
-  app.add_option("--top-p", c.top_p, "nucleus sampling mass in (0, 1] (default 1)")->check(CLI::Range(1e-9, 1.0));
-  // CLI11 would read "-1" into the unsigned seed as 2^64 - 1.
-  app.add_option("--seed", c.seed, "random seed (default 1337)")
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            return v.find('-') == std::string::npos ? "" : "must be a non-negative integer, got " + v;
-          },
-          "UINT"));
-  app.add_option("--threads", c.threads, "threads (default: all cores, or EMBER_NUM_THREADS)")
-      ->check(CLI::Range(0, 1024));
-  app.add_option("--out", c.out, "output directory (default out/gpt)");
-  app.add_option("--resume", c.resume, "continue the run saved in this checkpoint.safetensors (its configuration)");
+      ->check(app::int_range(0, 1000000000));
+  app.add_option("--top-p", c.top_p, "nucleus sampling mass in (0, 1] (default 1)")->check(app::finite_range(1e-9, 1.0));
+  // uint64_any refuses a sign (CLI11 alone would read "-1" as 2^64 - 1).
+  app::add_seed(app, c.seed, "random seed (default 1337)");
+  app::add_threads(app, c.threads);
+  app::add_out(app, c.out);
+  app::input_file(
+      app.add_option("--resume", c.resume, "continue the run saved in this checkpoint.safetensors (its configuration)"));
   app.add_option("--stop-after", c.stop_after, "stop after this many steps with a checkpoint, as if interrupted")
-      ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
+      ->check(app::int_range(0, 1000000000));
   app.add_flag("--eval-only", c.eval_only, "score --weights on the validation split of the corpus and exit");
   app.add_flag("--generate", c.generate, "sample --sample-tokens characters from --weights after --prompt");
-  app.add_option("--weights", c.weights, "model.safetensors (or checkpoint.safetensors) for --eval-only / --generate");
+  app::input_file(app.add_option("--weights", c.weights,
+                                 "model.safetensors (or checkpoint.safetensors) for --eval-only / --generate"));
   app.add_option("--prompt", c.prompt, "text to continue with --generate (default a newline)");
-  app.add_flag("--quiet", c.quiet, "print only the summary line");
+  app::add_quiet(app, c.quiet);
+  app::add_check(app, c.check);
 }
 
 void finish_flags(const CLI::App& app, Config& c) {
   if (c.preset == "nanogpt-cpu") {
     for (const char* f : {"--layers", "--heads", "--width", "--context", "--batch-size", "--iters", "--lr", "--min-lr",
                           "--warmup", "--weight-decay", "--dropout", "--eval-interval", "--eval-iters"})
-      if (app.count(f)) throw UsageError(std::string("--preset nanogpt-cpu sets ") + f + "; leave it out");
+      if (app.count(f)) throw app::UsageError(std::string("--preset nanogpt-cpu sets ") + f + "; leave it out");
     c.layers = 4, c.heads = 4, c.width = 128, c.context = 64, c.batch = 12, c.iters = 2000;
     c.lr = 1e-3, c.min_lr = 1e-4, c.warmup = 100, c.weight_decay = 0.1, c.dropout = 0.0, c.beta2 = 0.99, c.clip = 1.0;
     c.eval_interval = 250, c.eval_iters = 20;
   }
   for (double v : {c.lr, c.min_lr, c.weight_decay, c.dropout, c.temperature, c.top_p})
-    if (!std::isfinite(v)) throw UsageError("a numeric flag is not finite");
+    if (!std::isfinite(v)) throw app::UsageError("a numeric flag is not finite");
   if (c.width % c.heads != 0)
-    throw UsageError("--width " + std::to_string(c.width) + " is not divisible by --heads " + std::to_string(c.heads));
+    throw app::UsageError("--width " + std::to_string(c.width) + " is not divisible by --heads " + std::to_string(c.heads));
   if (c.eval_only + c.generate + !c.resume.empty() > 1)
-    throw UsageError("--eval-only, --generate and --resume are separate modes; give one");
+    throw app::UsageError("--eval-only, --generate and --resume are separate modes; give one");
   if ((c.eval_only || c.generate) && c.weights.empty())
-    throw UsageError(std::string(c.eval_only ? "--eval-only" : "--generate") + " needs --weights MODEL");
+    throw app::UsageError(std::string(c.eval_only ? "--eval-only" : "--generate") + " needs --weights MODEL");
   if (!c.eval_only && !c.generate && !c.weights.empty())
-    throw UsageError("--weights is for --eval-only and --generate (use --resume to continue training)");
-  if (!c.prompt.empty() && !c.generate) throw UsageError("--prompt is for --generate");
-}
-
-void check_regular_file(const std::string& path) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) throw IOError(path + ": no such file");
-  if (!fs::is_regular_file(st)) throw IOError(path + ": not a regular file");
+    throw app::UsageError("--weights is for --eval-only and --generate (use --resume to continue training)");
+  if (!c.prompt.empty() && !c.generate) throw app::UsageError("--prompt is for --generate");
 }
 
 Corpus read_corpus(const Config& c) {
   Corpus k;
   if (!c.data.empty()) {
+    require_regular_file(c.data, "--data");
     k.text = nn::read_text_file(c.data);
     k.name = fs::path(c.data).filename().string();
     k.description = c.data;
@@ -216,26 +185,6 @@ nn::CharTokenizer vocab_from_metadata(const std::map<std::string, std::string>& 
   }
 }
 
-void atomic_write(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    f.flush();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw IOError(path.string() + ": cannot be written");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw IOError(path.string() + ": cannot be written (rename failed)");
-  }
-}
-
 namespace {
 
 std::map<std::string, std::string> base_metadata(const Config& c, const nn::CharTokenizer& vocab) {
@@ -259,7 +208,7 @@ void save_model(const fs::path& path, const Config& c, const nn::CharTokenizer& 
 
 std::unique_ptr<nn::GPT> load_model(const std::string& path, nn::CharTokenizer& vocab,
                                     std::map<std::string, std::string>& meta) {
-  check_regular_file(path);
+  require_regular_file(path);
   StateDict sd = load_safetensors(path, &meta);
   const Config c = config_from_metadata(meta, path);
   vocab = vocab_from_metadata(meta, path);

@@ -21,11 +21,6 @@ namespace optim = ember::optim;
 using ember::Generator;
 using ember::StateDict;
 
-/// Bad flags: exit code 2 (run-time faults are ember::Error, exit code 1).
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 /// Everything a run needs. The defaults are the fortunes configuration.
 struct Config {
   // The fortunes default: wider and twice the context of nanogpt-cpu (2.2x
@@ -39,7 +34,7 @@ struct Config {
   uint64_t seed = 1337;
   int threads = 0;
   std::string preset, data, out = "out/gpt", resume, weights, prompt;
-  bool eval_only = false, generate = false, quiet = false;
+  bool eval_only = false, generate = false, quiet = false, check = false;
 };
 
 /// Training curves as recorded at each evaluation.
@@ -50,7 +45,7 @@ struct History {
 /// Registers every flag on app.
 void add_flags(CLI::App& app, Config& c);
 /// After parsing: applies --preset, checks what CLI11 cannot (finite
-/// values, heads dividing width, the modes' companions); UsageError.
+/// values, heads dividing width, the modes' companions); app::UsageError.
 void finish_flags(const CLI::App& app, Config& c);
 
 /// The training text and where it came from.
@@ -63,11 +58,6 @@ Corpus read_corpus(const Config& c);
 
 nn::GPTConfig model_config(const Config& c, int64_t vocab_size);
 nlohmann::ordered_json config_json(const Config& c);
-
-/// IOError unless path is an existing regular file (a FIFO would block a reader).
-void check_regular_file(const std::string& path);
-/// Writes text to path through a temporary file renamed into place.
-void atomic_write(const std::filesystem::path& path, const std::string& text);
 
 /// model.safetensors: the parameters, with config, vocab and final_val_loss in the metadata.
 void save_model(const std::filesystem::path& path, const Config& c, const nn::CharTokenizer& vocab,

@@ -24,11 +24,11 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "app.h"
 #include "config.h"
 #include "plot.h"
 #include "progress.h"
@@ -137,18 +137,24 @@ std::vector<int64_t> default_prompt(const nn::TextDataset& d) {
   return {d.val.front()};
 }
 
+// --check: everything is validated, read and built; stop before the work.
+int check_done() {
+  std::printf("gpt: check ok\n");
+  return 0;
+}
+
 int train(gpt::Config c) {
-  if (c.threads > 0) set_num_threads(c.threads);
+  app::apply_threads(c.threads);
+  app::prepare_out_dir(c.out);
   // A resumed run takes everything but --out, --threads, --quiet and
   // --stop-after from the checkpoint.
   std::map<std::string, std::string> meta;
   StateDict ckpt;
   if (!c.resume.empty()) {
-    gpt::check_regular_file(c.resume);
     ckpt = load_safetensors(c.resume, &meta);
     gpt::Config saved = gpt::config_from_metadata(meta, c.resume);
     saved.out = c.out, saved.threads = c.threads, saved.quiet = c.quiet, saved.stop_after = c.stop_after;
-    saved.resume = c.resume;
+    saved.resume = c.resume, saved.check = c.check;
     c = saved;
   }
   const gpt::Corpus corpus = gpt::read_corpus(c);
@@ -180,9 +186,9 @@ int train(gpt::Config c) {
         static_cast<long long>(model.num_parameters(false)), static_cast<long long>(model.num_parameters()),
         static_cast<int>(c.layers), static_cast<int>(c.heads), static_cast<long long>(c.width),
         static_cast<long long>(c.context), num_threads());
+  if (c.check) return check_done();
 
   const fs::path out(c.out);
-  fs::create_directories(out);
   app::ProgressBar bar(!c.quiet);
   const double tokens_per_step = static_cast<double>(c.batch * c.context);
   double window_loss = 0;
@@ -246,7 +252,7 @@ int train(gpt::Config c) {
   const int64_t gen_n = std::min<int64_t>(c.context - 1, 200);
   const double gen_cached = generation_speed(model, prompt[0], gen_n, true, c.seed);
   const double gen_uncached = generation_speed(model, prompt[0], gen_n, false, c.seed);
-  gpt::atomic_write(out / "samples.txt", sample + "\n");
+  app::write_text((out / "samples.txt").string(), sample + "\n");
   save_attention(model, data.tokenizer, sample_line(data, c.context), (out / "attention.png").string());
   plot::LineChart lc;
   lc.title = "GPT on " + corpus.name + ": cross-entropy per character";
@@ -278,7 +284,7 @@ int train(gpt::Config c) {
                               {"generation_tokens_per_second_cached", gen_cached},
                               {"generation_tokens_per_second_uncached", gen_uncached},
                               {"sample", sample}};
-  gpt::atomic_write(out / "metrics.json", m.dump(2) + "\n");
+  app::write_json((out / "metrics.json").string(), m);
   gpt::save_model(out / "model.safetensors", c, data.tokenizer, model, final_val);
   gpt::save_checkpoint(out / "checkpoint.safetensors", c, data.tokenizer, model, opt, batches, c.iters, train_seconds,
                        hist);
@@ -292,13 +298,15 @@ int train(gpt::Config c) {
 // --eval-only: the saved model's loss over the validation split of the
 // corpus (--data or fortunes), with the model's own vocabulary.
 int eval_only(gpt::Config c) {
-  if (c.threads > 0) set_num_threads(c.threads);
+  app::apply_threads(c.threads);
+  app::prepare_out_dir(c.out);  // eval.json goes there
   nn::CharTokenizer vocab;
   std::map<std::string, std::string> meta;
   std::unique_ptr<nn::GPT> model = gpt::load_model(c.weights, vocab, meta);
   c.context = model->cfg.block_size;
   const gpt::Corpus corpus = gpt::read_corpus(c);
   const nn::TextDataset data = nn::TextDataset::from_text(corpus.text, c.context, corpus.name, &vocab);
+  if (c.check) return check_done();
   const double v = nn::split_loss(*model, data.val, c.context, 64);
   nlohmann::ordered_json m = {
       {"weights", c.weights},
@@ -307,8 +315,7 @@ int eval_only(gpt::Config c) {
       {"val_tokens", data.val.size()},
       {"recorded_final_val_loss",
        meta.count("final_val_loss") ? nlohmann::json::parse(meta.at("final_val_loss")) : nlohmann::json()}};
-  fs::create_directories(c.out);
-  gpt::atomic_write(fs::path(c.out) / "eval.json", m.dump(2) + "\n");
+  app::write_json((fs::path(c.out) / "eval.json").string(), m);
   std::printf("gpt eval %s: validation loss %.4f over %zu tokens of %s\n", c.weights.c_str(), v, data.val.size(),
               corpus.name.c_str());
   return 0;
@@ -316,7 +323,7 @@ int eval_only(gpt::Config c) {
 
 // --generate: the prompt and sample_tokens more, on stdout.
 int generate(const gpt::Config& c) {
-  if (c.threads > 0) set_num_threads(c.threads);
+  app::apply_threads(c.threads);  // writes nothing to --out: no prepare_out_dir
   nn::CharTokenizer vocab;
   std::map<std::string, std::string> meta;
   std::unique_ptr<nn::GPT> model = gpt::load_model(c.weights, vocab, meta);
@@ -326,6 +333,7 @@ int generate(const gpt::Config& c) {
   } catch (const ValueError& e) {
     throw ValueError(std::string("--prompt: ") + e.what() + " of " + c.weights);
   }
+  if (c.check) return check_done();
   nn::SampleOptions so;
   so.temperature = c.temperature, so.top_k = c.top_k, so.top_p = c.top_p, so.seed = c.seed;
   std::printf("%s\n", vocab.decode(model->generate(prompt, c.sample_tokens, so)).c_str());
@@ -340,24 +348,10 @@ int main(int argc, char** argv) {
       "A character-level GPT (nanoGPT's shakespeare_char) trained on a text file: by default the fortunes "
       "corpus, or --data FILE"};
   gpt::add_flags(app, c);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "gpt: %s\n", e.what());
-    return 2;
-  }
-  try {
+  return app::run_main("gpt", app, argc, argv, [&] {
     gpt::finish_flags(app, c);
     if (c.generate) return generate(c);
     if (c.eval_only) return eval_only(c);
     return train(c);
-  } catch (const gpt::UsageError& e) {
-    std::fprintf(stderr, "gpt: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "gpt: %s\n", e.what());
-    return 1;
-  }
+  });
 }
