@@ -210,6 +210,7 @@ std::unique_ptr<nn::GPT> load_model(const std::string& path, nn::CharTokenizer& 
                                     std::map<std::string, std::string>& meta) {
   require_regular_file(path);
   StateDict sd = load_safetensors(path, &meta);
+  app::warn_suspicious("gpt", sd, path);  // NaN/Inf named on stderr; the run goes on (apps/common/README.md)
   const Config c = config_from_metadata(meta, path);
   vocab = vocab_from_metadata(meta, path);
   StateDict model_sd;

@@ -152,6 +152,7 @@ int train(gpt::Config c) {
   StateDict ckpt;
   if (!c.resume.empty()) {
     ckpt = load_safetensors(c.resume, &meta);
+    app::warn_suspicious("gpt", ckpt, c.resume);  // NaN/Inf or negative second moments named on stderr
     gpt::Config saved = gpt::config_from_metadata(meta, c.resume);
     saved.out = c.out, saved.threads = c.threads, saved.quiet = c.quiet, saved.stop_after = c.stop_after;
     saved.resume = c.resume, saved.check = c.check;
