@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -119,7 +119,8 @@ bool all_finite(const Tensor& t) {
     if (t.dtype() == DType::Float32) return run_all_finite(static_cast<const float*>(t.data_ptr()), t.numel());
     return run_all_finite(static_cast<const double*>(t.data_ptr()), t.numel());
   }
-  if (t.dtype() == DType::Float32) return strided_all_finite(static_cast<const float*>(t.data_ptr()), t.shape(), t.strides());
+  if (t.dtype() == DType::Float32)
+    return strided_all_finite(static_cast<const float*>(t.data_ptr()), t.shape(), t.strides());
   return strided_all_finite(static_cast<const double*>(t.data_ptr()), t.shape(), t.strides());
 }
 

@@ -36,7 +36,6 @@ class AnomalyError : public Error {
   using Error::Error;
 };
 
-
 /// Whether anomaly mode is on, and turning it on or off for the whole program (EMBER_DETECT_ANOMALY=1
 /// at start-up).
 ///@{
@@ -81,16 +80,21 @@ class AnomalyCheck {
   template <class Param, class Arg>
   void before(const Arg& a) {
     using P = std::remove_cv_t<std::remove_reference_t<Param>>;
-    if constexpr (std::is_same_v<P, Tensor> && std::is_const_v<std::remove_reference_t<Param>>) input(a);
-    else if constexpr (std::is_floating_point_v<P>) scalar(static_cast<double>(a));
-    else if constexpr (requires(AnomalyCheck& c) { anomaly_inputs(a, c); }) anomaly_inputs(a, *this);
+    if constexpr (std::is_same_v<P, Tensor> && std::is_const_v<std::remove_reference_t<Param>>)
+      input(a);
+    else if constexpr (std::is_floating_point_v<P>)
+      scalar(static_cast<double>(a));
+    else if constexpr (requires(AnomalyCheck & c) { anomaly_inputs(a, c); })
+      anomaly_inputs(a, *this);
   }
   /// An argument after the call: outputs (Tensor&) are checked.
   template <class Param, class Arg>
   void after(const Arg& a) {
     using P = std::remove_cv_t<std::remove_reference_t<Param>>;
-    if constexpr (std::is_same_v<P, Tensor> && !std::is_const_v<std::remove_reference_t<Param>>) output(a);
-    else if constexpr (requires(AnomalyCheck& c) { anomaly_outputs(a, c); }) anomaly_outputs(a, *this);
+    if constexpr (std::is_same_v<P, Tensor> && !std::is_const_v<std::remove_reference_t<Param>>)
+      output(a);
+    else if constexpr (requires(AnomalyCheck & c) { anomaly_outputs(a, c); })
+      anomaly_outputs(a, *this);
   }
 
  private:

@@ -30,8 +30,8 @@ class AccumulateGrad final : public Node {
     if (!acc.defined()) {
       // Take the incoming buffer when nothing else can see it; otherwise copy,
       // so that later in-place accumulation never writes into another tensor.
-      const bool exclusive = g.impl_ptr().use_count() <= 2 && g.storage().use_count() == 1 &&
-                             g.is_contiguous() && g.shape() == leaf.shape();
+      const bool exclusive = g.impl_ptr().use_count() <= 2 && g.storage().use_count() == 1 && g.is_contiguous() &&
+                             g.shape() == leaf.shape();
       acc = exclusive ? g.detach() : g.contiguous().clone().detach();
       if (acc.shape() != leaf.shape()) acc = acc.reshape(leaf.shape());
     } else {
@@ -82,10 +82,10 @@ struct SavedTensorModified : AutogradError {
 
 const Tensor& SavedTensor::get() const {
   if (data_.defined() && data_.version() != version_)
-    throw SavedTensorModified(detail::cat_str(
-        "a tensor of shape ", data_.shape().str(), " saved for backward was modified by an in-place ",
-        "operation: it is at version ", data_.version(), ", expected version ", version_,
-        ". Use the out-of-place op or clone() the tensor before modifying it"));
+    throw SavedTensorModified(
+        detail::cat_str("a tensor of shape ", data_.shape().str(), " saved for backward was modified by an in-place ",
+                        "operation: it is at version ", data_.version(), ", expected version ", version_,
+                        ". Use the out-of-place op or clone() the tensor before modifying it"));
   return data_;
 }
 
@@ -163,9 +163,10 @@ void retain_output_grad(Node& node, uint32_t output_nr, const std::shared_ptr<Te
 uint64_t register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook) {
   EMBER_CHECK(leaf.defined() && leaf.is_leaf() && leaf.requires_grad(), AutogradError,
               "register_post_accumulate_grad_hook: the tensor must be a leaf that requires grad",
-              leaf.defined() ? detail::cat_str(" (shape ", leaf.shape().str(), leaf.is_leaf() ? ", a leaf" : ", not a leaf",
-                                               leaf.requires_grad() ? ")" : ", requires_grad false)")
-                             : std::string(" (undefined tensor)"));
+              leaf.defined()
+                  ? detail::cat_str(" (shape ", leaf.shape().str(), leaf.is_leaf() ? ", a leaf" : ", not a leaf",
+                                    leaf.requires_grad() ? ")" : ", requires_grad false)")
+                  : std::string(" (undefined tensor)"));
   EMBER_CHECK(hook != nullptr, ValueError, "register_post_accumulate_grad_hook: empty hook");
   static std::atomic<uint64_t> next_id{1};
   const uint64_t id = next_id++;
@@ -218,11 +219,11 @@ class Engine {
   static void add_into(Node& n, uint32_t slot, Tensor g);
 
   bool retain_graph_;
-  std::vector<std::pair<Edge, Tensor>> seeds_;  // (root's edge, its gradient)
-  std::vector<Node*> reached_;                  // every node reached, to reset its scratch
-  std::vector<Node*> ready_;                    // nodes whose every incoming edge has delivered
+  std::vector<std::pair<Edge, Tensor>> seeds_;     // (root's edge, its gradient)
+  std::vector<Node*> reached_;                     // every node reached, to reset its scratch
+  std::vector<Node*> ready_;                       // nodes whose every incoming edge has delivered
   std::vector<std::shared_ptr<Node>> keep_alive_;  // a node may lose its last owner mid-pass
-  std::vector<Tensor> grad_inputs_;             // the running node's input gradients
+  std::vector<Tensor> grad_inputs_;                // the running node's input gradients
 };
 
 void Engine::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
@@ -248,8 +249,8 @@ Engine::~Engine() {
 
 // Each root's gradient: the one given, or 1 for a one-element root.
 void Engine::seed(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
-  EMBER_CHECK(roots.size() == grads.size(), AutogradError, "backward: got ", roots.size(),
-              " tensors but ", grads.size(), " gradients");
+  EMBER_CHECK(roots.size() == grads.size(), AutogradError, "backward: got ", roots.size(), " tensors but ",
+              grads.size(), " gradients");
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     EMBER_CHECK(r.requires_grad(), AutogradError,
@@ -328,8 +329,8 @@ std::vector<Tensor> Engine::take_grad_outputs(Node& n) {
 void Engine::call_backward(Node& n, std::vector<Tensor>& grad_outputs) {
   grad_inputs_.assign(static_cast<size_t>(n.num_inputs()), Tensor());
   if (std::none_of(grad_outputs.begin(), grad_outputs.end(), [](const Tensor& g) { return g.defined(); })) return;
-  EMBER_CHECK(!n.released(), AutogradError, "backward: trying to backward through the graph a ",
-              "second time (at '", n.name(), "'): its saved tensors were freed by the first backward. ",
+  EMBER_CHECK(!n.released(), AutogradError, "backward: trying to backward through the graph a ", "second time (at '",
+              n.name(), "'): its saved tensors were freed by the first backward. ",
               "Pass retain_graph=true to the first backward() if you need to backward twice");
   BackwardContext ctx(n, grad_outputs, grad_inputs_);
   try {
@@ -360,8 +361,8 @@ void Engine::send_grad_inputs(Node& n) {
     if (g.defined()) {
       const TensorMeta& m = n.input_meta(i);
       if (g.shape() != m.shape) {
-        EMBER_CHECK(broadcast_shapes(m.shape, g.shape(), n.name()) == g.shape(), ShapeError, "backward of '",
-                    n.name(), "': gradient for input ", i, " has shape ", g.shape().str(),
+        EMBER_CHECK(broadcast_shapes(m.shape, g.shape(), n.name()) == g.shape(), ShapeError, "backward of '", n.name(),
+                    "': gradient for input ", i, " has shape ", g.shape().str(),
                     ", which does not reduce to the input's shape ", m.shape.str());
         g = sum_to(g, m.shape);
       }

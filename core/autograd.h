@@ -68,17 +68,17 @@ class Node;
 /// Where a gradient goes: input slot input_nr of node.
 struct Edge {
   std::shared_ptr<Node> node;  ///< null when the input needs no gradient
-  uint32_t input_nr = 0;  ///< which output of node the gradient is for
+  uint32_t input_nr = 0;       ///< which output of node the gradient is for
 };
 
 /// Autograd's data on a tensor, created only once autograd touches it.
 struct AutogradMeta {
-  Tensor grad;  ///< the accumulated gradient (leaves, and non-leaves with retain_grad)
-  std::shared_ptr<Node> grad_fn;           ///< null for leaves
-  std::weak_ptr<Node> grad_accumulator;    ///< leaves: the node that adds into grad
-  uint32_t output_nr = 0;                  ///< which output of grad_fn this is
-  bool requires_grad = false;              ///< leaves only; non-leaves have grad_fn
-  bool retains_grad = false;  ///< retain_grad() was called
+  Tensor grad;                           ///< the accumulated gradient (leaves, and non-leaves with retain_grad)
+  std::shared_ptr<Node> grad_fn;         ///< null for leaves
+  std::weak_ptr<Node> grad_accumulator;  ///< leaves: the node that adds into grad
+  uint32_t output_nr = 0;                ///< which output of grad_fn this is
+  bool requires_grad = false;            ///< leaves only; non-leaves have grad_fn
+  bool retains_grad = false;             ///< retain_grad() was called
   /// Leaves: run after backward accumulated into grad(), with their ids
   /// (register_post_accumulate_grad_hook).
   std::vector<std::pair<uint64_t, std::function<void(const Tensor&)>>> post_accumulate_grad_hooks;
@@ -157,7 +157,7 @@ class TensorRefs {
 /// std::vector<Tensor> (split, chunk); two words, like TensorRefs.
 class OutputRefs {
  public:
-  OutputRefs(Tensor& t) : p_(&t), n_(1), list_(false) {}  // NOLINT: one output
+  OutputRefs(Tensor& t) : p_(&t), n_(1), list_(false) {}                  // NOLINT: one output
   OutputRefs(std::initializer_list<std::reference_wrapper<Tensor>> refs)  // NOLINT: {out1, out2}
       : p_(std::data(refs)), n_(static_cast<uint32_t>(refs.size())), list_(true) {}
   OutputRefs(std::vector<Tensor>& tensors)  // NOLINT
@@ -241,7 +241,7 @@ class Node {
   friend void retain_output_grad(Node&, uint32_t, const std::shared_ptr<TensorImpl>&);
 
   const char* name_;
-  std::vector<Edge> next_edges_;       ///< per forward input; null node: no grad needed
+  std::vector<Edge> next_edges_;  ///< per forward input; null node: no grad needed
   std::vector<TensorMeta> input_meta_;
   std::vector<TensorMeta> output_meta_;
   /// Non-leaf outputs whose grad() the user asked to keep (retain_grad).
@@ -317,8 +317,7 @@ bool remove_post_accumulate_grad_hook(const Tensor& leaf, uint64_t id);
 
 /// Runs backward from roots, seeded with grads (undefined grads mean ones for
 /// one-element roots). Gradients accumulate into the grad() of leaves.
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-              bool retain_graph = false);
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph = false);
 
 /// Gradient accumulation: a + b out of place, and acc += g in place (same
 /// shape). Implemented with the elementwise ops (ops/elementwise.cpp).

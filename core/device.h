@@ -18,21 +18,19 @@ enum class DeviceType : uint8_t { CPU = 0, CUDA = 1 };
 inline constexpr int kNumDeviceTypes = 2;
 
 /// "cpu" or "cuda".
-constexpr const char* device_type_name(DeviceType t) {
-  return t == DeviceType::CPU ? "cpu" : "cuda";
-}
+constexpr const char* device_type_name(DeviceType t) { return t == DeviceType::CPU ? "cpu" : "cuda"; }
 
 /// A device: its type and, for CUDA, its index ("cuda:1").
 struct Device {
   DeviceType type = DeviceType::CPU;  ///< cpu or cuda
-  int index = 0;  ///< the CUDA device number (0 for the CPU)
+  int index = 0;                      ///< the CUDA device number (0 for the CPU)
 
   constexpr Device() = default;
   /// Device t, number i.
   constexpr Device(DeviceType t, int i = 0) : type(t), index(i) {}  // NOLINT: implicit by design
   /// Parses "cpu", "cuda", "cuda:1"; throws ValueError otherwise.
   ///@{
-  Device(const std::string& spec);  // NOLINT
+  Device(const std::string& spec);                         // NOLINT
   Device(const char* spec) : Device(std::string(spec)) {}  // NOLINT
   ///@}
 

@@ -99,7 +99,9 @@ class KernelTable<R(Args...)> {
     struct Stop {  // records on every exit, the exceptional one included
       const char* name;
       std::chrono::steady_clock::time_point t0;
-      ~Stop() { profiler::record_kernel(name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()); }
+      ~Stop() {
+        profiler::record_kernel(name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
     } stop{name_, t0};
     return fn(std::forward<A>(args)...);
   }
@@ -123,8 +125,8 @@ struct KernelRegistrar {
 #define EMBER_CONCAT(a, b) EMBER_CONCAT_IMPL(a, b)
 ///@}
 /// Registers fn as table's kernel for DeviceType::device at static-init time.
-#define EMBER_REGISTER_KERNEL(table, device, fn)                                      \
-  static ::ember::KernelRegistrar EMBER_CONCAT(ember_kernel_registrar_, __COUNTER__)( \
-      table, ::ember::DeviceType::device, fn)
+#define EMBER_REGISTER_KERNEL(table, device, fn)                                            \
+  static ::ember::KernelRegistrar EMBER_CONCAT(ember_kernel_registrar_, __COUNTER__)(table, \
+                                                                                     ::ember::DeviceType::device, fn)
 
 }  // namespace ember

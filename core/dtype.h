@@ -29,12 +29,18 @@ inline constexpr DType kFloat16 = DType::Float16;
 /// Bytes per element.
 constexpr size_t itemsize(DType t) {
   switch (t) {
-    case DType::Bool: return 1;
-    case DType::Int64: return 8;
-    case DType::Float32: return 4;
-    case DType::Float64: return 8;
-    case DType::BFloat16: return 2;
-    case DType::Float16: return 2;
+    case DType::Bool:
+      return 1;
+    case DType::Int64:
+      return 8;
+    case DType::Float32:
+      return 4;
+    case DType::Float64:
+      return 8;
+    case DType::BFloat16:
+      return 2;
+    case DType::Float16:
+      return 2;
   }
   return 0;
 }
@@ -43,12 +49,18 @@ constexpr size_t itemsize(DType t) {
 /// prints them (torch.bfloat16, torch.float16).
 constexpr const char* dtype_name(DType t) {
   switch (t) {
-    case DType::Bool: return "bool";
-    case DType::Int64: return "int64";
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-    case DType::BFloat16: return "bfloat16";
-    case DType::Float16: return "float16";
+    case DType::Bool:
+      return "bool";
+    case DType::Int64:
+      return "int64";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
+    case DType::BFloat16:
+      return "bfloat16";
+    case DType::Float16:
+      return "float16";
   }
   return "?";
 }
@@ -70,12 +82,17 @@ constexpr DType promote_types(DType a, DType b) {
   if (is_half(a) && is_half(b)) return DType::Float32;
   constexpr auto rank = [](DType t) {
     switch (t) {
-      case DType::Bool: return 0;
-      case DType::Int64: return 1;
+      case DType::Bool:
+        return 0;
+      case DType::Int64:
+        return 1;
       case DType::BFloat16:
-      case DType::Float16: return 2;
-      case DType::Float32: return 3;
-      case DType::Float64: return 4;
+      case DType::Float16:
+        return 2;
+      case DType::Float32:
+        return 3;
+      case DType::Float64:
+        return 4;
     }
     return 0;
   };
@@ -87,16 +104,36 @@ inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_
 
 /// The DType of a C++ element type T (bool, int64_t, float or double):
 /// dtype_of<T>::value, or dtype_of_v<T>.
-template <class T> struct dtype_of;
+template <class T>
+struct dtype_of;
 /// \cond specialisations
-template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
-template <> struct dtype_of<float> { static constexpr DType value = DType::Float32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
-template <> struct dtype_of<bfloat16> { static constexpr DType value = DType::BFloat16; };
-template <> struct dtype_of<float16> { static constexpr DType value = DType::Float16; };
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = DType::Bool;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::Int64;
+};
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::Float32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::Float64;
+};
+template <>
+struct dtype_of<bfloat16> {
+  static constexpr DType value = DType::BFloat16;
+};
+template <>
+struct dtype_of<float16> {
+  static constexpr DType value = DType::Float16;
+};
 /// \endcond
 /// dtype_of<T>::value.
-template <class T> inline constexpr DType dtype_of_v = dtype_of<T>::value;
+template <class T>
+inline constexpr DType dtype_of_v = dtype_of<T>::value;
 
 }  // namespace ember

@@ -23,8 +23,8 @@ namespace ember {
 
 namespace detail {
 [[noreturn]] inline void throw_no_half_kernel(DType dt, const char* op) {
-  throw DTypeError(cat_str(op, ": no kernel for ", dtype_name(dt),
-                           " tensors here; convert with .to(kFloat32) (docs/PRECISION.md)"));
+  throw DTypeError(
+      cat_str(op, ": no kernel for ", dtype_name(dt), " tensors here; convert with .to(kFloat32) (docs/PRECISION.md)"));
 }
 }  // namespace detail
 
@@ -32,13 +32,16 @@ namespace detail {
 template <class F>
 decltype(auto) dispatch_floating(DType dt, const char* op, F&& f) {
   switch (dt) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
     case DType::BFloat16:
-    case DType::Float16: detail::throw_no_half_kernel(dt, op);
+    case DType::Float16:
+      detail::throw_no_half_kernel(dt, op);
     default:
-      throw DTypeError(detail::cat_str(op, ": expected a floating-point tensor (float32 or float64), got ",
-                                       dtype_name(dt)));
+      throw DTypeError(
+          detail::cat_str(op, ": expected a floating-point tensor (float32 or float64), got ", dtype_name(dt)));
   }
 }
 
@@ -46,11 +49,15 @@ decltype(auto) dispatch_floating(DType dt, const char* op, F&& f) {
 template <class F>
 decltype(auto) dispatch_numeric(DType dt, const char* op, F&& f) {
   switch (dt) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::Int64: return f(int64_t{});
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
+    case DType::Int64:
+      return f(int64_t{});
     case DType::BFloat16:
-    case DType::Float16: detail::throw_no_half_kernel(dt, op);
+    case DType::Float16:
+      detail::throw_no_half_kernel(dt, op);
     default:
       throw DTypeError(detail::cat_str(op, ": not supported for dtype ", dtype_name(dt)));
   }
@@ -61,10 +68,14 @@ decltype(auto) dispatch_numeric(DType dt, const char* op, F&& f) {
 template <class F>
 decltype(auto) dispatch_floating_and_half(DType dt, const char* op, F&& f) {
   switch (dt) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::BFloat16: return f(bfloat16{});
-    case DType::Float16: return f(float16{});
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
+    case DType::BFloat16:
+      return f(bfloat16{});
+    case DType::Float16:
+      return f(float16{});
     default:
       throw DTypeError(detail::cat_str(op, ": expected a floating-point tensor, got ", dtype_name(dt)));
   }
@@ -74,11 +85,16 @@ decltype(auto) dispatch_floating_and_half(DType dt, const char* op, F&& f) {
 template <class F>
 decltype(auto) dispatch_numeric_and_half(DType dt, const char* op, F&& f) {
   switch (dt) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::Int64: return f(int64_t{});
-    case DType::BFloat16: return f(bfloat16{});
-    case DType::Float16: return f(float16{});
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
+    case DType::Int64:
+      return f(int64_t{});
+    case DType::BFloat16:
+      return f(bfloat16{});
+    case DType::Float16:
+      return f(float16{});
     default:
       throw DTypeError(detail::cat_str(op, ": not supported for dtype ", dtype_name(dt)));
   }
@@ -88,21 +104,30 @@ decltype(auto) dispatch_numeric_and_half(DType dt, const char* op, F&& f) {
 /// through float32 (as c10 converts them).
 template <class D, class S>
 EMBER_HD inline D convert_element(S v) {
-  if constexpr (is_half_v<S> && is_half_v<D>) return D(static_cast<float>(v));
-  else if constexpr (is_half_v<S>) return static_cast<D>(static_cast<float>(v));
-  else return static_cast<D>(v);
+  if constexpr (is_half_v<S> && is_half_v<D>)
+    return D(static_cast<float>(v));
+  else if constexpr (is_half_v<S>)
+    return static_cast<D>(static_cast<float>(v));
+  else
+    return static_cast<D>(v);
 }
 
 /// Calls f(T{}) with T = float, double, int64_t, bool, bfloat16 or float16.
 template <class F>
 decltype(auto) dispatch_all(DType dt, F&& f) {
   switch (dt) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::Int64: return f(int64_t{});
-    case DType::Bool: return f(bool{});
-    case DType::BFloat16: return f(bfloat16{});
-    case DType::Float16: return f(float16{});
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
+    case DType::Int64:
+      return f(int64_t{});
+    case DType::Bool:
+      return f(bool{});
+    case DType::BFloat16:
+      return f(bfloat16{});
+    case DType::Float16:
+      return f(float16{});
   }
   return f(float{});
 }

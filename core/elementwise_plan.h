@@ -20,10 +20,10 @@ namespace ember {
 /// merged (make_plan).
 template <int N>
 struct ElementwisePlan {
-  int ndim = 0;                                     ///< >= 1 after planning
-  std::array<int64_t, kMaxDims> sizes{};            ///< outermost first
+  int ndim = 0;                                            ///< >= 1 after planning
+  std::array<int64_t, kMaxDims> sizes{};                   ///< outermost first
   std::array<std::array<int64_t, kMaxDims>, N> strides{};  ///< per operand, in elements
-  int64_t numel = 0;  ///< elements in all
+  int64_t numel = 0;                                       ///< elements in all
 
   /// True when every operand is one dense run: the fast path.
   bool contiguous() const {

@@ -67,10 +67,9 @@ std::string cat_str(Args&&... args) {
 /// EMBER_CHECK(cond, ErrorType, message parts...): throws ErrorType with the
 /// parts streamed together when cond is false. The message is only built on
 /// failure, so checks cost one branch on the hot path.
-#define EMBER_CHECK(cond, ErrorType, ...)                                \
-  do {                                                                   \
-    if (__builtin_expect(!(cond), 0))                                    \
-      throw ::ember::ErrorType(::ember::detail::cat_str(__VA_ARGS__));   \
+#define EMBER_CHECK(cond, ErrorType, ...)                                                              \
+  do {                                                                                                 \
+    if (__builtin_expect(!(cond), 0)) throw ::ember::ErrorType(::ember::detail::cat_str(__VA_ARGS__)); \
   } while (0)
 
 }  // namespace ember

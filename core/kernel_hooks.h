@@ -13,8 +13,10 @@ extern std::atomic<unsigned> g_kernel_hooks;  ///< defined in core/anomaly.cpp
 
 inline unsigned kernel_hooks() { return g_kernel_hooks.load(std::memory_order_relaxed); }
 inline void set_kernel_hook(unsigned bit, bool on) {
-  if (on) g_kernel_hooks.fetch_or(bit, std::memory_order_relaxed);
-  else g_kernel_hooks.fetch_and(~bit, std::memory_order_relaxed);
+  if (on)
+    g_kernel_hooks.fetch_or(bit, std::memory_order_relaxed);
+  else
+    g_kernel_hooks.fetch_and(~bit, std::memory_order_relaxed);
 }
 
 }  // namespace ember::detail

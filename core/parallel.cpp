@@ -108,8 +108,10 @@ class Pool {
   template <class Counter>
   static void wait_until_zero(const Counter& c) {
     for (int spins = 0; c.load(std::memory_order_acquire) > 0; ++spins) {
-      if (spins < kSpinsBeforeYield) __builtin_ia32_pause();
-      else std::this_thread::yield();
+      if (spins < kSpinsBeforeYield)
+        __builtin_ia32_pause();
+      else
+        std::this_thread::yield();
     }
   }
 
@@ -210,8 +212,7 @@ void set_num_threads(int n) {
 
 bool in_parallel_region() { return t_in_parallel; }
 
-void detail::parallel_run(int64_t begin, int64_t end, int64_t grain,
-                          const std::function<void(int64_t, int64_t)>& f) {
+void detail::parallel_run(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
   pool().run(begin, end, grain, f);
 }
 

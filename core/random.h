@@ -110,8 +110,7 @@ namespace detail {
 // multiplies; interleaving independent chains lets the core overlap their
 // latencies.
 template <int K>
-inline void philox16(uint64_t seed, uint64_t c0, __m512i (&a)[K], __m512i (&b)[K], __m512i (&c)[K],
-                     __m512i (&d)[K]) {
+inline void philox16(uint64_t seed, uint64_t c0, __m512i (&a)[K], __m512i (&b)[K], __m512i (&c)[K], __m512i (&d)[K]) {
   for (int j = 0; j < K; ++j) {
     alignas(64) uint32_t lo[16], hi[16];
     for (int i = 0; i < 16; ++i) {

@@ -25,12 +25,18 @@ namespace {
 
 const char* st_dtype(DType t) {
   switch (t) {
-    case DType::Float32: return "F32";
-    case DType::Float64: return "F64";
-    case DType::Int64: return "I64";
-    case DType::Bool: return "BOOL";
-    case DType::BFloat16: return "BF16";
-    case DType::Float16: return "F16";
+    case DType::Float32:
+      return "F32";
+    case DType::Float64:
+      return "F64";
+    case DType::Int64:
+      return "I64";
+    case DType::Bool:
+      return "BOOL";
+    case DType::BFloat16:
+      return "BF16";
+    case DType::Float16:
+      return "F16";
   }
   return "?";
 }
@@ -91,8 +97,8 @@ class Source {
 class FileSource final : public Source {
  public:
   // A FIFO, directory or device is refused before it is opened (opening a FIFO blocks).
-  explicit FileSource(const std::string& path) : in_((require_regular_file(path, "safetensors file"), path),
-                                                     std::ios::binary | std::ios::ate) {
+  explicit FileSource(const std::string& path)
+      : in_((require_regular_file(path, "safetensors file"), path), std::ios::binary | std::ios::ate) {
     if (!in_) fail(path, "cannot open for reading");
     size_ = static_cast<uint64_t>(in_.tellg());
   }
@@ -130,8 +136,9 @@ StateDict load_from(Source& src, const std::string& path, std::map<std::string, 
   if (!src.read(0, 8, reinterpret_cast<char*>(len_le))) fail(path, "cannot read the header length");
   uint64_t hlen = 0;
   for (int i = 0; i < 8; ++i) hlen |= static_cast<uint64_t>(len_le[i]) << (8 * i);
-  if (hlen > size - 8) fail(path, "header length " + std::to_string(hlen) + " exceeds the file's remaining " +
-                                      std::to_string(size - 8) + " bytes");
+  if (hlen > size - 8)
+    fail(path, "header length " + std::to_string(hlen) + " exceeds the file's remaining " + std::to_string(size - 8) +
+                   " bytes");
   if (hlen > 100u * 1024 * 1024) fail(path, "header length " + std::to_string(hlen) + " is over the 100 MB limit");
   std::string h(static_cast<size_t>(hlen), '\0');
   if (!src.read(8, h.size(), h.data())) fail(path, "cannot read the " + std::to_string(hlen) + "-byte header");
@@ -173,7 +180,8 @@ StateDict load_from(Source& src, const std::string& path, std::map<std::string, 
     const std::string& name = it.key();
     const nlohmann::ordered_json& e = *it;
     if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets") ||
-        !e["dtype"].is_string() || !e["shape"].is_array() || !e["data_offsets"].is_array() || e["data_offsets"].size() != 2)
+        !e["dtype"].is_string() || !e["shape"].is_array() || !e["data_offsets"].is_array() ||
+        e["data_offsets"].size() != 2)
       fail(path, "tensor '" + name + "': expected {\"dtype\": str, \"shape\": [ints], \"data_offsets\": [begin, end]}");
     Entry en{name, e["dtype"].get<std::string>(), Shape(), 0, 0};
     if (e["shape"].size() > static_cast<size_t>(kMaxDims)) fail(path, "tensor '" + name + "': too many dims");
@@ -188,28 +196,34 @@ StateDict load_from(Source& src, const std::string& path, std::map<std::string, 
       const uint64_t limit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
       const uint64_t m = std::max<uint64_t>(v, 1);
       if (m > limit / extent)
-        fail(path, "tensor '" + name + "': shape " + e["shape"].dump() + " has more elements than a 64-bit index can address");
+        fail(path, "tensor '" + name + "': shape " + e["shape"].dump() +
+                       " has more elements than a 64-bit index can address");
       extent *= m;
       numel *= v;  // numel <= extent: no overflow
       en.shape.push_back(static_cast<int64_t>(v));
     }
     for (int k = 0; k < 2; ++k)
-      if (!e["data_offsets"][k].is_number_unsigned()) fail(path, "tensor '" + name + "': data_offsets must be non-negative integers");
+      if (!e["data_offsets"][k].is_number_unsigned())
+        fail(path, "tensor '" + name + "': data_offsets must be non-negative integers");
     en.begin = e["data_offsets"][0].get<uint64_t>();
     en.end = e["data_offsets"][1].get<uint64_t>();
     size_t es;
-    if (en.dtype == "F32") es = 4;
-    else if (en.dtype == "F64" || en.dtype == "I64") es = 8;
-    else if (en.dtype == "F16" || en.dtype == "BF16") es = 2;
-    else if (en.dtype == "BOOL") es = 1;
-    else fail(path, "tensor '" + name + "': unsupported dtype '" + en.dtype + "' (F32, F64, F16, BF16, I64, BOOL)");
+    if (en.dtype == "F32")
+      es = 4;
+    else if (en.dtype == "F64" || en.dtype == "I64")
+      es = 8;
+    else if (en.dtype == "F16" || en.dtype == "BF16")
+      es = 2;
+    else if (en.dtype == "BOOL")
+      es = 1;
+    else
+      fail(path, "tensor '" + name + "': unsupported dtype '" + en.dtype + "' (F32, F64, F16, BF16, I64, BOOL)");
     if (en.begin > en.end || en.end > data_size)
       fail(path, "tensor '" + name + "': data_offsets [" + std::to_string(en.begin) + ", " + std::to_string(en.end) +
                      "] are out of range for " + std::to_string(data_size) + " bytes of data");
     if (numel > std::numeric_limits<uint64_t>::max() / es || en.end - en.begin != numel * es)
-      fail(path, "tensor '" + name + "': data_offsets span " + std::to_string(en.end - en.begin) +
-                     " bytes but dtype " + en.dtype + " and shape " + en.shape.str() + " need " +
-                     std::to_string(numel * es));
+      fail(path, "tensor '" + name + "': data_offsets span " + std::to_string(en.end - en.begin) + " bytes but dtype " +
+                     en.dtype + " and shape " + en.shape.str() + " need " + std::to_string(numel * es));
     entries.push_back(std::move(en));
   }
   // Offsets must not overlap.
@@ -228,9 +242,12 @@ StateDict load_from(Source& src, const std::string& path, std::map<std::string, 
       fail(path, "tensor '" + e.name + "': read failed (truncated file?)");
     Tensor t;
     {
-      const DType dt = e.dtype == "F32" ? DType::Float32 : e.dtype == "F64" ? DType::Float64
-                       : e.dtype == "I64" ? DType::Int64 : e.dtype == "BF16" ? DType::BFloat16
-                       : e.dtype == "F16" ? DType::Float16 : DType::Bool;
+      const DType dt = e.dtype == "F32"    ? DType::Float32
+                       : e.dtype == "F64"  ? DType::Float64
+                       : e.dtype == "I64"  ? DType::Int64
+                       : e.dtype == "BF16" ? DType::BFloat16
+                       : e.dtype == "F16"  ? DType::Float16
+                                           : DType::Bool;
       t = empty(e.shape, TensorOptions(dt));
       if (!raw.empty()) std::memcpy(t.data_ptr(), raw.data(), raw.size());
       if (dt == DType::Bool) {
@@ -243,7 +260,6 @@ StateDict load_from(Source& src, const std::string& path, std::map<std::string, 
   }
   return out;
 }
-
 
 }  // namespace
 

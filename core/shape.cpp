@@ -20,8 +20,8 @@ Shape contiguous_strides(const Shape& shape) {
     // A shape whose element count overflows int64 would otherwise overflow
     // here (undefined behaviour; found under the fuzz build with a crafted
     // safetensors header, tests/test_checkpoint.cpp).
-    EMBER_CHECK(!__builtin_mul_overflow(st[i + 1], std::max<int64_t>(shape[i + 1], 1), &st[i]), ShapeError,
-                "shape ", shape.str(), " has more elements than a 64-bit index can address");
+    EMBER_CHECK(!__builtin_mul_overflow(st[i + 1], std::max<int64_t>(shape[i + 1], 1), &st[i]), ShapeError, "shape ",
+                shape.str(), " has more elements than a 64-bit index can address");
   return st;
 }
 
@@ -39,8 +39,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   for (int i = 0; i < n; ++i) {
     const int ia = a.size() - n + i, ib = b.size() - n + i;
     const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
-    EMBER_CHECK(da == db || da == 1 || db == 1, ShapeError, op, ": shapes ", a.str(), " and ",
-                b.str(), " cannot be broadcast together (dim ", i - n, ": ", da, " vs ", db, ")");
+    EMBER_CHECK(da == db || da == 1 || db == 1, ShapeError, op, ": shapes ", a.str(), " and ", b.str(),
+                " cannot be broadcast together (dim ", i - n, ": ", da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
   return out;

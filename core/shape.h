@@ -63,8 +63,7 @@ class Shape {
   }
   /// Keeps the first n entries, filling new ones with value.
   void resize(int n, int64_t value = 0) {
-    EMBER_CHECK(n >= 0 && n <= kMaxDims, ShapeError, "tensors have at most ", kMaxDims,
-                " dims; got ", n);
+    EMBER_CHECK(n >= 0 && n <= kMaxDims, ShapeError, "tensors have at most ", kMaxDims, " dims; got ", n);
     for (int i = n_; i < n; ++i) d_[i] = value;
     n_ = static_cast<uint8_t>(n);
   }

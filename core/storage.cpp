@@ -39,9 +39,7 @@ Allocator* allocator_for(DeviceType type) {
   return a;
 }
 
-void register_allocator(DeviceType type, Allocator* allocator) {
-  allocators[static_cast<int>(type)] = allocator;
-}
+void register_allocator(DeviceType type, Allocator* allocator) { allocators[static_cast<int>(type)] = allocator; }
 
 MemoryStats memory_stats(Device device) { return allocator_for(device.type)->stats(device.index); }
 void reset_peak_memory_stats(Device device) { allocator_for(device.type)->reset_peak(device.index); }

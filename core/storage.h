@@ -20,11 +20,11 @@ namespace ember {
 /// free blocks (reserved), the high-water mark of allocated since the last
 /// reset, and how many requests went to the system versus the cache.
 struct MemoryStats {
-  size_t allocated = 0;  ///< bytes held by live tensors
-  size_t reserved = 0;  ///< bytes held from the system, cached free blocks included
+  size_t allocated = 0;       ///< bytes held by live tensors
+  size_t reserved = 0;        ///< bytes held from the system, cached free blocks included
   size_t peak_allocated = 0;  ///< the most allocated since the last reset_peak_memory_stats
-  uint64_t raw_allocs = 0;  ///< requests that went to the system allocator
-  uint64_t cache_hits = 0;  ///< requests served from the cache
+  uint64_t raw_allocs = 0;    ///< requests that went to the system allocator
+  uint64_t cache_hits = 0;    ///< requests served from the cache
 };
 
 /// Where a device type's memory comes from; one per device type (register_allocator).

@@ -40,12 +40,18 @@ namespace {
 template <class T>
 T read_as(const void* p, DType dt) {
   switch (dt) {
-    case DType::Bool: return static_cast<T>(*static_cast<const bool*>(p));
-    case DType::Int64: return static_cast<T>(*static_cast<const int64_t*>(p));
-    case DType::Float32: return static_cast<T>(*static_cast<const float*>(p));
-    case DType::Float64: return static_cast<T>(*static_cast<const double*>(p));
-    case DType::BFloat16: return static_cast<T>(static_cast<float>(*static_cast<const bfloat16*>(p)));
-    case DType::Float16: return static_cast<T>(static_cast<float>(*static_cast<const float16*>(p)));
+    case DType::Bool:
+      return static_cast<T>(*static_cast<const bool*>(p));
+    case DType::Int64:
+      return static_cast<T>(*static_cast<const int64_t*>(p));
+    case DType::Float32:
+      return static_cast<T>(*static_cast<const float*>(p));
+    case DType::Float64:
+      return static_cast<T>(*static_cast<const double*>(p));
+    case DType::BFloat16:
+      return static_cast<T>(static_cast<float>(*static_cast<const bfloat16*>(p)));
+    case DType::Float16:
+      return static_cast<T>(static_cast<float>(*static_cast<const float16*>(p)));
   }
   return T();
 }
@@ -53,22 +59,21 @@ T read_as(const void* p, DType dt) {
 
 template <class T>
 T Tensor::item() const {
-  EMBER_CHECK(numel() == 1, ValueError, "item(): the tensor has ", numel(), " elements (shape ",
-              shape().str(), "); only one-element tensors convert to a scalar");
+  EMBER_CHECK(numel() == 1, ValueError, "item(): the tensor has ", numel(), " elements (shape ", shape().str(),
+              "); only one-element tensors convert to a scalar");
   Tensor c = device().is_cpu() ? *this : cpu();
   return read_as<T>(c.data_ptr(), c.dtype());
 }
 
 template <class T>
 T Tensor::at(std::initializer_list<int64_t> index) const {
-  EMBER_CHECK(static_cast<int>(index.size()) == dim(), IndexError, "at(): got ", index.size(),
-              " indices for a ", dim(), "-dim tensor of shape ", shape().str());
+  EMBER_CHECK(static_cast<int>(index.size()) == dim(), IndexError, "at(): got ", index.size(), " indices for a ", dim(),
+              "-dim tensor of shape ", shape().str());
   int64_t off = 0;
   int d = 0;
   for (int64_t i : index) {
     const int64_t n = shape()[d];
-    EMBER_CHECK(i >= -n && i < n, IndexError, "at(): index ", i, " is out of range for dim ", d,
-                " of size ", n);
+    EMBER_CHECK(i >= -n && i < n, IndexError, "at(): index ", i, " is out of range for dim ", d, " of size ", n);
     off += (i < 0 ? i + n : i) * strides()[d];
     ++d;
   }
@@ -89,9 +94,9 @@ std::vector<T> Tensor::to_vector() const {
   return out;
 }
 
-#define EMBER_INSTANTIATE_ACCESS(T)                                         \
-  template T Tensor::item<T>() const;                                       \
-  template T Tensor::at<T>(std::initializer_list<int64_t>) const;           \
+#define EMBER_INSTANTIATE_ACCESS(T)                               \
+  template T Tensor::item<T>() const;                             \
+  template T Tensor::at<T>(std::initializer_list<int64_t>) const; \
   template std::vector<T> Tensor::to_vector<T>() const;
 EMBER_INSTANTIATE_ACCESS(float)
 EMBER_INSTANTIATE_ACCESS(double)
@@ -114,14 +119,24 @@ struct Formatter {
   std::string format(double v) const {
     std::ostringstream os;
     switch (mode) {
-      case Bool: os << (v != 0 ? "True" : "False"); break;
-      case Int: os << static_cast<int64_t>(v); break;
-      case IntFloat:
-        if (std::isfinite(v)) os << static_cast<int64_t>(v) << '.';
-        else os << v;
+      case Bool:
+        os << (v != 0 ? "True" : "False");
         break;
-      case Fixed: os << std::fixed << std::setprecision(4) << v; break;
-      case Sci: os << std::scientific << std::setprecision(4) << v; break;
+      case Int:
+        os << static_cast<int64_t>(v);
+        break;
+      case IntFloat:
+        if (std::isfinite(v))
+          os << static_cast<int64_t>(v) << '.';
+        else
+          os << v;
+        break;
+      case Fixed:
+        os << std::fixed << std::setprecision(4) << v;
+        break;
+      case Sci:
+        os << std::scientific << std::setprecision(4) << v;
+        break;
     }
     return os.str();
   }
@@ -147,8 +162,10 @@ struct Printer {
       if (summarize && n > 2 * kEdge && i == kEdge) {
         os << "...";
         i = n - kEdge - 1;
-        if (d + 1 < shape.size()) os << ",\n" << std::string(indent + 1, ' ');
-        else os << ", ";
+        if (d + 1 < shape.size())
+          os << ",\n" << std::string(indent + 1, ' ');
+        else
+          os << ", ";
         continue;
       }
       if (d + 1 == shape.size()) {
@@ -159,8 +176,7 @@ struct Printer {
       }
       if (i + 1 < n) {
         if (d + 1 < shape.size())
-          os << ',' << std::string(static_cast<size_t>(shape.size() - d - 1), '\n')
-             << std::string(indent + 1, ' ');
+          os << ',' << std::string(static_cast<size_t>(shape.size() - d - 1), '\n') << std::string(indent + 1, ' ');
         else
           os << ", ";
       }
@@ -175,8 +191,10 @@ std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
   std::vector<double> v = to_vector<double>();
   Formatter f;
-  if (dtype() == DType::Bool) f.mode = Formatter::Bool;
-  else if (dtype() == DType::Int64) f.mode = Formatter::Int;
+  if (dtype() == DType::Bool)
+    f.mode = Formatter::Bool;
+  else if (dtype() == DType::Int64)
+    f.mode = Formatter::Int;
   else {
     bool all_int = true;
     double max_abs = 0, min_abs = INFINITY;
@@ -187,18 +205,25 @@ std::string Tensor::str() const {
       max_abs = std::max(max_abs, a);
       if (a > 0) min_abs = std::min(min_abs, a);
     }
-    if (all_int && max_abs < 1e8) f.mode = Formatter::IntFloat;
-    else if (max_abs >= 1e8 || (min_abs < 1e-4 && min_abs != INFINITY)) f.mode = Formatter::Sci;
-    else f.mode = Formatter::Fixed;
+    if (all_int && max_abs < 1e8)
+      f.mode = Formatter::IntFloat;
+    else if (max_abs >= 1e8 || (min_abs < 1e-4 && min_abs != INFINITY))
+      f.mode = Formatter::Sci;
+    else
+      f.mode = Formatter::Fixed;
   }
   for (double x : v) f.width = std::max<int>(f.width, static_cast<int>(f.format(x).size()));
   std::ostringstream os;
   os << "tensor(";
-  if (numel() == 0) os << "[]";
-  else Printer{v, shape(), f, numel() > 1000}.print(os, 0, 0, 7);
+  if (numel() == 0)
+    os << "[]";
+  else
+    Printer{v, shape(), f, numel() > 1000}.print(os, 0, 0, 7);
   os << ", shape=" << shape().str() << ", dtype=" << dtype_name(dtype()) << ", device=" << device().str();
-  if (grad_fn()) os << ", grad_fn=<" << grad_fn()->name() << ">";
-  else if (requires_grad()) os << ", requires_grad=true";
+  if (grad_fn())
+    os << ", grad_fn=<" << grad_fn()->name() << ">";
+  else if (requires_grad())
+    os << ", requires_grad=true";
   os << ')';
   return os.str();
 }
@@ -217,8 +242,7 @@ Tensor& Tensor::requires_grad_(bool on) {
               "requires_grad_(): only leaf tensors can change requires_grad; this one was made by '",
               m->grad_fn->name(), "' (use detach() to get a leaf)");
   EMBER_CHECK(!on || is_floating_point(), DTypeError,
-              "requires_grad_(): only floating-point tensors can require gradients, got ",
-              dtype_name(dtype()));
+              "requires_grad_(): only floating-point tensors can require gradients, got ", dtype_name(dtype()));
   if (!m) m = std::make_unique<autograd::AutogradMeta>();
   m->requires_grad = on;
   return *this;
@@ -239,8 +263,10 @@ Tensor& Tensor::mutable_grad() {
 void Tensor::zero_grad(bool set_to_none) {
   auto& m = impl().autograd;
   if (!m || !m->grad.defined()) return;
-  if (set_to_none) m->grad = Tensor();
-  else m->grad.zero_();
+  if (set_to_none)
+    m->grad = Tensor();
+  else
+    m->grad.zero_();
 }
 
 void Tensor::retain_grad() {
@@ -271,13 +297,11 @@ Tensor Tensor::detach() const {
 }
 
 // ---- factories over raw memory ----------------------------------------------
-Tensor empty(const Shape& shape, TensorOptions opts) {
-  return empty_strided(shape, contiguous_strides(shape), opts);
-}
+Tensor empty(const Shape& shape, TensorOptions opts) { return empty_strided(shape, contiguous_strides(shape), opts); }
 
 Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions opts) {
-  EMBER_CHECK(shape.size() == strides.size(), ShapeError, "empty_strided: shape ", shape.str(),
-              " and strides ", strides.str(), " differ in length");
+  EMBER_CHECK(shape.size() == strides.size(), ShapeError, "empty_strided: shape ", shape.str(), " and strides ",
+              strides.str(), " differ in length");
   int64_t extent = 1;  // 1 + largest reachable offset
   for (int i = 0; i < shape.size(); ++i) {
     EMBER_CHECK(shape[i] >= 0, ShapeError, "empty: negative size in shape ", shape.str());
@@ -290,7 +314,8 @@ Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions opt
   if (extent)
     for (int i = 0; i < shape.size(); ++i) {
       int64_t span = 0;
-      overflow |= __builtin_mul_overflow(shape[i] - 1, strides[i], &span) || __builtin_add_overflow(extent, span, &extent);
+      overflow |=
+          __builtin_mul_overflow(shape[i] - 1, strides[i], &span) || __builtin_add_overflow(extent, span, &extent);
     }
   overflow |= __builtin_mul_overflow(extent, static_cast<int64_t>(itemsize(opts.dtype)), &nbytes);
   EMBER_CHECK(!overflow, ShapeError, "empty: shape ", shape.str(), " with strides ", strides.str(),
@@ -318,8 +343,8 @@ Tensor from_data(const T* data, const Shape& shape, TensorOptions opts) {
 
 template <class T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions opts) {
-  EMBER_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), ShapeError, "from_vector: ",
-              values.size(), " values do not fill shape ", shape.str(), " (", shape.numel(), " elements)");
+  EMBER_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), ShapeError, "from_vector: ", values.size(),
+              " values do not fill shape ", shape.str(), " (", shape.numel(), " elements)");
   if constexpr (std::is_same_v<T, bool>) {
     // std::vector<bool> is packed; unpack it first.
     std::vector<uint8_t> bytes(values.begin(), values.end());
@@ -329,8 +354,8 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptio
   }
 }
 
-#define EMBER_INSTANTIATE_FROM(T)                                                   \
-  template Tensor from_data<T>(const T*, const Shape&, TensorOptions);              \
+#define EMBER_INSTANTIATE_FROM(T)                                      \
+  template Tensor from_data<T>(const T*, const Shape&, TensorOptions); \
   template Tensor from_vector<T>(const std::vector<T>&, const Shape&, TensorOptions);
 EMBER_INSTANTIATE_FROM(float)
 EMBER_INSTANTIATE_FROM(double)
@@ -350,15 +375,14 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> values, Tenso
   const int64_t rows = static_cast<int64_t>(values.size());
   const int64_t cols = rows ? static_cast<int64_t>(values.begin()->size()) : 0;
   for (const auto& r : values) {
-    EMBER_CHECK(static_cast<int64_t>(r.size()) == cols, ShapeError,
-                "tensor(): rows have different lengths (", cols, " and ", r.size(), ")");
+    EMBER_CHECK(static_cast<int64_t>(r.size()) == cols, ShapeError, "tensor(): rows have different lengths (", cols,
+                " and ", r.size(), ")");
     flat.insert(flat.end(), r.begin(), r.end());
   }
   return from_vector(flat, Shape{rows, cols}, opts);
 }
 
-Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<double>>> values,
-              TensorOptions opts) {
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<double>>> values, TensorOptions opts) {
   std::vector<double> flat;
   const int64_t n0 = static_cast<int64_t>(values.size());
   int64_t n1 = -1, n2 = -1;

@@ -35,11 +35,11 @@ struct AutogradMeta;
 
 /// What a Tensor handle points to: a view (shape, strides, offset, dtype) of a Storage, plus autograd's data.
 struct TensorImpl {
-  std::shared_ptr<Storage> storage;  ///< the memory, shared with every view
-  Shape shape;  ///< sizes, outermost first
-  Shape strides;       ///< in elements
-  int64_t offset = 0;  ///< in elements
-  DType dtype = DType::Float32;  ///< element type
+  std::shared_ptr<Storage> storage;                  ///< the memory, shared with every view
+  Shape shape;                                       ///< sizes, outermost first
+  Shape strides;                                     ///< in elements
+  int64_t offset = 0;                                ///< in elements
+  DType dtype = DType::Float32;                      ///< element type
   std::unique_ptr<autograd::AutogradMeta> autograd;  ///< null unless autograd touched it
 
   /// A view of s with this geometry and dtype.
@@ -65,7 +65,7 @@ class Tensor {
   const Shape& strides() const { return impl().strides; }
   /// Number of dims (0 for a scalar).
   int dim() const { return impl().shape.size(); }
-  int64_t size(int64_t dim) const;    ///< negative dims count from the end
+  int64_t size(int64_t dim) const;  ///< negative dims count from the end
   /// Stride of one dim, in elements (negative dims count from the end).
   int64_t stride(int64_t dim) const;
   /// Number of elements (1 for a 0-dim tensor).
@@ -212,12 +212,12 @@ using StateDict = std::vector<std::pair<std::string, Tensor>>;
 /// Options for factories, in PyTorch's spirit: empty({2, 3}, kFloat64).
 struct TensorOptions {
   DType dtype = DType::Float32;  ///< element type
-  Device device = kCPU;  ///< where the memory lives
-  bool requires_grad = false;  ///< make the result a leaf that requires grad
+  Device device = kCPU;          ///< where the memory lives
+  bool requires_grad = false;    ///< make the result a leaf that requires grad
   TensorOptions() = default;
   /// Options with this dtype, device, or both (the rest default).
   ///@{
-  TensorOptions(DType d) : dtype(d) {}   // NOLINT: implicit so a dtype alone works
+  TensorOptions(DType d) : dtype(d) {}    // NOLINT: implicit so a dtype alone works
   TensorOptions(Device d) : device(d) {}  // NOLINT
   TensorOptions(DType d, Device dev) : dtype(d), device(dev) {}
   ///@}

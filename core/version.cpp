@@ -53,8 +53,7 @@ std::string backends() {
   try {
     allocator_for(DeviceType::CUDA);  // registered only when built with the CUDA backend
     s += " cuda";
-  } catch (const DeviceError&) {
-  }
+  } catch (const DeviceError&) {}
   return s;
 }
 

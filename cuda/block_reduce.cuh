@@ -11,11 +11,15 @@ namespace ember::cuda {
 
 struct SumOp {
   template <class T>
-  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct MaxOp {
   template <class T>
-  __device__ __forceinline__ T operator()(T a, T b) const { return a > b ? a : b; }
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return a > b ? a : b;
+  }
 };
 
 template <class T, class Op>

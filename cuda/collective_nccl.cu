@@ -34,17 +34,17 @@ NcclState& nccl() {
 }
 
 [[noreturn]] void throw_nccl(const char* call, const char* file, int line, ncclResult_t r) {
-  std::string msg = std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
-                    ncclGetErrorString(r);
+  std::string msg =
+      std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + ncclGetErrorString(r);
   if (nccl().comm) {
     const char* last = ncclGetLastError(nccl().comm);
     if (last && *last) msg += std::string(" (") + last + ")";
   }
   throw DeviceError(msg);
 }
-#define EMBER_NCCL_CHECK(call)                                                         \
-  do {                                                                                 \
-    const ncclResult_t ember_nccl_rc_ = (call);                                        \
+#define EMBER_NCCL_CHECK(call)                                                                \
+  do {                                                                                        \
+    const ncclResult_t ember_nccl_rc_ = (call);                                               \
     if (ember_nccl_rc_ != ncclSuccess) throw_nccl(#call, __FILE__, __LINE__, ember_nccl_rc_); \
   } while (0)
 
@@ -77,29 +77,38 @@ void shutdown() {
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::Float32: return ncclFloat32;
-    case DType::Float64: return ncclFloat64;
-    case DType::Int64: return ncclInt64;
-    case DType::Bool: return ncclUint8;
-    case DType::BFloat16: return ncclBfloat16;
-    case DType::Float16: return ncclFloat16;
+    case DType::Float32:
+      return ncclFloat32;
+    case DType::Float64:
+      return ncclFloat64;
+    case DType::Int64:
+      return ncclInt64;
+    case DType::Bool:
+      return ncclUint8;
+    case DType::BFloat16:
+      return ncclBfloat16;
+    case DType::Float16:
+      return ncclFloat16;
   }
   return ncclUint8;
 }
 
 ncclRedOp_t nccl_op(distributed::ReduceOp op) {
   switch (op) {
-    case distributed::ReduceOp::Max: return ncclMax;
-    case distributed::ReduceOp::Min: return ncclMin;
-    default: return ncclSum;  // Mean reaches kernels as Sum
+    case distributed::ReduceOp::Max:
+      return ncclMax;
+    case distributed::ReduceOp::Min:
+      return ncclMin;
+    default:
+      return ncclSum;  // Mean reaches kernels as Sum
   }
 }
 
 void nccl_broadcast(Tensor& t, int root) {
   const int d = t.device().index;
   ncclComm_t c = comm_for(d);
-  EMBER_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()),
-                                 root, c, stream(d)));
+  EMBER_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), root,
+                                 c, stream(d)));
 }
 
 // Finished when the stream passed the event recorded after the collective;

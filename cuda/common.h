@@ -37,17 +37,16 @@ namespace ember::cuda {
 /// EMBER_CUDA_CHECK(cudaXxx(...)) and EMBER_CUBLAS_CHECK(cublasXxx(...)):
 /// a failing call throws DeviceError naming the call, file, line and error.
 ///@{
-#define EMBER_CUDA_CHECK(call)                                                                 \
-  do {                                                                                         \
-    const cudaError_t ember_cuda_err_ = (call);                                                \
-    if (ember_cuda_err_ != cudaSuccess)                                                        \
-      ::ember::cuda::throw_cuda_error(#call, __FILE__, __LINE__, ember_cuda_err_);             \
+#define EMBER_CUDA_CHECK(call)                                                                                       \
+  do {                                                                                                               \
+    const cudaError_t ember_cuda_err_ = (call);                                                                      \
+    if (ember_cuda_err_ != cudaSuccess) ::ember::cuda::throw_cuda_error(#call, __FILE__, __LINE__, ember_cuda_err_); \
   } while (0)
-#define EMBER_CUBLAS_CHECK(call)                                                               \
-  do {                                                                                         \
-    const cublasStatus_t ember_cublas_st_ = (call);                                            \
-    if (ember_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                             \
-      ::ember::cuda::throw_cublas_error(#call, __FILE__, __LINE__, ember_cublas_st_);          \
+#define EMBER_CUBLAS_CHECK(call)                                                      \
+  do {                                                                                \
+    const cublasStatus_t ember_cublas_st_ = (call);                                   \
+    if (ember_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                    \
+      ::ember::cuda::throw_cublas_error(#call, __FILE__, __LINE__, ember_cublas_st_); \
   } while (0)
 ///@}
 
@@ -84,15 +83,15 @@ inline unsigned blocks_for(int64_t n, int threads, int64_t cap = 65535) {
 /// The launch helper: `kernel<<<grid, block, smem, stream>>>(args...)` under
 /// nvcc, the emulator otherwise; the launch error is checked either way.
 template <class... P, class... A>
-void launch(const char* file, int line, const char* name, void (*kernel)(P...), dim3 grid, dim3 block,
-            size_t smem, cudaStream_t st, A&&... args) {
+void launch(const char* file, int line, const char* name, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+            cudaStream_t st, A&&... args) {
 #if defined(EMBER_CUDA_EMULATE)
   (void)st;
   (void)file;
   (void)line;
   ::ember::emu::launch({grid, block, smem, name}, [&] { kernel(args...); });
 #else
-  kernel<<<grid, block, smem, st>>>(std::forward<A>(args)...);
+  kernel<<<grid, block, smem, st> > >(std::forward<A>(args)...);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) throw_cuda_error(name, file, line, e);
 #endif
@@ -100,7 +99,7 @@ void launch(const char* file, int line, const char* name, void (*kernel)(P...), 
 
 /// EMBER_CUDA_LAUNCH(kernel, grid, block, shared_bytes, device, args...);
 /// wrap a template kernel in parentheses: EMBER_CUDA_LAUNCH((k<T, F>), ...).
-#define EMBER_CUDA_LAUNCH(kernel, grid, block, smem, device, ...)                                      \
+#define EMBER_CUDA_LAUNCH(kernel, grid, block, smem, device, ...)                                              \
   ::ember::cuda::launch(__FILE__, __LINE__, #kernel, kernel, grid, block, smem, ::ember::cuda::stream(device), \
                         __VA_ARGS__)
 
@@ -113,7 +112,7 @@ void launch(const char* file, int line, const char* name, void (*kernel)(P...), 
 #if defined(EMBER_CUDA_EMULATE)
 #define EMBER_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(::ember::emu::dynamic_shared())
 #else
-#define EMBER_DYNAMIC_SHARED(T, name)                        \
+#define EMBER_DYNAMIC_SHARED(T, name)                              \
   extern __shared__ __align__(16) unsigned char ember_dyn_smem_[]; \
   T* name = reinterpret_cast<T*>(ember_dyn_smem_)
 #endif

@@ -20,8 +20,8 @@
 namespace ember::cuda {
 
 void throw_cuda_error(const char* call, const char* file, int line, cudaError_t e) {
-  throw DeviceError(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
-                    cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+  throw DeviceError(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + cudaGetErrorName(e) +
+                    ": " + cudaGetErrorString(e));
 }
 
 void throw_cublas_error(const char* call, const char* file, int line, cublasStatus_t s) {
@@ -53,8 +53,8 @@ int device_count() {
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();  // clear the sticky-free error state
-      throw DeviceError(std::string("no CUDA device available: cudaGetDeviceCount failed: ") +
-                        cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+      throw DeviceError(std::string("no CUDA device available: cudaGetDeviceCount failed: ") + cudaGetErrorName(e) +
+                        ": " + cudaGetErrorString(e));
     }
     return count;
   }();

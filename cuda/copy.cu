@@ -1,8 +1,8 @@
 // CUDA kernels of ops/copy.cpp: copy with dtype conversion between any
 // layouts, and fill. (Copies between devices are in context.cu.)
 #include <ember/core/dtype_dispatch.h>
-#include <ember/cuda/loops.cuh>
 #include <ember/ops/copy.h>
+#include <ember/cuda/loops.cuh>
 
 namespace ember::cuda {
 namespace {
@@ -22,8 +22,8 @@ void cuda_copy(const Tensor& src, Tensor& dst) {
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous() && src.shape() == dst.shape()) {
     const size_t n = static_cast<size_t>(dst.numel()) * dst.element_size();
     if (n && src.data_ptr() != dst.data_ptr())
-      EMBER_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), n, cudaMemcpyDeviceToDevice,
-                                       stream(dst.device().index)));
+      EMBER_CUDA_CHECK(
+          cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), n, cudaMemcpyDeviceToDevice, stream(dst.device().index)));
     return;
   }
   dispatch_all(dst.dtype(), [&](auto dtag) {

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include <ember/core/dtype_dispatch.h>
-#include <ember/cuda/loops.cuh>
 #include <ember/ops/dropout.h>
+#include <ember/cuda/loops.cuh>
 
 namespace ember::cuda {
 namespace {
@@ -15,8 +15,7 @@ template <class T>
 __global__ void dropout_kernel_impl(const T* __restrict__ x, T* __restrict__ out, bool* __restrict__ keep, int64_t n,
                                     uint64_t seed, uint64_t offset, uint32_t threshold, T scale) {
   const int64_t counters = (n + 3) / 4;
-  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < counters;
-       c += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < counters; c += int64_t(gridDim.x) * blockDim.x) {
     const Philox4x32 r = Philox4x32::generate(seed, offset + static_cast<uint64_t>(c));
     for (int j = 0; j < 4; ++j) {
       const int64_t e = 4 * c + j;

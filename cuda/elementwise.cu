@@ -3,8 +3,8 @@
 // (unary, binary, compare for every functor of ops/functors.h, where,
 // masked_fill; the same dtype rules and scalar formulas as the CPU) run over
 // the CUDA elementwise loop of cuda/loops.cuh.
-#include <ember/cuda/loops.cuh>
 #include <ember/ops/pointwise_kernels.h>
+#include <ember/cuda/loops.cuh>
 
 namespace ember::cuda {
 namespace {

@@ -11,8 +11,7 @@ namespace {
 template <class T>
 __global__ void random_kernel_impl(T* p, int64_t n, int64_t k, RandomSpec spec) {
   const int64_t counters = (n + k - 1) / k;
-  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < counters;
-       c += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < counters; c += int64_t(gridDim.x) * blockDim.x) {
     T v[4] = {};
     random_values<T>(spec, static_cast<uint64_t>(c), v);
     for (int64_t j = 0; j < k && k * c + j < n; ++j) p[k * c + j] = v[j];

@@ -41,9 +41,7 @@ __global__ void index_max_kernel_impl(const int64_t* __restrict__ idx, int64_t n
 }
 
 // Two int64 words on the device, initialised from the host, read back.
-Tensor scratch_words(Device d, int64_t a, int64_t b) {
-  return from_vector(std::vector<int64_t>{a, b}).to(d);
-}
+Tensor scratch_words(Device d, int64_t a, int64_t b) { return from_vector(std::vector<int64_t>{a, b}).to(d); }
 
 IndexCheckResult cuda_index_check(const Tensor& index, int64_t size, bool has_ignore, int64_t ignore) {
   const int64_t n = index.numel();

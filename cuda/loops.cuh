@@ -122,8 +122,8 @@ void map(Tensor& out, const std::array<const Tensor*, sizeof...(In)>& ins, const
     g.sizes[d] = plan.sizes[d];
     for (int k = 0; k < N; ++k) g.strides[k][d] = plan.strides[k][d] * elsize[k];
   }
-  EMBER_CUDA_LAUNCH((map_strided_kernel<Out, F, In...>), blocks_for(n, kThreads, 8192), kThreads, 0, device, n, g,
-                    ops, f);
+  EMBER_CUDA_LAUNCH((map_strided_kernel<Out, F, In...>), blocks_for(n, kThreads, 8192), kThreads, 0, device, n, g, ops,
+                    f);
 }
 
 /// map as the Loops of ops/pointwise_kernels.h: the pointwise kernels (and

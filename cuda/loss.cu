@@ -9,9 +9,9 @@
 #include <limits>
 
 #include <ember/core/dtype_dispatch.h>
+#include <ember/ops/loss.h>
 #include <ember/cuda/block_reduce.cuh>
 #include <ember/cuda/loops.cuh>
-#include <ember/ops/loss.h>
 
 namespace ember::cuda {
 namespace {
@@ -136,9 +136,8 @@ __global__ void nll_loss_kernel_impl(const T* __restrict__ x, const int64_t* __r
 
 // One thread per element of dlog_probs: -g_r scale where c == t_r, else 0.
 template <class T>
-__global__ void nll_loss_backward_kernel_impl(const int64_t* __restrict__ t, const T* __restrict__ g,
-                                              T* __restrict__ d, int64_t N, int64_t C, int64_t L, int64_t ignore,
-                                              T scale, bool per_row) {
+__global__ void nll_loss_backward_kernel_impl(const int64_t* __restrict__ t, const T* __restrict__ g, T* __restrict__ d,
+                                              int64_t N, int64_t C, int64_t L, int64_t ignore, T scale, bool per_row) {
   const int64_t total = N * C * L;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t l = i % L, c = (i / L) % C, r = (i / (C * L)) * L + l;
@@ -182,7 +181,7 @@ struct BceDxPw {
 };
 template <class T>
 struct BceDx {
-  EMBER_HD T operator()(T x, T t, T g) const { return g * (fn::Sigmoid{}(x) - t); }
+  EMBER_HD T operator()(T x, T t, T g) const { return g * (fn::Sigmoid{}(x)-t); }
 };
 template <class T>
 struct BceDtPw {
@@ -200,8 +199,10 @@ struct BceDpw {
 void cuda_bce_with_logits(const Tensor& x, const Tensor& t, const Tensor& pw, Tensor& out) {
   dispatch_floating(x.dtype(), "binary_cross_entropy_with_logits", [&](auto tag) {
     using T = decltype(tag);
-    if (pw.defined()) map<T, T, T, T>(out, {&x, &t, &pw}, BcePw<T>{});
-    else map<T, T, T>(out, {&x, &t}, Bce<T>{});
+    if (pw.defined())
+      map<T, T, T, T>(out, {&x, &t, &pw}, BcePw<T>{});
+    else
+      map<T, T, T>(out, {&x, &t}, Bce<T>{});
   });
 }
 
@@ -210,11 +211,15 @@ void cuda_bce_with_logits_backward(const Tensor& x, const Tensor& t, const Tenso
   dispatch_floating(x.dtype(), "binary_cross_entropy_with_logits_backward", [&](auto tag) {
     using T = decltype(tag);
     if (wrt == 0) {
-      if (pw.defined()) map<T, T, T, T, T>(out, {&x, &t, &pw, &g}, BceDxPw<T>{});
-      else map<T, T, T, T>(out, {&x, &t, &g}, BceDx<T>{});
+      if (pw.defined())
+        map<T, T, T, T, T>(out, {&x, &t, &pw, &g}, BceDxPw<T>{});
+      else
+        map<T, T, T, T>(out, {&x, &t, &g}, BceDx<T>{});
     } else if (wrt == 1) {
-      if (pw.defined()) map<T, T, T, T>(out, {&x, &pw, &g}, BceDtPw<T>{});
-      else map<T, T, T>(out, {&x, &g}, BceDt<T>{});
+      if (pw.defined())
+        map<T, T, T, T>(out, {&x, &pw, &g}, BceDtPw<T>{});
+      else
+        map<T, T, T>(out, {&x, &g}, BceDt<T>{});
     } else {
       map<T, T, T, T>(out, {&x, &t, &g}, BceDpw<T>{});
     }

@@ -11,17 +11,17 @@
 // are deterministic).
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
-#include <ember/cuda/block_reduce.cuh>
 #include <ember/ops/functors.h>
 #include <ember/ops/norm.h>
+#include <ember/cuda/block_reduce.cuh>
 
 namespace ember::cuda {
 namespace {
 
 template <class T>
-__global__ void layer_norm_kernel_impl(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
-                                       T eps, T* __restrict__ y, T* __restrict__ mean, T* __restrict__ rstd,
-                                       int64_t rows, int64_t N) {
+__global__ void layer_norm_kernel_impl(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T eps,
+                                       T* __restrict__ y, T* __restrict__ mean, T* __restrict__ rstd, int64_t rows,
+                                       int64_t N) {
   __shared__ T scratch[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * N;
@@ -75,8 +75,8 @@ __global__ void layer_norm_dx_kernel(const T* __restrict__ g, const T* __restric
 
 template <class T>
 __global__ void layer_norm_dwdb_kernel(const T* __restrict__ g, const T* __restrict__ x, const T* __restrict__ mean,
-                                       const T* __restrict__ rstd, T* __restrict__ dw, T* __restrict__ db,
-                                       int64_t rows, int64_t N) {
+                                       const T* __restrict__ rstd, T* __restrict__ dw, T* __restrict__ db, int64_t rows,
+                                       int64_t N) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < N; i += int64_t(gridDim.x) * blockDim.x) {
     T sw = 0, sb = 0;
     for (int64_t r = 0; r < rows; ++r) {
@@ -108,8 +108,8 @@ void cuda_layer_norm(const Tensor& x2, const Tensor& w, const Tensor& b, double 
   dispatch_floating(x2.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
     EMBER_CUDA_LAUNCH(layer_norm_kernel_impl<T>, blocks_for(rows, 1, 65535), row_threads(N), 0, dev,
-                      static_cast<const T*>(x2.data_ptr()), ptr_or_null<T>(w), ptr_or_null<T>(b),
-                      static_cast<T>(eps), static_cast<T*>(y2.data_ptr()), static_cast<T*>(mean.data_ptr()),
+                      static_cast<const T*>(x2.data_ptr()), ptr_or_null<T>(w), ptr_or_null<T>(b), static_cast<T>(eps),
+                      static_cast<T*>(y2.data_ptr()), static_cast<T*>(mean.data_ptr()),
                       static_cast<T*>(rstd.data_ptr()), rows, N);
   });
 }

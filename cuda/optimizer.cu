@@ -8,10 +8,10 @@
 #include <vector>
 
 #include <ember/core/dtype_dispatch.h>
-#include <ember/cuda/block_reduce.cuh>
 #include <ember/cuda/common.h>
 #include <ember/ops/functors.h>
 #include <ember/ops/optimizer_kernels.h>
+#include <ember/cuda/block_reduce.cuh>
 
 namespace ember::cuda {
 namespace {
@@ -26,8 +26,10 @@ template <class T>
 __device__ __forceinline__ void adam_element(T& p, T g, T& m, T& v, const AdamScalars<T>& c) {
   T grad = g;
   T param = p;
-  if (c.decoupled) param *= c.decay;  // AdamW: decay the weight itself
-  else grad += c.wd * param;          // Adam: L2 through the gradient
+  if (c.decoupled)
+    param *= c.decay;  // AdamW: decay the weight itself
+  else
+    grad += c.wd * param;  // Adam: L2 through the gradient
   const T mi = c.b1 * m + (T(1) - c.b1) * grad;
   const T vi = c.b2 * v + (T(1) - c.b2) * grad * grad;
   m = mi;
@@ -149,8 +151,8 @@ double cuda_sum_squares(const Tensor& x) {
   Tensor partial = empty({static_cast<int64_t>(blocks)}, TensorOptions(DType::Float64, x.device()));
   dispatch_floating(x.dtype(), "sum_squares", [&](auto tag) {
     using T = decltype(tag);
-    EMBER_CUDA_LAUNCH(sum_squares_kernel_impl<T>, blocks, 256, 0, x.device().index,
-                      static_cast<const T*>(x.data_ptr()), n, static_cast<double*>(partial.data_ptr()));
+    EMBER_CUDA_LAUNCH(sum_squares_kernel_impl<T>, blocks, 256, 0, x.device().index, static_cast<const T*>(x.data_ptr()),
+                      n, static_cast<double*>(partial.data_ptr()));
   });
   double total = 0;
   for (double v : partial.cpu().to_vector<double>()) total += v;

@@ -6,9 +6,9 @@
 // gathering the outputs whose windows hold it, in increasing (oh, ow) (the
 // CPU scatters in that order), so no atomics and the CPU's sums exactly.
 #include <ember/core/dtype_dispatch.h>
-#include <limits>
 #include <ember/cuda/common.h>
 #include <ember/ops/pool_kernels.h>
+#include <limits>
 
 namespace ember::cuda {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
-#include <ember/cuda/block_reduce.cuh>
 #include <ember/ops/reduce.h>
+#include <ember/cuda/block_reduce.cuh>
 
 namespace ember::cuda {
 namespace {

@@ -17,8 +17,10 @@ namespace {
 
 template <class T>
 __device__ __forceinline__ bool nan_(T v) {
-  if constexpr (std::is_floating_point_v<T>) return v != v;
-  else return false;
+  if constexpr (std::is_floating_point_v<T>)
+    return v != v;
+  else
+    return false;
 }
 
 // Whether (v2, i2) beats (v1, i1).

@@ -11,16 +11,17 @@
 
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
-#include <ember/cuda/block_reduce.cuh>
 #include <ember/ops/functors.h>
 #include <ember/ops/softmax.h>
-
+#include <ember/cuda/block_reduce.cuh>
 
 namespace ember::cuda {
 namespace {
 
 template <class T>
-__device__ __forceinline__ T neg_inf() { return -std::numeric_limits<T>::infinity(); }
+__device__ __forceinline__ T neg_inf() {
+  return -std::numeric_limits<T>::infinity();
+}
 
 // One row [R] with stride 1, one block.
 template <class T>
@@ -36,8 +37,7 @@ __global__ void softmax_rows_kernel(const T* __restrict__ x, const bool* __restr
       if (!mr || !mr[r]) mx = xr[r] > mx ? xr[r] : mx;
     mx = block_reduce(mx, MaxOp{}, neg_inf<T>(), scratch);
     if (mx == neg_inf<T>()) {  // all masked, or all -inf (same on every thread)
-      for (int64_t r = threadIdx.x; r < R; r += blockDim.x)
-        yr[r] = mr ? T(0) : std::numeric_limits<T>::quiet_NaN();
+      for (int64_t r = threadIdx.x; r < R; r += blockDim.x) yr[r] = mr ? T(0) : std::numeric_limits<T>::quiet_NaN();
       continue;
     }
     T s = 0;
@@ -49,8 +49,7 @@ __global__ void softmax_rows_kernel(const T* __restrict__ x, const bool* __restr
       for (int64_t r = threadIdx.x; r < R; r += blockDim.x) yr[r] = xr[r] - lse;
     } else {
       const T inv = T(1) / s;
-      for (int64_t r = threadIdx.x; r < R; r += blockDim.x)
-        yr[r] = (!mr || !mr[r]) ? fn::exp_(xr[r] - mx) * inv : T(0);
+      for (int64_t r = threadIdx.x; r < R; r += blockDim.x) yr[r] = (!mr || !mr[r]) ? fn::exp_(xr[r] - mx) * inv : T(0);
     }
   }
 }
@@ -142,11 +141,11 @@ void cuda_softmax_backward(const Tensor& y3, const Tensor& g3, Tensor& dx3, bool
     const T* g = static_cast<const T*>(g3.data_ptr());
     T* dx = static_cast<T*>(dx3.data_ptr());
     if (B == 1)
-      EMBER_CUDA_LAUNCH(softmax_backward_rows_kernel<T>, blocks_for(A, 1, 65535), row_threads(R), 0, dev, y, g, dx,
-                        A, R, log);
+      EMBER_CUDA_LAUNCH(softmax_backward_rows_kernel<T>, blocks_for(A, 1, 65535), row_threads(R), 0, dev, y, g, dx, A,
+                        R, log);
     else
-      EMBER_CUDA_LAUNCH(softmax_backward_cols_kernel<T>, blocks_for(A * B, 128, 4096), 128, 0, dev, y, g, dx, A, R,
-                        B, log);
+      EMBER_CUDA_LAUNCH(softmax_backward_cols_kernel<T>, blocks_for(A * B, 128, 4096), 128, 0, dev, y, g, dx, A, R, B,
+                        log);
   });
 }
 

@@ -8,10 +8,10 @@
 #include <ember/nn/init.h>
 #include <ember/ops/activation.h>
 #include <ember/ops/attention.h>
-#include <ember/ops/join.h>
 #include <ember/ops/dropout.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
+#include <ember/ops/join.h>
 #include <ember/ops/matmul.h>
 #include <ember/ops/reduce.h>
 #include <ember/ops/softmax.h>
@@ -23,16 +23,18 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   EMBER_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, ShapeError,
               "scaled_dot_product_attention: q, k, v need at least 2 dims, got ", q.shape().str(), ", ",
               k.shape().str(), ", ", v.shape().str());
-  EMBER_CHECK(q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2), ShapeError,
-              "scaled_dot_product_attention: q ", q.shape().str(), ", k ", k.shape().str(), " and v ",
-              v.shape().str(), " do not fit (q and k share the last dim, k and v the key count)");
+  EMBER_CHECK(q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2), ShapeError, "scaled_dot_product_attention: q ",
+              q.shape().str(), ", k ", k.shape().str(), " and v ", v.shape().str(),
+              " do not fit (q and k share the last dim, k and v the key count)");
   // scores = q k^T / sqrt(d): the scaling keeps the softmax out of its flat
   // regions when d is large.
   Tensor scores = mul(matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   Tensor bool_mask;
   if (mask.defined()) {
-    if (mask.is_floating_point()) scores = add(scores, mask);
-    else bool_mask = mask;
+    if (mask.is_floating_point())
+      scores = add(scores, mask);
+    else
+      bool_mask = mask;
   }
   if (is_causal) {
     const Tensor c = causal_mask(q.size(-2), k.size(-2), q.device());
@@ -75,8 +77,13 @@ Tensor AdditiveAttention::forward_projected(const Tensor& queries, const Tensor&
 
 // ---- multi-head attention -----------------------------------------------------
 MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, MultiheadAttentionOptions o)
-    : embed_dim(e), num_heads(h), head_dim(h > 0 ? e / h : 0), kdim(o.kdim ? o.kdim : e), vdim(o.vdim ? o.vdim : e),
-      dropout(o.dropout), batch_first(o.batch_first) {
+    : embed_dim(e),
+      num_heads(h),
+      head_dim(h > 0 ? e / h : 0),
+      kdim(o.kdim ? o.kdim : e),
+      vdim(o.vdim ? o.vdim : e),
+      dropout(o.dropout),
+      batch_first(o.batch_first) {
   EMBER_CHECK(e > 0 && h > 0 && e % h == 0, ValueError, "MultiheadAttention: embed_dim ", e,
               " must be divisible by num_heads ", h);
   if (kdim == e && vdim == e) {
@@ -120,16 +127,17 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   // Combine the masks into one broadcastable to (N, H, L, S).
   Tensor mask;
   if (attn_mask.defined()) {
-    EMBER_CHECK((attn_mask.dim() == 2 && attn_mask.size(0) == L && attn_mask.size(1) == S) ||
-                    (attn_mask.dim() == 3 && attn_mask.size(0) == N * H && attn_mask.size(1) == L &&
-                     attn_mask.size(2) == S),
-                ShapeError, "MultiheadAttention: attn_mask of shape ", attn_mask.shape().str(), " should be [", L, ", ",
-                S, "] or [", N * H, ", ", L, ", ", S, "]");
+    EMBER_CHECK(
+        (attn_mask.dim() == 2 && attn_mask.size(0) == L && attn_mask.size(1) == S) ||
+            (attn_mask.dim() == 3 && attn_mask.size(0) == N * H && attn_mask.size(1) == L && attn_mask.size(2) == S),
+        ShapeError, "MultiheadAttention: attn_mask of shape ", attn_mask.shape().str(), " should be [", L, ", ", S,
+        "] or [", N * H, ", ", L, ", ", S, "]");
     mask = attn_mask.dim() == 3 ? attn_mask.reshape({N, H, L, S}) : attn_mask;
   }
   if (key_padding_mask.defined()) {
-    EMBER_CHECK((key_padding_mask.shape() == Shape({N, S})), ShapeError, "MultiheadAttention: key_padding_mask of shape ",
-                key_padding_mask.shape().str(), " should be [", N, ", ", S, "]");
+    EMBER_CHECK((key_padding_mask.shape() == Shape({N, S})), ShapeError,
+                "MultiheadAttention: key_padding_mask of shape ", key_padding_mask.shape().str(), " should be [", N,
+                ", ", S, "]");
     Tensor kpm = key_padding_mask.reshape({N, 1, 1, S});
     if (!mask.defined()) {
       mask = kpm.is_floating_point() ? kpm : kpm.to(DType::Bool);
@@ -147,10 +155,10 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   Tensor out;
   if (is_causal) {
     const Tensor c = causal_mask(L, S, query.device());
-    mask = !mask.defined()              ? c
-           : !mask.is_floating_point() ? logical_or(mask, c)
-                                       : add(mask, masked_fill(zeros({L, S}, TensorOptions(mask.dtype(), mask.device())),
-                                                               c, -INFINITY));
+    mask = !mask.defined() ? c
+           : !mask.is_floating_point()
+               ? logical_or(mask, c)
+               : add(mask, masked_fill(zeros({L, S}, TensorOptions(mask.dtype(), mask.device())), c, -INFINITY));
   }
   if (self_attention && !need_weights && (!mask.defined() || mask.dtype() == DType::Bool) && p < 1.0 &&
       N * L * S * E > 0) {
@@ -174,7 +182,9 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
 
 Tensor MultiheadAttention::proj_weight(int i) const {
   return in_proj_weight.defined() ? in_proj_weight.narrow(0, i * embed_dim, embed_dim)
-                                  : (i == 0 ? q_proj_weight : i == 1 ? k_proj_weight : v_proj_weight);
+                                  : (i == 0   ? q_proj_weight
+                                     : i == 1 ? k_proj_weight
+                                              : v_proj_weight);
 }
 
 Tensor MultiheadAttention::proj_bias(int i) const {

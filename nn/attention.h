@@ -33,8 +33,7 @@ class AdditiveAttention : public Module {
   /// num_hiddens -> 1, all without bias; dropout on the weights.
   AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens, double dropout = 0.0);
   /// queries (B, Q, query_size), keys (B, K, key_size), values (B, K, Dv).
-  Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                 const Tensor& valid_lens = Tensor());
+  Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens = Tensor());
   /// The keys projected by W_k, (B, K, num_hiddens), for forward_projected.
   Tensor project_keys(const Tensor& keys) { return (*W_k)(keys); }
   /// forward with the keys already projected (project_keys): a decoder
@@ -47,16 +46,16 @@ class AdditiveAttention : public Module {
   ///@{
   std::shared_ptr<Linear> W_k, W_q, w_v;  ///< the key, query and score projections
   ///@}
-  std::shared_ptr<Dropout> drop;          ///< dropout on the attention weights
-  Tensor attention_weights;  ///< from the last forward
+  std::shared_ptr<Dropout> drop;  ///< dropout on the attention weights
+  Tensor attention_weights;       ///< from the last forward
 };
 
 /// MultiheadAttention's options, as torch.nn.MultiheadAttention's arguments.
 struct MultiheadAttentionOptions {
-  double dropout = 0.0;  ///< dropout on the attention weights
-  bool bias = true;      ///< biases in the input and output projections
-  int64_t kdim = 0;  ///< 0: embed_dim
-  int64_t vdim = 0;  ///< 0: embed_dim
+  double dropout = 0.0;      ///< dropout on the attention weights
+  bool bias = true;          ///< biases in the input and output projections
+  int64_t kdim = 0;          ///< 0: embed_dim
+  int64_t vdim = 0;          ///< 0: embed_dim
   bool batch_first = false;  ///< (N, L, E) rather than (L, N, E)
 };
 
@@ -97,8 +96,8 @@ class MultiheadAttention : public Module {
   ///@{
   int64_t embed_dim, num_heads, head_dim, kdim, vdim;  ///< sizes (head_dim = embed_dim / num_heads)
   ///@}
-  double dropout;     ///< dropout on the attention weights
-  bool batch_first;   ///< (N, L, E) inputs and outputs
+  double dropout;    ///< dropout on the attention weights
+  bool batch_first;  ///< (N, L, E) inputs and outputs
   /// The input projections: in_proj_weight (3E, E) when kdim = vdim = E,
   /// otherwise q/k/v_proj_weight; in_proj_bias (3E) when bias.
   ///@{

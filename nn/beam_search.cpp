@@ -19,9 +19,8 @@ double gnmt_length_penalty(int64_t length, double alpha) {
 
 std::vector<std::vector<Hypothesis>> beam_search(int64_t B, const BeamStepFn& step, const BeamSearchOptions& o) {
   const int64_t K = o.beam_size;
-  EMBER_CHECK(K >= 1 && o.max_len >= 1 && B >= 0 && std::isfinite(o.alpha), ValueError,
-              "beam_search: beam_size (", K, ") and max_len (", o.max_len, ") must be >= 1 and alpha (", o.alpha,
-              ") finite");
+  EMBER_CHECK(K >= 1 && o.max_len >= 1 && B >= 0 && std::isfinite(o.alpha), ValueError, "beam_search: beam_size (", K,
+              ") and max_len (", o.max_len, ") must be >= 1 and alpha (", o.alpha, ") finite");
   constexpr double kDead = -std::numeric_limits<double>::infinity();
   struct Live {
     std::vector<int64_t> tokens;

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 
-
 namespace ember::nn {
 
 void save(const Module& module, const std::string& path, const std::map<std::string, std::string>& metadata) {
@@ -68,8 +67,10 @@ std::vector<std::string> suspicious_tensors(const StateDict& sd) {
       negative = negative || p[i] < 0;
     }
     const bool second_moment = name.size() >= 10 && name.compare(name.size() - 10, 10, "exp_avg_sq") == 0;
-    if (nonfinite) out.push_back(name + " (NaN or Inf)");
-    else if (second_moment && negative) out.push_back(name + " (negative second moment)");
+    if (nonfinite)
+      out.push_back(name + " (NaN or Inf)");
+    else if (second_moment && negative)
+      out.push_back(name + " (negative second moment)");
   }
   return out;
 }

@@ -30,23 +30,23 @@ AdaptiveAvgPool2d::AdaptiveAvgPool2d(std::array<int64_t, 2> o) : output_size(o) 
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, output_size); }
 
 BasicBlock::BasicBlock(int64_t in, int64_t ch, int64_t stride) {
-  EMBER_CHECK(in > 0 && ch > 0 && stride > 0, ValueError, "BasicBlock: channels and stride must be positive, got ",
-              in, " -> ", ch, " with stride ", stride);
-  conv1 = register_module("conv1", std::make_shared<Conv2d>(in, ch, std::array<int64_t, 2>{3, 3},
-                                                            std::array<int64_t, 2>{stride, stride},
-                                                            std::array<int64_t, 2>{1, 1}, false));
+  EMBER_CHECK(in > 0 && ch > 0 && stride > 0, ValueError, "BasicBlock: channels and stride must be positive, got ", in,
+              " -> ", ch, " with stride ", stride);
+  conv1 = register_module(
+      "conv1", std::make_shared<Conv2d>(in, ch, std::array<int64_t, 2>{3, 3}, std::array<int64_t, 2>{stride, stride},
+                                        std::array<int64_t, 2>{1, 1}, false));
   bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(ch));
-  conv2 = register_module("conv2", std::make_shared<Conv2d>(ch, ch, std::array<int64_t, 2>{3, 3},
-                                                            std::array<int64_t, 2>{1, 1},
-                                                            std::array<int64_t, 2>{1, 1}, false));
+  conv2 = register_module("conv2",
+                          std::make_shared<Conv2d>(ch, ch, std::array<int64_t, 2>{3, 3}, std::array<int64_t, 2>{1, 1},
+                                                   std::array<int64_t, 2>{1, 1}, false));
   bn2 = register_module("bn2", std::make_shared<BatchNorm2d>(ch));
   if (stride != 1 || in != ch)
     downsample = register_module(
-        "downsample", std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
-                          std::make_shared<Conv2d>(in, ch, std::array<int64_t, 2>{1, 1},
-                                                   std::array<int64_t, 2>{stride, stride},
-                                                   std::array<int64_t, 2>{0, 0}, false),
-                          std::make_shared<BatchNorm2d>(ch)}));
+        "downsample",
+        std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
+            std::make_shared<Conv2d>(in, ch, std::array<int64_t, 2>{1, 1}, std::array<int64_t, 2>{stride, stride},
+                                     std::array<int64_t, 2>{0, 0}, false),
+            std::make_shared<BatchNorm2d>(ch)}));
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
@@ -64,9 +64,9 @@ ResNet::ResNet(const ResNetOptions& o) : opts(o) {
   for (size_t s = 0; s < o.widths.size(); ++s)
     EMBER_CHECK(o.widths[s] > 0 && o.blocks[s] > 0, ValueError, "ResNet: stage ", s + 1,
                 " needs a positive width and block count, got ", o.widths[s], " and ", o.blocks[s]);
-  conv1 = register_module("conv1", std::make_shared<Conv2d>(o.in_channels, o.widths[0], std::array<int64_t, 2>{3, 3},
-                                                            std::array<int64_t, 2>{1, 1},
-                                                            std::array<int64_t, 2>{1, 1}, false));
+  conv1 = register_module("conv1",
+                          std::make_shared<Conv2d>(o.in_channels, o.widths[0], std::array<int64_t, 2>{3, 3},
+                                                   std::array<int64_t, 2>{1, 1}, std::array<int64_t, 2>{1, 1}, false));
   bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(o.widths[0]));
   int64_t in = o.widths[0];
   for (size_t s = 0; s < o.widths.size(); ++s) {

@@ -72,17 +72,17 @@ class BasicBlock : public Module {
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "BasicBlock"; }
   ///@{
-  std::shared_ptr<Conv2d> conv1, conv2;      ///< the two 3x3 convs
-  std::shared_ptr<BatchNorm2d> bn1, bn2;     ///< their batch norms
-  std::shared_ptr<Sequential> downsample;    ///< null when the shortcut is x
+  std::shared_ptr<Conv2d> conv1, conv2;    ///< the two 3x3 convs
+  std::shared_ptr<BatchNorm2d> bn1, bn2;   ///< their batch norms
+  std::shared_ptr<Sequential> downsample;  ///< null when the shortcut is x
   ///@}
 };
 
 /// A small ResNet's sizes; the defaults are a Fashion-MNIST teacher
 /// (1 -> 32 -> 64 -> 128 channels on 28x28, 14x14, 7x7).
 struct ResNetOptions {
-  int64_t in_channels = 1;                  ///< image channels
-  int64_t num_classes = 10;                 ///< outputs of fc
+  int64_t in_channels = 1;                   ///< image channels
+  int64_t num_classes = 10;                  ///< outputs of fc
   std::vector<int64_t> widths{32, 64, 128};  ///< channels of each stage (layer1, layer2, ...)
   std::vector<int64_t> blocks{1, 1, 1};      ///< BasicBlocks per stage; stages after the first halve H and W
 };
@@ -97,11 +97,11 @@ class ResNet : public Module {
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "ResNet"; }
   ///@{
-  std::shared_ptr<Conv2d> conv1;                 ///< the stem
-  std::shared_ptr<BatchNorm2d> bn1;              ///< the stem's batch norm
+  std::shared_ptr<Conv2d> conv1;                    ///< the stem
+  std::shared_ptr<BatchNorm2d> bn1;                 ///< the stem's batch norm
   std::vector<std::shared_ptr<Sequential>> layers;  ///< layer1, layer2, ...
-  std::shared_ptr<AdaptiveAvgPool2d> avgpool;    ///< global average pool
-  std::shared_ptr<Linear> fc;                    ///< the classifier
+  std::shared_ptr<AdaptiveAvgPool2d> avgpool;       ///< global average pool
+  std::shared_ptr<Linear> fc;                       ///< the classifier
   ///@}
   ResNetOptions opts;  ///< the sizes it was built with
 };

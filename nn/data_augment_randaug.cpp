@@ -74,38 +74,58 @@ void equalize_channel(float* p, int64_t n) {
 }  // namespace
 
 const char* aug_op_name(AugOp op) {
-  static const char* names[kNumAugOps] = {"Identity", "AutoContrast", "Equalize", "Rotate",    "Solarize",
-                                          "Posterize", "Contrast",    "Brightness", "Sharpness", "ShearX",
-                                          "ShearY",   "TranslateX",   "TranslateY"};
+  static const char* names[kNumAugOps] = {"Identity",  "AutoContrast", "Equalize",   "Rotate",    "Solarize",
+                                          "Posterize", "Contrast",     "Brightness", "Sharpness", "ShearX",
+                                          "ShearY",    "TranslateX",   "TranslateY"};
   return names[static_cast<int>(op)];
 }
 
 bool aug_op_signed(AugOp op) {
   switch (op) {
-    case AugOp::Rotate: case AugOp::Contrast: case AugOp::Brightness: case AugOp::Sharpness: case AugOp::ShearX:
-    case AugOp::ShearY: case AugOp::TranslateX: case AugOp::TranslateY: return true;
-    default: return false;
+    case AugOp::Rotate:
+    case AugOp::Contrast:
+    case AugOp::Brightness:
+    case AugOp::Sharpness:
+    case AugOp::ShearX:
+    case AugOp::ShearY:
+    case AugOp::TranslateX:
+    case AugOp::TranslateY:
+      return true;
+    default:
+      return false;
   }
 }
 
 double aug_op_magnitude(AugOp op, int64_t m, int64_t n, int64_t H, int64_t W) {
   switch (op) {
-    case AugOp::ShearX: case AugOp::ShearY: return linspace_at(0.0, 0.3, n, m);
-    case AugOp::TranslateX: return linspace_at(0.0, 150.0 / 331.0 * static_cast<double>(W), n, m);
-    case AugOp::TranslateY: return linspace_at(0.0, 150.0 / 331.0 * static_cast<double>(H), n, m);
-    case AugOp::Rotate: return linspace_at(0.0, 30.0, n, m);
-    case AugOp::Brightness: case AugOp::Contrast: case AugOp::Sharpness: return linspace_at(0.0, 0.9, n, m);
+    case AugOp::ShearX:
+    case AugOp::ShearY:
+      return linspace_at(0.0, 0.3, n, m);
+    case AugOp::TranslateX:
+      return linspace_at(0.0, 150.0 / 331.0 * static_cast<double>(W), n, m);
+    case AugOp::TranslateY:
+      return linspace_at(0.0, 150.0 / 331.0 * static_cast<double>(H), n, m);
+    case AugOp::Rotate:
+      return linspace_at(0.0, 30.0, n, m);
+    case AugOp::Brightness:
+    case AugOp::Contrast:
+    case AugOp::Sharpness:
+      return linspace_at(0.0, 0.9, n, m);
     // 8 - round(m / ((n - 1) / 4)), torch.round's half to even
-    case AugOp::Posterize: return n <= 1 ? 8.0 : 8.0 - std::nearbyint(static_cast<double>(m) / ((n - 1) / 4.0));
-    case AugOp::Solarize: return linspace_at(1.0, 0.0, n, m);  // torchvision's 255 -> 0, on [0, 1]
-    default: return 0.0;
+    case AugOp::Posterize:
+      return n <= 1 ? 8.0 : 8.0 - std::nearbyint(static_cast<double>(m) / ((n - 1) / 4.0));
+    case AugOp::Solarize:
+      return linspace_at(1.0, 0.0, n, m);  // torchvision's 255 -> 0, on [0, 1]
+    default:
+      return 0.0;
   }
 }
 
 void apply_aug_op(float* img, int64_t C, int64_t H, int64_t W, AugOp op, double mag) {
   const int64_t plane = H * W, n = C * plane;
   switch (op) {
-    case AugOp::Identity: return;
+    case AugOp::Identity:
+      return;
     case AugOp::Rotate: {
       // torchvision's inverse map for rotate(angle): in = R(angle) out in
       // y-down coordinates, i.e. a counter-clockwise turn on screen.
@@ -134,7 +154,8 @@ void apply_aug_op(float* img, int64_t C, int64_t H, int64_t W, AugOp op, double 
       // for C != 3 would not be torchvision's; RGB uses its luma weights).
       double mean = 0;
       if (C == 3) {
-        for (int64_t i = 0; i < plane; ++i) mean += 0.2989 * img[i] + 0.587 * img[plane + i] + 0.114 * img[2 * plane + i];
+        for (int64_t i = 0; i < plane; ++i)
+          mean += 0.2989 * img[i] + 0.587 * img[plane + i] + 0.114 * img[2 * plane + i];
       } else {
         for (int64_t i = 0; i < plane; ++i) mean += img[i];
       }

@@ -20,8 +20,21 @@
 namespace ember::nn::data {
 
 /// RandAugment's operations (torchvision's names).
-enum class AugOp { Identity, AutoContrast, Equalize, Rotate, Solarize, Posterize, Contrast, Brightness, Sharpness,
-                   ShearX, ShearY, TranslateX, TranslateY };
+enum class AugOp {
+  Identity,
+  AutoContrast,
+  Equalize,
+  Rotate,
+  Solarize,
+  Posterize,
+  Contrast,
+  Brightness,
+  Sharpness,
+  ShearX,
+  ShearY,
+  TranslateX,
+  TranslateY
+};
 /// The number of operations in the set.
 inline constexpr int kNumAugOps = 13;
 /// torchvision's name of op ("ShearX", ...).

@@ -48,7 +48,12 @@ constexpr uint64_t kShuffleStream = ~uint64_t{0};
 
 DistributedSampler::DistributedSampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle,
                                        uint64_t seed, bool drop_last)
-    : n_(dataset_size), num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle), seed_(seed), drop_last_(drop_last) {
+    : n_(dataset_size),
+      num_replicas_(num_replicas),
+      rank_(rank),
+      shuffle_(shuffle),
+      seed_(seed),
+      drop_last_(drop_last) {
   EMBER_CHECK(num_replicas > 0 && rank >= 0 && rank < num_replicas, ValueError, "DistributedSampler: rank ", rank,
               " of ", num_replicas, " replicas");
   EMBER_CHECK(dataset_size > 0, ValueError, "DistributedSampler: empty data set");
@@ -81,9 +86,8 @@ DataLoader::DataLoader(const ImageSet& set, LoaderOptions opts)
       sampler_(set.n > 0 ? set.n : 1, opts_.num_replicas, opts_.rank, opts_.shuffle, opts_.seed) {
   EMBER_CHECK(opts_.batch_size > 0, ValueError, "DataLoader: batch_size must be positive, got ", opts_.batch_size);
   EMBER_CHECK(set.n > 0, ValueError, "DataLoader: empty data set");
-  EMBER_CHECK(opts_.normalize.mean.empty() ||
-                  (static_cast<int64_t>(opts_.normalize.mean.size()) == set.channels &&
-                   opts_.normalize.std.size() == opts_.normalize.mean.size()),
+  EMBER_CHECK(opts_.normalize.mean.empty() || (static_cast<int64_t>(opts_.normalize.mean.size()) == set.channels &&
+                                               opts_.normalize.std.size() == opts_.normalize.mean.size()),
               ValueError, "DataLoader: normalisation for ", opts_.normalize.mean.size(), " channels, images have ",
               set.channels);
   for (double s : opts_.normalize.std) EMBER_CHECK(s > 0, ValueError, "DataLoader: a channel's std is ", s);

@@ -92,10 +92,10 @@ class DistributedSampler {
   /// shuffle and seed as the DataLoader's.
   DistributedSampler(int64_t dataset_size, int64_t num_replicas, int64_t rank, bool shuffle = true, uint64_t seed = 0,
                      bool drop_last = false);
-  int64_t num_samples() const { return num_samples_; }  ///< per rank
+  int64_t num_samples() const { return num_samples_; }                 ///< per rank
   int64_t total_size() const { return num_samples_ * num_replicas_; }  ///< over the ranks, padding included
-  int64_t num_replicas() const { return num_replicas_; }  ///< the number of shards
-  int64_t rank() const { return rank_; }                  ///< this shard's rank
+  int64_t num_replicas() const { return num_replicas_; }               ///< the number of shards
+  int64_t rank() const { return rank_; }                               ///< this shard's rank
   /// The dataset indices of this rank in epoch's order.
   std::vector<int64_t> indices(int64_t epoch) const;
 
@@ -114,9 +114,9 @@ struct LoaderOptions {
   bool drop_last = false;    ///< drop a last batch smaller than batch_size
   uint64_t seed = 0;         ///< the seed of the orders and augmentations
   AugmentOptions augment;    ///< augmentations (none by default)
-  ChannelStats normalize;   ///< empty: images are pixel / 255
-  bool background = true;   ///< prepare batches on a background thread
-  int64_t prefetch = 2;     ///< batches prepared ahead
+  ChannelStats normalize;    ///< empty: images are pixel / 255
+  bool background = true;    ///< prepare batches on a background thread
+  int64_t prefetch = 2;      ///< batches prepared ahead
   /// Data-parallel sharding: this loader serves rank's shard of every epoch
   /// (DistributedSampler, padded) out of num_replicas; batch_size and
   /// drop_last apply to the shard. 1 and 0: the whole set.

@@ -64,8 +64,7 @@ std::vector<uint8_t> read_file(const std::string& path) {
   EMBER_CHECK(f.good(), IOError, path, ": cannot open for reading");
   std::vector<uint8_t> bytes(static_cast<size_t>(size));
   f.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
-  EMBER_CHECK(static_cast<uintmax_t>(f.gcount()) == size, IOError, path, ": read ", f.gcount(), " of ", size,
-              " bytes");
+  EMBER_CHECK(static_cast<uintmax_t>(f.gcount()) == size, IOError, path, ": read ", f.gcount(), " of ", size, " bytes");
   return bytes;
 }
 
@@ -147,8 +146,8 @@ IdxArray read_idx_from_memory(const void* data, size_t size, const std::string& 
   IdxBytes in(static_cast<const uint8_t*>(data), size, name);
   std::array<uint8_t, 4> magic{};
   EMBER_CHECK(in.read(magic.data(), 4) == 4, IOError, name, ": truncated IDX file (fewer than 4 header bytes)");
-  EMBER_CHECK(magic[0] == 0 && magic[1] == 0, IOError, name, ": not an IDX file (magic number starts ",
-              int{magic[0]}, ", ", int{magic[1]}, ", expected 0, 0)");
+  EMBER_CHECK(magic[0] == 0 && magic[1] == 0, IOError, name, ": not an IDX file (magic number starts ", int{magic[0]},
+              ", ", int{magic[1]}, ", expected 0, 0)");
   EMBER_CHECK(magic[2] == 0x08, IOError, name, ": IDX element type 0x", std::hex, int{magic[2]},
               " is not supported (expected 0x08, unsigned byte)");
   const int ndims = magic[3];
@@ -320,9 +319,9 @@ ImageSet load_dataset(const std::string& dataset, const std::string& dir, bool t
   if (dataset == "fashion-mnist" || dataset == "mnist") {
     const std::string split = train ? "train" : "t10k";
     auto names = [&](const std::string& kind) {
-      return std::vector<std::string>{split + "-" + kind + "-ubyte.gz", split + "-" + kind + "-ubyte",
-                                      split + "-" + kind.substr(0, kind.find('-')) + "." + kind.substr(kind.find('-') + 1) +
-                                          "-ubyte"};
+      return std::vector<std::string>{
+          split + "-" + kind + "-ubyte.gz", split + "-" + kind + "-ubyte",
+          split + "-" + kind.substr(0, kind.find('-')) + "." + kind.substr(kind.find('-') + 1) + "-ubyte"};
     };
     const std::string images = find_file(dir, names("images-idx3"), split + " images");
     const std::string labels = find_file(dir, names("labels-idx1"), split + " labels");
@@ -330,11 +329,13 @@ ImageSet load_dataset(const std::string& dataset, const std::string& dir, bool t
   } else if (dataset == "cifar10") {
     std::string root = dir;
     std::error_code ec;
-    if (!fs::exists(fs::path(root) / "test_batch.bin", ec) && fs::is_directory(fs::path(root) / "cifar-10-batches-bin", ec))
+    if (!fs::exists(fs::path(root) / "test_batch.bin", ec) &&
+        fs::is_directory(fs::path(root) / "cifar-10-batches-bin", ec))
       root = (fs::path(root) / "cifar-10-batches-bin").string();
     std::vector<std::string> paths;
     if (train) {
-      for (int b = 1; b <= 5; ++b) paths.push_back(find_file(root, {"data_batch_" + std::to_string(b) + ".bin"}, "CIFAR-10 training batch"));
+      for (int b = 1; b <= 5; ++b)
+        paths.push_back(find_file(root, {"data_batch_" + std::to_string(b) + ".bin"}, "CIFAR-10 training batch"));
     } else {
       paths.push_back(find_file(root, {"test_batch.bin"}, "CIFAR-10 test batch"));
     }

@@ -32,7 +32,7 @@ struct ImageSet {
   std::vector<uint8_t> pixels;           ///< n * image_size() bytes
   std::vector<int64_t> labels;           ///< n labels
   std::vector<std::string> class_names;  ///< one name per class
-  std::string name;  ///< "fashion-mnist", "mnist", "cifar10", ...
+  std::string name;                      ///< "fashion-mnist", "mnist", "cifar10", ...
 
   /// Pixels per image.
   int64_t image_size() const { return channels * height * width; }
@@ -55,8 +55,7 @@ IdxArray read_idx(const std::string& path);
 /// `name` stands for the file in error messages.
 IdxArray read_idx_from_memory(const void* data, size_t size, const std::string& name = "<memory>");
 /// Writes an unsigned-byte IDX file, gzip-compressed when gzip is true.
-void write_idx(const std::string& path, const std::vector<int64_t>& dims, const std::vector<uint8_t>& data,
-               bool gzip);
+void write_idx(const std::string& path, const std::vector<int64_t>& dims, const std::vector<uint8_t>& data, bool gzip);
 
 /// An (n, h, w) images file and an (n) labels file; labels must be < num_classes.
 ImageSet read_idx_images(const std::string& images_path, const std::string& labels_path, int64_t num_classes = 10);

@@ -26,7 +26,8 @@ uint64_t fnv1a(const std::string& s) {
 // One line per parameter and buffer: what must agree across ranks.
 std::vector<std::string> describe(const Module& m) {
   std::vector<std::string> lines;
-  for (const auto& [kind, list] : {std::pair{"parameter", m.named_parameters()}, std::pair{"buffer", m.named_buffers()}})
+  for (const auto& [kind, list] :
+       {std::pair{"parameter", m.named_parameters()}, std::pair{"buffer", m.named_buffers()}})
     for (const auto& [name, t] : list)
       lines.push_back(detail::cat_str(kind, " ", name, " ", t.shape().str(), " ", dtype_name(t.dtype()), " ",
                                       device_type_name(t.device().type)));
@@ -61,8 +62,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
     if (t.requires_grad() && seen.insert(t.unsafe_impl()).second) entries_.push_back({t, name});
   build_buckets(options_.bucket_cap_mb);
   for (size_t i = 0; i < entries_.size(); ++i)
-    entries_[i].hook = autograd::register_post_accumulate_grad_hook(
-        entries_[i].tensor, [this, i](const Tensor&) { on_gradient_ready(i); });
+    entries_[i].hook = autograd::register_post_accumulate_grad_hook(entries_[i].tensor,
+                                                                    [this, i](const Tensor&) { on_gradient_ready(i); });
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
@@ -70,8 +71,7 @@ DistributedDataParallel::~DistributedDataParallel() {
   for (Bucket& b : buckets_) {
     try {
       b.work.wait();  // MPI must not write into a freed buffer
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
   }
 }
 

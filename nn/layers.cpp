@@ -77,8 +77,7 @@ Tensor BatchNorm1d::forward(const Tensor& x) {
     NoGradGuard no_grad;
     num_batches_tracked.fill_(num_batches_tracked.item<double>() + 1);
   }
-  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats,
-                    momentum, eps);
+  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum, eps);
 }
 
 Dropout::Dropout(double prob) : p(prob) {
@@ -90,9 +89,12 @@ Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); 
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }
 
 Activation::Activation(const std::string& name) {
-  if (name == "relu") kind_ = ReLU;
-  else if (name == "gelu") kind_ = GELU;
-  else throw ValueError("activation must be \"relu\" or \"gelu\", got \"" + name + "\"");
+  if (name == "relu")
+    kind_ = ReLU;
+  else if (name == "gelu")
+    kind_ = GELU;
+  else
+    throw ValueError("activation must be \"relu\" or \"gelu\", got \"" + name + "\"");
 }
 
 Tensor Activation::operator()(const Tensor& x) const { return kind_ == GELU ? gelu(x) : relu(x); }

@@ -41,7 +41,7 @@ class Embedding : public Module {
             TensorOptions opts = {});
   Tensor forward(const Tensor& indices) override;
   std::string type_name() const override { return "Embedding"; }
-  Tensor weight;  ///< (num_embeddings, embedding_dim)
+  Tensor weight;                       ///< (num_embeddings, embedding_dim)
   std::optional<int64_t> padding_idx;  ///< the row that stays zero, if any
 };
 
@@ -50,14 +50,15 @@ class Embedding : public Module {
 class LayerNorm : public Module {
  public:
   /// Over normalized_shape, with eps added to the variance.
-  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true, TensorOptions opts = {});
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
+                     TensorOptions opts = {});
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "LayerNorm"; }
   ///@{
   Tensor weight, bias;  ///< undefined without elementwise_affine
   ///@}
   Shape normalized_shape;  ///< the normalised trailing dims
-  double eps;  ///< added to the variance
+  double eps;              ///< added to the variance
 };
 
 /// Over (N, C) or (N, C, L); running statistics as buffers (running_mean,
@@ -114,8 +115,8 @@ class GELU : public Module {
 class Activation {
  public:
   enum Kind { ReLU, GELU };
-  constexpr Activation(Kind kind = ReLU) : kind_(kind) {}  // NOLINT: an enum value
-  Activation(const std::string& name);                      // NOLINT: "relu" or "gelu"
+  constexpr Activation(Kind kind = ReLU) : kind_(kind) {}          // NOLINT: an enum value
+  Activation(const std::string& name);                             // NOLINT: "relu" or "gelu"
   Activation(const char* name) : Activation(std::string(name)) {}  // NOLINT
   Kind kind() const { return kind_; }
   /// "relu" or "gelu".

@@ -14,8 +14,8 @@ Tensor Module::forward(const Tensor&) {
 
 namespace {
 void check_name(const std::string& name, const std::string& owner) {
-  EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, ValueError, owner,
-              ": invalid attribute name '", name, "' (must be non-empty and contain no '.')");
+  EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, ValueError, owner, ": invalid attribute name '",
+              name, "' (must be non-empty and contain no '.')");
 }
 template <class V>
 bool has_name(const V& v, const std::string& name) {
@@ -149,8 +149,8 @@ LoadResult Module::load_state_dict(const StateDict& dict, bool strict) {
   // not strict, since such a tensor cannot be loaded at all.
   const bool key_problems = strict && (!r.missing_keys.empty() || !r.unexpected_keys.empty());
   if (!dtype_mismatches.empty())
-    throw DTypeError("load_state_dict: error(s) in loading the state dict for " + type_name() + ":" +
-                     dtype_mismatches + mismatches);
+    throw DTypeError("load_state_dict: error(s) in loading the state dict for " + type_name() + ":" + dtype_mismatches +
+                     mismatches);
   if (!mismatches.empty() || key_problems) {
     std::string msg = "load_state_dict: error(s) in loading the state dict for " + type_name() + ":" + mismatches;
     if (strict && !r.missing_keys.empty()) {

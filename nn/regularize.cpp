@@ -36,7 +36,8 @@ DropPath::DropPath(double prob) : p(prob) {
 
 Tensor DropPath::forward(const Tensor& x) { return drop_path(x, p, is_training()); }
 
-ModelEma::ModelEma(std::shared_ptr<Module> ema_model, const Module& model, double d) : decay(d), ema_(std::move(ema_model)) {
+ModelEma::ModelEma(std::shared_ptr<Module> ema_model, const Module& model, double d)
+    : decay(d), ema_(std::move(ema_model)) {
   EMBER_CHECK(ema_, ValueError, "ModelEma: the averaged model is null");
   EMBER_CHECK(decay >= 0 && decay <= 1, ValueError, "ModelEma: decay has to be between 0 and 1, got ", decay);
   ema_->load_state_dict(model.state_dict(), true);
@@ -52,8 +53,8 @@ void ModelEma::update(const Module& model) {
               " parameters, the averaged model ", dst.size());
   for (size_t i = 0; i < src.size(); ++i) {
     EMBER_CHECK(src[i].first == dst[i].first && src[i].second.shape() == dst[i].second.shape(), ValueError,
-                "ModelEma: parameter ", i, " is ", src[i].first, " ", src[i].second.shape().str(),
-                " in the model but ", dst[i].first, " ", dst[i].second.shape().str(), " in the averaged model");
+                "ModelEma: parameter ", i, " is ", src[i].first, " ", src[i].second.shape().str(), " in the model but ",
+                dst[i].first, " ", dst[i].second.shape().str(), " in the averaged model");
     Tensor e = dst[i].second;
     mul_(e, decay);
     add_(e, src[i].second.detach(), 1.0 - decay);

@@ -26,7 +26,7 @@ namespace ember::nn {
 // of which would write a zero-filled gradient of the whole block).
 Tensor gru_step(const Tensor& gi, const Tensor& h, const Tensor& w_hh, const Tensor& b_hh) {
   const int64_t H = h.size(-1), d = gi.dim() - 1;
-  const std::vector<Tensor> i = split(gi, {2 * H, H}, d);                        // [r z | n] of W_i x + b_i
+  const std::vector<Tensor> i = split(gi, {2 * H, H}, d);                     // [r z | n] of W_i x + b_i
   const std::vector<Tensor> g = split(linear(h, w_hh, b_hh), {2 * H, H}, d);  // [r z | n] of W_h h + b_h
   // r and z in one add and one sigmoid over the first 2H columns.
   const std::vector<Tensor> rz = chunk(sigmoid(add(i[0], g[0])), 2, d);
@@ -44,7 +44,7 @@ LSTMState lstm_step(const Tensor& gi, const LSTMState& s, const Tensor& w_hh, co
   const Tensor g = tanh(gates[1]);
   const Tensor o = sigmoid(gates[2]);
   const Tensor c = add(mul(if_[1], s.c), mul(if_[0], g));  // c' = f c + i g
-  return {mul(o, tanh(c)), c};                              // h' = o tanh(c')
+  return {mul(o, tanh(c)), c};                             // h' = o tanh(c')
 }
 
 // ---- shared layer machinery ---------------------------------------------------
@@ -89,8 +89,8 @@ Tensor RNNBase::prepare_input(const std::string& op, const Tensor& input, bool& 
               " features, expected input_size ", input_size);
   EMBER_CHECK(x.is_floating_point(), DTypeError, op, ": input must be floating point");
   if (lengths.defined()) {
-    EMBER_CHECK(lengths.dtype() == DType::Int64 && lengths.dim() == 1 && lengths.size(0) == x.size(1), ShapeError,
-                op, ": lengths must be int64 of shape (", x.size(1), "), got ", lengths.shape().str());
+    EMBER_CHECK(lengths.dtype() == DType::Int64 && lengths.dim() == 1 && lengths.size(0) == x.size(1), ShapeError, op,
+                ": lengths must be int64 of shape (", x.size(1), "), got ", lengths.shape().str());
     for (int64_t n : lengths.to_vector<int64_t>())
       EMBER_CHECK(n >= 0 && n <= x.size(0), ValueError, op, ": length ", n, " is outside [0, ", x.size(0), "]");
   }
@@ -122,9 +122,10 @@ std::vector<Tensor> step_masks(const Tensor& lengths, int64_t T) {
   std::vector<Tensor> masks(static_cast<size_t>(T));
   if (!lengths.defined()) return masks;
   const std::vector<int64_t> lens = lengths.to_vector<int64_t>();
-  const Tensor all = lt(arange(0, static_cast<double>(T), 1, TensorOptions(DType::Int64, lengths.device())).unsqueeze(1),
-                        lengths.unsqueeze(0))
-                         .unsqueeze(2);  // (T, batch, 1)
+  const Tensor all =
+      lt(arange(0, static_cast<double>(T), 1, TensorOptions(DType::Int64, lengths.device())).unsqueeze(1),
+         lengths.unsqueeze(0))
+          .unsqueeze(2);  // (T, batch, 1)
   for (int64_t t = 0; t < T; ++t)
     for (int64_t n : lens)
       if (n <= t) {
@@ -190,10 +191,10 @@ StackResult run_stack(const RNNBase& m, Tensor x, const Tensor& h0, const Tensor
     bool padded = false;
     for (const Tensor& mk : masks) padded = padded || mk.defined();
     if (padded) {
-      const Tensor keep = lt(arange(0, static_cast<double>(x.size(0)), 1, TensorOptions(DType::Int64, lengths.device()))
-                                 .unsqueeze(1),
-                             lengths.unsqueeze(0))
-                              .unsqueeze(2);
+      const Tensor keep =
+          lt(arange(0, static_cast<double>(x.size(0)), 1, TensorOptions(DType::Int64, lengths.device())).unsqueeze(1),
+             lengths.unsqueeze(0))
+              .unsqueeze(2);
       x = where(keep, x, 0.0);
     }
   }

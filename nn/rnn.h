@@ -37,10 +37,10 @@ namespace ember::nn {
 
 /// GRU and LSTM options, as PyTorch's constructor arguments.
 struct RNNOptions {
-  int64_t num_layers = 1;  ///< stacked layers
-  bool bias = true;        ///< b_ih and b_hh in every layer
-  bool batch_first = false;  ///< input/output (batch, seq, feature); states stay (layers*dirs, batch, hidden)
-  double dropout = 0.0;      ///< on the outputs of every layer but the last, in training mode
+  int64_t num_layers = 1;      ///< stacked layers
+  bool bias = true;            ///< b_ih and b_hh in every layer
+  bool batch_first = false;    ///< input/output (batch, seq, feature); states stay (layers*dirs, batch, hidden)
+  double dropout = 0.0;        ///< on the outputs of every layer but the last, in training mode
   bool bidirectional = false;  ///< a second, reverse-direction pass per layer
 };
 
@@ -62,7 +62,7 @@ class RNNBase : public Module {
   ///@{
   int64_t input_size, hidden_size;  ///< the sizes of an input step and of the state
   ///@}
-  RNNOptions opts;                  ///< the options given
+  RNNOptions opts;  ///< the options given
   /// 2 when bidirectional, else 1.
   int64_t num_directions() const { return opts.bidirectional ? 2 : 1; }
   /// The parameters of one (layer, direction), in PyTorch's order: weight_ih,
@@ -116,8 +116,7 @@ class LSTM : public RNNBase {
   /// An LSTM from input_size to hidden_size features per direction.
   LSTM(int64_t input_size, int64_t hidden_size, RNNOptions opts = {}, TensorOptions topts = {});
   /// As GRU::forward, with an (h0, c0) state.
-  std::pair<Tensor, LSTMState> forward(const Tensor& input, const LSTMState& state,
-                                       const Tensor& lengths = Tensor());
+  std::pair<Tensor, LSTMState> forward(const Tensor& input, const LSTMState& state, const Tensor& lengths = Tensor());
   Tensor forward(const Tensor& input) override { return forward(input, LSTMState{}).first; }
   std::string type_name() const override { return "LSTM"; }
 };

@@ -29,8 +29,8 @@ Seq2SeqEncoder::Seq2SeqEncoder(const Seq2SeqOptions& o) : bidirectional(o.bidire
   ro.batch_first = true;
   ro.dropout = o.dropout;
   ro.bidirectional = o.bidirectional_encoder;
-  rnn = register_module("rnn", std::make_shared<GRU>(o.embed_size, bidirectional ? o.num_hiddens / 2 : o.num_hiddens,
-                                                     ro));
+  rnn = register_module("rnn",
+                        std::make_shared<GRU>(o.embed_size, bidirectional ? o.num_hiddens / 2 : o.num_hiddens, ro));
 }
 
 std::pair<Tensor, Tensor> Seq2SeqEncoder::forward(const Tensor& src, const Tensor& lengths) {
@@ -74,7 +74,7 @@ Tensor Seq2SeqAttentionDecoder::advance(const Tensor& embedded, DecoderState& s,
   // Bahdanau: the query is the previous state of the top layer.
   const Tensor query = s.hidden.select(0, s.hidden.size(0) - 1).unsqueeze(1);  // (B, 1, H)
   const Tensor context = attention->forward_projected(query, s.projected_keys, s.enc_outputs, s.valid_lens);
-  if (weights) *weights = attention->attention_weights.squeeze(1);  // (B, S)
+  if (weights) *weights = attention->attention_weights.squeeze(1);       // (B, S)
   const Tensor x = cat({embedded, context.squeeze(1)}, 1).unsqueeze(0);  // (1, B, E + H)
   auto [out, h] = rnn->forward(x, s.hidden);
   s.hidden = h;

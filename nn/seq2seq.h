@@ -32,7 +32,7 @@ struct Seq2SeqOptions {
   ///@{
   int64_t src_vocab = 0, tgt_vocab = 0;  ///< token counts of the two vocabularies
   ///@}
-  int64_t embed_size = 32;               ///< width of both embeddings
+  int64_t embed_size = 32;   ///< width of both embeddings
   int64_t num_hiddens = 64;  ///< decoder state size; also the encoder output size
   int64_t num_layers = 1;    ///< GRU layers in the encoder and the decoder
   double dropout = 0.0;      ///< between GRU layers

@@ -15,8 +15,9 @@ namespace ember::nn {
 
 TransformerEncoderLayer::TransformerEncoderLayer(TransformerEncoderLayerOptions o) : opts(o) {
   self_attn = register_module(
-      "self_attn", std::make_shared<MultiheadAttention>(
-                       o.d_model, o.nhead, MultiheadAttentionOptions{.dropout = o.dropout, .batch_first = o.batch_first}));
+      "self_attn",
+      std::make_shared<MultiheadAttention>(
+          o.d_model, o.nhead, MultiheadAttentionOptions{.dropout = o.dropout, .batch_first = o.batch_first}));
   linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward));
   dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
   linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model));
@@ -62,7 +63,8 @@ TransformerEncoder::TransformerEncoder(TransformerEncoderLayerOptions layer, int
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& kpm, bool is_causal) {
   Tensor x = src;
-  for (size_t i = 0; i < layers->size(); ++i) x = layers->at<TransformerEncoderLayer>(i).forward(x, mask, kpm, is_causal);
+  for (size_t i = 0; i < layers->size(); ++i)
+    x = layers->at<TransformerEncoderLayer>(i).forward(x, mask, kpm, is_causal);
   return norm ? (*norm)(x) : x;
 }
 
@@ -80,7 +82,8 @@ SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t d, int64_t ma
 
 Tensor SinusoidalPositionalEncoding::forward(const Tensor& x) {
   EMBER_CHECK(x.dim() == 3 && x.size(1) <= P.size(1) && x.size(2) == P.size(2), ShapeError,
-              "SinusoidalPositionalEncoding: expected (N, L <= ", P.size(1), ", ", P.size(2), "), got ", x.shape().str());
+              "SinusoidalPositionalEncoding: expected (N, L <= ", P.size(1), ", ", P.size(2), "), got ",
+              x.shape().str());
   return (*drop)(add(x, P.narrow(1, 0, x.size(1)).to(x.device())));
 }
 
@@ -131,11 +134,12 @@ Tensor PatchEmbedding::forward(const Tensor& x) {
 VisionTransformer::VisionTransformer(VisionTransformerOptions o) : opts(o) {
   EMBER_CHECK(o.stem_channels >= 0, ValueError, "VisionTransformer: stem_channels must be >= 0, got ", o.stem_channels);
   if (o.stem_channels > 0)
-    stem = register_module("stem", std::make_shared<Conv2d>(o.in_channels, o.stem_channels, std::array<int64_t, 2>{3, 3},
-                                                             std::array<int64_t, 2>{1, 1}, std::array<int64_t, 2>{1, 1}));
+    stem =
+        register_module("stem", std::make_shared<Conv2d>(o.in_channels, o.stem_channels, std::array<int64_t, 2>{3, 3},
+                                                         std::array<int64_t, 2>{1, 1}, std::array<int64_t, 2>{1, 1}));
   patch_embed = register_module(
-      "patch_embed", std::make_shared<PatchEmbedding>(o.img_size, o.patch_size,
-                                                      o.stem_channels > 0 ? o.stem_channels : o.in_channels, o.embed_dim));
+      "patch_embed", std::make_shared<PatchEmbedding>(
+                         o.img_size, o.patch_size, o.stem_channels > 0 ? o.stem_channels : o.in_channels, o.embed_dim));
   Tensor cls = empty({1, 1, o.embed_dim}), pos = empty({1, patch_embed->num_patches + 1, o.embed_dim});
   init::trunc_normal_(cls, 0.0, 0.02);
   init::trunc_normal_(pos, 0.0, 0.02);

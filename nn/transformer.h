@@ -15,14 +15,14 @@ namespace ember::nn {
 
 /// TransformerEncoderLayer's options, as torch.nn.TransformerEncoderLayer's arguments.
 struct TransformerEncoderLayerOptions {
-  int64_t d_model = 512;           ///< the model width
-  int64_t nhead = 8;               ///< attention heads
-  int64_t dim_feedforward = 2048;  ///< the MLP's hidden width
-  double dropout = 0.1;            ///< after attention, in the MLP and after it
+  int64_t d_model = 512;                     ///< the model width
+  int64_t nhead = 8;                         ///< attention heads
+  int64_t dim_feedforward = 2048;            ///< the MLP's hidden width
+  double dropout = 0.1;                      ///< after attention, in the MLP and after it
   Activation activation = Activation::ReLU;  ///< Activation::ReLU or GELU (or "relu", "gelu")
-  double layer_norm_eps = 1e-5;     ///< eps of both LayerNorms
-  bool batch_first = false;         ///< (N, L, E) rather than (L, N, E)
-  bool norm_first = false;  ///< pre-norm when true
+  double layer_norm_eps = 1e-5;              ///< eps of both LayerNorms
+  bool batch_first = false;                  ///< (N, L, E) rather than (L, N, E)
+  bool norm_first = false;                   ///< pre-norm when true
 };
 
 /// Submodules (and so state-dict names) as in PyTorch: self_attn, linear1,
@@ -41,13 +41,13 @@ class TransformerEncoderLayer : public Module {
   TransformerEncoderLayerOptions opts;            ///< the options given
   std::shared_ptr<MultiheadAttention> self_attn;  ///< self-attention
   ///@{
-  std::shared_ptr<Linear> linear1, linear2;       ///< the MLP: d_model -> dim_feedforward -> d_model
+  std::shared_ptr<Linear> linear1, linear2;  ///< the MLP: d_model -> dim_feedforward -> d_model
   ///@}
   ///@{
   std::shared_ptr<Dropout> dropout, dropout1, dropout2;  ///< in the MLP, after attention, after the MLP
   ///@}
   ///@{
-  std::shared_ptr<LayerNorm> norm1, norm2;        ///< before (norm_first) or after attention and the MLP
+  std::shared_ptr<LayerNorm> norm1, norm2;  ///< before (norm_first) or after attention and the MLP
   ///@}
   /// For inspection (attention maps, rollout): when keep_attention_weights is
   /// set, each forward stores its self-attention weights, averaged over heads
@@ -82,7 +82,7 @@ class TransformerEncoder : public Module {
   Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
   std::string type_name() const override { return "TransformerEncoder"; }
   std::shared_ptr<ModuleList> layers;  ///< the TransformerEncoderLayers
-  std::shared_ptr<LayerNorm> norm;  ///< null without final_norm
+  std::shared_ptr<LayerNorm> norm;     ///< null without final_norm
 };
 
 /// x + P[:L] then dropout, with P[i, 2j] = sin(i / 10000^(2j/d)) and
@@ -94,7 +94,7 @@ class SinusoidalPositionalEncoding : public Module {
   SinusoidalPositionalEncoding(int64_t d_model, int64_t max_len = 1000, double dropout = 0.0);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "SinusoidalPositionalEncoding"; }
-  Tensor P;  ///< (1, max_len, d_model)
+  Tensor P;                       ///< (1, max_len, d_model)
   std::shared_ptr<Dropout> drop;  ///< applied after the addition
 };
 
@@ -112,8 +112,8 @@ class LearnedPositionalEncoding : public Module {
 class Conv2d : public Module {
  public:
   /// kernel, stride and padding as (height, width).
-  Conv2d(int64_t in_channels, int64_t out_channels, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {1, 1},
-         std::array<int64_t, 2> padding = {0, 0}, bool bias = true);
+  Conv2d(int64_t in_channels, int64_t out_channels, std::array<int64_t, 2> kernel,
+         std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0}, bool bias = true);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Conv2d"; }
   ///@{
@@ -133,22 +133,22 @@ class PatchEmbedding : public Module {
                  int64_t embed_dim);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "PatchEmbedding"; }
-  std::shared_ptr<Conv2d> proj;  ///< kernel = stride = patch_size, in_channels -> embed_dim
-  int64_t num_patches;           ///< (H / ph) (W / pw)
+  std::shared_ptr<Conv2d> proj;     ///< kernel = stride = patch_size, in_channels -> embed_dim
+  int64_t num_patches;              ///< (H / ph) (W / pw)
   std::array<int64_t, 2> img_size;  ///< the expected (H, W)
 };
 
 /// The ViT's sizes; the defaults are the Fashion-MNIST demo's.
 struct VisionTransformerOptions {
-  std::array<int64_t, 2> img_size = {28, 28};   ///< (H, W)
-  std::array<int64_t, 2> patch_size = {7, 7};   ///< (ph, pw)
-  int64_t in_channels = 1;   ///< image channels
-  int64_t num_classes = 10;  ///< outputs of the head
-  int64_t embed_dim = 64;    ///< token width
-  int64_t depth = 4;         ///< encoder blocks
-  int64_t num_heads = 4;     ///< attention heads per block
-  int64_t mlp_dim = 128;     ///< hidden width of each block's MLP
-  double dropout = 0.1;      ///< in the blocks and after the position embedding
+  std::array<int64_t, 2> img_size = {28, 28};  ///< (H, W)
+  std::array<int64_t, 2> patch_size = {7, 7};  ///< (ph, pw)
+  int64_t in_channels = 1;                     ///< image channels
+  int64_t num_classes = 10;                    ///< outputs of the head
+  int64_t embed_dim = 64;                      ///< token width
+  int64_t depth = 4;                           ///< encoder blocks
+  int64_t num_heads = 4;                       ///< attention heads per block
+  int64_t mlp_dim = 128;                       ///< hidden width of each block's MLP
+  double dropout = 0.1;                        ///< in the blocks and after the position embedding
   /// > 0: the "hybrid" variant: a 3x3 convolution (stride 1, padding 1) to
   /// stem_channels feature maps and a GELU before the patch embedding, which
   /// then splits those maps into patches (parameters stem.*). 0: none, and the
@@ -165,13 +165,13 @@ class VisionTransformer : public Module {
   explicit VisionTransformer(VisionTransformerOptions opts);
   Tensor forward(const Tensor& images) override;  ///< (N, C, H, W) -> (N, num_classes)
   std::string type_name() const override { return "VisionTransformer"; }
-  VisionTransformerOptions opts;  ///< the options given
-  std::shared_ptr<Conv2d> stem;  ///< null unless opts.stem_channels > 0
+  VisionTransformerOptions opts;                ///< the options given
+  std::shared_ptr<Conv2d> stem;                 ///< null unless opts.stem_channels > 0
   std::shared_ptr<PatchEmbedding> patch_embed;  ///< images to tokens
   ///@{
   Tensor cls_token, pos_embed;  ///< (1, 1, E) and (1, num_patches + 1, E)
   ///@}
-  std::shared_ptr<Dropout> pos_drop;  ///< after adding pos_embed
+  std::shared_ptr<Dropout> pos_drop;   ///< after adding pos_embed
   std::shared_ptr<ModuleList> blocks;  ///< depth pre-norm TransformerEncoderLayers
   std::shared_ptr<LayerNorm> norm;     ///< the final norm
   std::shared_ptr<Linear> head;        ///< E -> num_classes, on [CLS]

@@ -65,21 +65,22 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
     return self_attn->forward(x, x, x, m.tgt_key_padding_mask, false, m.tgt_mask, true, m.tgt_is_causal).first;
   };
   auto ca = [&](const Tensor& x) {
-    auto [out, w] = multihead_attn->forward(x, memory, memory, m.memory_key_padding_mask, keep_attention_weights,
-                                            m.memory_mask);
+    auto [out, w] =
+        multihead_attn->forward(x, memory, memory, m.memory_key_padding_mask, keep_attention_weights, m.memory_mask);
     if (keep_attention_weights) cross_attention_weights = w.detach();
     return out;
   };
   return blocks(tgt, sa, ca);
 }
 
-Tensor TransformerDecoderLayer::step(const Tensor& tgt, TransformerDecoderLayerCache& cache, const Tensor& memory_mask) {
+Tensor TransformerDecoderLayer::step(const Tensor& tgt, TransformerDecoderLayerCache& cache,
+                                     const Tensor& memory_mask) {
   const Tensor x = opts.batch_first ? tgt : tgt.transpose(0, 1);  // (N, 1, E)
   EMBER_CHECK(tgt.dim() == 3 && x.size(1) == 1 && x.size(2) == opts.d_model && cache.memory_k.defined() &&
                   cache.memory_k.size(0) == x.size(0),
-              ShapeError, "TransformerDecoderLayer::step: expected one position ", opts.batch_first ? "(N, 1, " : "(1, N, ",
-              opts.d_model, ") for a cache of ", cache.memory_k.defined() ? cache.memory_k.size(0) : 0,
-              " batch entries, got ", tgt.shape().str());
+              ShapeError, "TransformerDecoderLayer::step: expected one position ",
+              opts.batch_first ? "(N, 1, " : "(1, N, ", opts.d_model, ") for a cache of ",
+              cache.memory_k.defined() ? cache.memory_k.size(0) : 0, " batch entries, got ", tgt.shape().str());
   // Self-attention: this position's key and value join the cache, and its
   // query attends over them all (no mask: the cache holds no later positions).
   auto sa = [&](const Tensor& h) {

@@ -70,8 +70,8 @@ struct TransformerDecoderLayerCache {
 /// The decoder's incremental state (TransformerDecoder::init_cache).
 struct TransformerDecoderCache {
   std::vector<TransformerDecoderLayerCache> layers;  ///< one per layer
-  Tensor memory_mask;  ///< memory_key_padding_mask as (N, 1, 1, S) bool, or undefined
-  int64_t steps = 0;   ///< positions decoded so far
+  Tensor memory_mask;                                ///< memory_key_padding_mask as (N, 1, 1, S) bool, or undefined
+  int64_t steps = 0;                                 ///< positions decoded so far
   /// Keeps batch entries index (int64, 1-D) in that order, e.g. the parent
   /// hypotheses of a beam search step; an entry may repeat.
   void reorder(const Tensor& index);
@@ -147,16 +147,16 @@ class TransformerDecoder : public Module {
 
 /// torch.nn.Transformer's arguments.
 struct TransformerOptions {
-  int64_t d_model = 512;             ///< the model width
-  int64_t nhead = 8;                 ///< attention heads
-  int64_t num_encoder_layers = 6;    ///< encoder depth
-  int64_t num_decoder_layers = 6;    ///< decoder depth
-  int64_t dim_feedforward = 2048;    ///< the MLPs' hidden width
-  double dropout = 0.1;              ///< as in the layers
+  int64_t d_model = 512;                     ///< the model width
+  int64_t nhead = 8;                         ///< attention heads
+  int64_t num_encoder_layers = 6;            ///< encoder depth
+  int64_t num_decoder_layers = 6;            ///< decoder depth
+  int64_t dim_feedforward = 2048;            ///< the MLPs' hidden width
+  double dropout = 0.1;                      ///< as in the layers
   Activation activation = Activation::ReLU;  ///< Activation::ReLU or GELU (or "relu", "gelu")
-  double layer_norm_eps = 1e-5;      ///< eps of every LayerNorm
-  bool batch_first = false;          ///< (N, L, E) rather than (L, N, E)
-  bool norm_first = false;           ///< pre-norm layers when true
+  double layer_norm_eps = 1e-5;              ///< eps of every LayerNorm
+  bool batch_first = false;                  ///< (N, L, E) rather than (L, N, E)
+  bool norm_first = false;                   ///< pre-norm layers when true
   /// The layers' options from these.
   TransformerEncoderLayerOptions layer() const {
     return {d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first};

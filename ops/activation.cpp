@@ -38,8 +38,7 @@ GeluApproximation gelu_approximation(const std::string& name) {
 const char* gelu_approximation_name(GeluApproximation a) { return a == GeluApproximation::Tanh ? "tanh" : "none"; }
 
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
-  if (approximate == GeluApproximation::Tanh)
-    return activation<fn::GeluTanh, fn::GeluTanhBackward>("gelu", x, false);
+  if (approximate == GeluApproximation::Tanh) return activation<fn::GeluTanh, fn::GeluTanhBackward>("gelu", x, false);
   return activation<fn::Gelu, fn::GeluBackward>("gelu", x, false);
 }
 

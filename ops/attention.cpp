@@ -10,18 +10,18 @@
 #include <cmath>
 #include <limits>
 
+#include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/dropout.h>
 #include <ember/ops/fast_math.h>
+#include <ember/ops/half_ops.h>
 #include <ember/ops/matmul.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/sgemm_avx512.h>
 #include <ember/ops/softmax.h>
-#include <ember/core/autocast.h>
-#include <ember/ops/half_ops.h>
 
 namespace ember {
 namespace {
@@ -91,12 +91,12 @@ using detail::unit_last;
 // paths give the same result for the same seed.
 
 struct FusedArgs {
-  const float *q, *k, *v;      // head h of entry n, row i: q + n * qs0 + i * qs1 + h * D
+  const float *q, *k, *v;  // head h of entry n, row i: q + n * qs0 + i * qs1 + h * D
   int64_t qs0, qs1, ks0, ks1, vs0, vs1;
   int64_t N, H, L, S, D;
   float scale;
-  double p;                    // dropout probability (0: none)
-  uint64_t seed, offset;       // Philox stream of the dropout draws
+  double p;               // dropout probability (0: none)
+  uint64_t seed, offset;  // Philox stream of the dropout draws
 };
 
 // From 32 keys up: at the ViT's 17 tokens the composed path, whose softmax
@@ -161,7 +161,7 @@ void prefetch_task(const FusedArgs& a, int64_t t, const float* g = nullptr, int6
 // S = Q K^T * scale for task t into s (row stride S).
 void scores(const FusedArgs& a, int64_t n, int64_t h, float* s) {
   cpu::sgemm_avx512(false, true, a.L, a.S, a.D, a.scale, a.q + n * a.qs0 + h * a.D, a.qs1, a.k + n * a.ks0 + h * a.D,
-                  a.ks1, 0.0f, s, a.S);
+                    a.ks1, 0.0f, s, a.S);
 }
 
 // out (N, L, E) contiguous; lse (N, H, L).
@@ -196,16 +196,16 @@ void fused_forward(const FusedArgs& a, float* out, float* lse) {
         for (int64_t e = 0; e < a.L * a.S; ++e) w[e] *= f[e];
       }
       cpu::sgemm_avx512(false, false, a.L, a.D, a.S, 1.0f, w, a.S, a.v + n * a.vs0 + h * a.D, a.vs1, 0.0f,
-                      out + n * a.L * E + h * a.D, E);
+                        out + n * a.L * E + h * a.D, E);
     }
   });
 }
 
 // g (N, L, E) with unit last stride (row stride gs1, batch gs0); dq, dk, dv
 // (N, T, E) views with unit last stride, or null when not wanted.
-void fused_backward(const FusedArgs& a, const float* lse, const float* g, int64_t gs0, int64_t gs1,
-                            float* dq, int64_t dqs0, int64_t dqs1, float* dk, int64_t dks0, int64_t dks1, float* dv,
-                            int64_t dvs0, int64_t dvs1) {
+void fused_backward(const FusedArgs& a, const float* lse, const float* g, int64_t gs0, int64_t gs1, float* dq,
+                    int64_t dqs0, int64_t dqs1, float* dk, int64_t dks0, int64_t dks1, float* dv, int64_t dvs0,
+                    int64_t dvs1) {
   parallel_for(0, a.N * a.H, 4, [&](int64_t lo, int64_t hi) {
     alignas(64) float w[64 * 64], f[64 * 64], dw[64 * 64];
     prefetch_task(a, lo, g, gs0, gs1);
@@ -251,10 +251,10 @@ void fused_backward(const FusedArgs& a, const float* lse, const float* g, int64_
       }
       if (dq)
         cpu::sgemm_avx512(false, false, a.L, a.D, a.S, a.scale, dw, a.S, a.k + n * a.ks0 + h * a.D, a.ks1, 0.0f,
-                        dq + n * dqs0 + h * a.D, dqs1);
+                          dq + n * dqs0 + h * a.D, dqs1);
       if (dk)
         cpu::sgemm_avx512(true, false, a.S, a.D, a.L, a.scale, dw, a.S, a.q + n * a.qs0 + h * a.D, a.qs1, 0.0f,
-                        dk + n * dks0 + h * a.D, dks1);
+                          dk + n * dks0 + h * a.D, dks1);
     }
   });
 }
@@ -311,8 +311,8 @@ Forward forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, co
   if (fused_fits(q, k, H, mask)) {
     if (p > 0) {
       Generator& g = gen ? *gen : default_generator();
-      f.spec = RandomSpec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(N * H * L * S) + 3) / 4),
-                          0.0, 1.0};
+      f.spec = RandomSpec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(N * H * L * S) + 3) / 4), 0.0,
+                          1.0};
     }
     f.lse = empty({N, H, L}, o);
     attention_forward_kernel(q.device(), q, k, v, FusedParams{H, scale, p, f.spec}, f.out, f.lse);
@@ -330,8 +330,8 @@ Forward forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, co
   f.wd = f.w;
   if (p > 0) {
     Generator& g = gen ? *gen : default_generator();
-    const RandomSpec spec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(f.w.numel()) + 3) / 4),
-                          0.0, 1.0};
+    const RandomSpec spec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(f.w.numel()) + 3) / 4), 0.0,
+                          1.0};
     f.wd = empty(ws, o);
     f.keep = empty(ws, TensorOptions(DType::Bool, q.device()));
     dropout_kernel(q.device(), f.w, f.wd, f.keep, spec, p);
@@ -342,8 +342,8 @@ Forward forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, co
 
 // Gradients of q, k, v into dq, dk, dv (each (N, T, E) views with a unit
 // last stride, or undefined when not wanted), from g = d out.
-void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Forward& f, int64_t H,
-              double p, double scale, Tensor dq, Tensor dk, Tensor dv) {
+void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Forward& f, int64_t H, double p,
+              double scale, Tensor dq, Tensor dk, Tensor dv) {
   if (f.lse.defined()) {
     attention_backward_kernel(q.device(), unit_last(g), q, k, v, f.lse, FusedParams{H, scale, p, f.spec}, dq, dk, dv);
     return;
@@ -369,7 +369,7 @@ void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v
   Tensor ds3 = ds.view(rows);
   softmax_backward_kernel(ds.device(), f.w.view(rows), dw.view(rows), ds3, false);
   dw = Tensor();
-  if (dq.defined()) matmul_into(ds, heads(k, H), heads(dq, H), scale);                   // dQ = dS K / sqrt(D)
+  if (dq.defined()) matmul_into(ds, heads(k, H), heads(dq, H), scale);                    // dQ = dS K / sqrt(D)
   if (dk.defined()) matmul_into(ds.transpose(-2, -1), heads(q, H), heads(dk, H), scale);  // dK = dS^T Q / sqrt(D)
 }
 
@@ -386,8 +386,8 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, i
   }
   detail::check_attention_inputs("multi_head_attention", q, k, v, num_heads, mask, dropout_p);
   if (any_half({&q, &k, &v, &mask}))  // the float32 path (fused where it applies), rounded once
-    return multi_head_attention(upcast_half(q), upcast_half(k), upcast_half(v), num_heads, upcast_half(mask),
-                                dropout_p, gen)
+    return multi_head_attention(upcast_half(q), upcast_half(k), upcast_half(v), num_heads, upcast_half(mask), dropout_p,
+                                gen)
         .to(q.dtype());
   const Tensor qp = unit_last(q), kp = unit_last(k), vp = unit_last(v);
   const int64_t H = num_heads;
@@ -396,9 +396,8 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, i
   Tensor out = std::move(f.out);  // not kept by the node: the output holds the node
   if (autograd::needs_grad({q, k, v}))
     autograd::record("multi_head_attention", {q, k, v}, out,
-                     [sq = autograd::SavedTensor(qp), sk = autograd::SavedTensor(kp),
-                      sv = autograd::SavedTensor(vp), f = std::move(f), H, p = dropout_p,
-                      scale](autograd::BackwardContext& ctx) {
+                     [sq = autograd::SavedTensor(qp), sk = autograd::SavedTensor(kp), sv = autograd::SavedTensor(vp),
+                      f = std::move(f), H, p = dropout_p, scale](autograd::BackwardContext& ctx) {
                        const Tensor &q = sq.get(), &k = sk.get(), &v = sv.get();
                        auto grad = [&](int i, const Tensor& like) {
                          return ctx.needs_grad(i) ? empty(like.shape(), TensorOptions(like.dtype(), like.device()))
@@ -438,8 +437,8 @@ Tensor multi_head_self_attention(const Tensor& qkv, int64_t num_heads, const Ten
                        const Tensor& x = sp.get();
                        // The three slices of one gradient, each written by its GEMM.
                        Tensor d = empty(x.shape(), TensorOptions(x.dtype(), x.device()));
-                       backward(ctx.grad_output(), x.narrow(2, 0, E), x.narrow(2, E, E), x.narrow(2, 2 * E, E), f, H,
-                                p, scale, d.narrow(2, 0, E), d.narrow(2, E, E), d.narrow(2, 2 * E, E));
+                       backward(ctx.grad_output(), x.narrow(2, 0, E), x.narrow(2, E, E), x.narrow(2, 2 * E, E), f, H, p,
+                                scale, d.narrow(2, 0, E), d.narrow(2, E, E), d.narrow(2, 2 * E, E));
                        ctx.set_grad(0, d);
                      });
   return out;

@@ -140,8 +140,10 @@ void bgemm_fallback(const BgemmArgs& g) {
           if (g.bias)
             x += g.bias_type == GemmElem::kFloat32 ? static_cast<const float*>(g.bias)[j]
                                                    : bf16_to_float(static_cast<const uint16_t*>(g.bias)[j]);
-          if (g.c_type == GemmElem::kFloat32) static_cast<float*>(g.c)[ci] = x;
-          else static_cast<uint16_t*>(g.c)[ci] = bf16_from_float(x);
+          if (g.c_type == GemmElem::kFloat32)
+            static_cast<float*>(g.c)[ci] = x;
+          else
+            static_cast<uint16_t*>(g.c)[ci] = bf16_from_float(x);
         }
     }
   });
@@ -212,8 +214,8 @@ EMBER_TARGET_BF16 void pack_kmajor(const T* src, int64_t ld, int64_t kw, int64_t
 // pack_kminor: element (p, i) = src[i * ld + p] (the inner dim is contiguous:
 // a transposed B, a row-major float32 A). 16 rows i at a time are loaded and
 // transposed in registers.
-EMBER_TARGET_BF16 void pack_kminor(const uint16_t* src, int64_t ld, int64_t kw, int64_t iw, int64_t ipad,
-                                   uint32_t* dst, int64_t dld) {
+EMBER_TARGET_BF16 void pack_kminor(const uint16_t* src, int64_t ld, int64_t kw, int64_t iw, int64_t ipad, uint32_t* dst,
+                                   int64_t dld) {
   for (int64_t i0 = 0; i0 < ipad; i0 += 16) {
     const int64_t rows = std::min<int64_t>(16, iw - i0);
     for (int64_t p0 = 0; p0 < kw; p0 += 32) {
@@ -226,7 +228,8 @@ EMBER_TARGET_BF16 void pack_kminor(const uint16_t* src, int64_t ld, int64_t kw, 
         r[j] = j < rows ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(pm, src + (i0 + j) * ld + p0))
                         : _mm512_setzero_ps();
       transpose16(r);
-      for (int64_t w = 0; w < (pw + 1) / 2; ++w) _mm512_store_si512(dst + (p0 / 2 + w) * dld + i0, _mm512_castps_si512(r[w]));
+      for (int64_t w = 0; w < (pw + 1) / 2; ++w)
+        _mm512_store_si512(dst + (p0 / 2 + w) * dld + i0, _mm512_castps_si512(r[w]));
     }
   }
 }
@@ -252,8 +255,8 @@ EMBER_TARGET_BF16 void pack_kminor(const float* src, int64_t ld, int64_t kw, int
 // Packs op(X)'s inner-dim rows [0, kw) and outer indices [0, iw) (X already
 // offset to the block's corner) for the kernel: kmajor when X's inner dim is
 // its slow one.
-EMBER_TARGET_BF16 void pack(const void* x, GemmElem t, bool kmajor, int64_t ld, int64_t kw, int64_t iw,
-                            int64_t ipad, uint32_t* dst, int64_t dld) {
+EMBER_TARGET_BF16 void pack(const void* x, GemmElem t, bool kmajor, int64_t ld, int64_t kw, int64_t iw, int64_t ipad,
+                            uint32_t* dst, int64_t dld) {
   if (t == GemmElem::kBFloat16) {
     const auto* s = static_cast<const uint16_t*>(x);
     kmajor ? pack_kmajor(s, ld, kw, iw, ipad, dst, dld) : pack_kminor(s, ld, kw, iw, ipad, dst, dld);
@@ -292,56 +295,56 @@ template <int MR, int NB, class CT>
 EMBER_TARGET_BF16 void block(int64_t kq, bool odd, const uint16_t* a, int64_t ars, int64_t aqs, const uint32_t* bp,
                              const Out<CT>& o) {
   __m512 acc[MR][NB];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_setzero_ps();
   for (int64_t q = 0; q < kq; ++q) {
     __m512bh bv[NB];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int j = 0; j < NB; ++j) bv[j] = (__m512bh)_mm512_load_si512(bp + q * NB * 16 + j * 16);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       uint32_t w;
       std::memcpy(&w, a + r * ars + q * aqs, 4);
       const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(w));
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], av, bv[j]);
     }
   }
   if (odd) {  // A's lone last element (read alone: its neighbour may be the next row, or NaN padding)
     __m512bh bv[NB];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int j = 0; j < NB; ++j) bv[j] = (__m512bh)_mm512_load_si512(bp + kq * NB * 16 + j * 16);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const __m512bh av = (__m512bh)_mm512_set1_epi32(a[r * ars + kq * aqs]);
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], av, bv[j]);
     }
   }
   if (o.w_in) {
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r)
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_add_ps(acc[r][j], _mm512_loadu_ps(o.w_in + r * o.ldw + j * 16));
   }
   if (o.w_out) {
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r)
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int j = 0; j < NB; ++j) _mm512_storeu_ps(o.w_out + r * o.ldw + j * 16, acc[r][j]);
     return;
   }
   const __m512 al = _mm512_set1_ps(o.alpha), be = _mm512_set1_ps(o.beta);
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int j = 0; j < NB; ++j) {
     const __mmask16 mask = j == NB - 1 ? o.last : static_cast<__mmask16>(0xFFFF);
     __m512 bias = _mm512_setzero_ps();
     if (o.bias)
       bias = o.bias_bf16 ? load_f32(static_cast<const uint16_t*>(o.bias) + j * 16, mask)
                          : load_f32(static_cast<const float*>(o.bias) + j * 16, mask);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       CT* cp = o.c + r * o.ldc + j * 16;
       __m512 x = _mm512_mul_ps(al, acc[r][j]);
@@ -378,14 +381,29 @@ EMBER_TARGET_BF16 void rows(int64_t m, int64_t kq, bool odd, const uint16_t* a, 
   }
   const uint16_t* ai = a + i * ars;
   switch (m - i) {
-    case 7: block<7, NB, CT>(kq, odd, ai, ars, aqs, bp, o); break;
-    case 6: block<6, NB, CT>(kq, odd, ai, ars, aqs, bp, o); break;
-    case 5: block<5, NB, CT>(kq, odd, ai, ars, aqs, bp, o); break;
-    case 4: block<4, NB, CT>(kq, odd, ai, ars, aqs, bp, o); break;
-    case 3: block<3, NB, CT>(kq, odd, ai, ars, aqs, bp, o); break;
-    case 2: block<2, NB, CT>(kq, odd, ai, ars, aqs, bp, o); break;
-    case 1: block<1, NB, CT>(kq, odd, ai, ars, aqs, bp, o); break;
-    default: break;
+    case 7:
+      block<7, NB, CT>(kq, odd, ai, ars, aqs, bp, o);
+      break;
+    case 6:
+      block<6, NB, CT>(kq, odd, ai, ars, aqs, bp, o);
+      break;
+    case 5:
+      block<5, NB, CT>(kq, odd, ai, ars, aqs, bp, o);
+      break;
+    case 4:
+      block<4, NB, CT>(kq, odd, ai, ars, aqs, bp, o);
+      break;
+    case 3:
+      block<3, NB, CT>(kq, odd, ai, ars, aqs, bp, o);
+      break;
+    case 2:
+      block<2, NB, CT>(kq, odd, ai, ars, aqs, bp, o);
+      break;
+    case 1:
+      block<1, NB, CT>(kq, odd, ai, ars, aqs, bp, o);
+      break;
+    default:
+      break;
   }
 }
 
@@ -419,8 +437,7 @@ EMBER_TARGET_BF16 void run_task(const BgemmArgs& g, const PackedB& pb, int64_t r
     const uint16_t* a;
     int64_t ars, aqs;
     if (pack_a) {
-      const auto* src = static_cast<const unsigned char*>(g.a) +
-                        esz * (g.trans_a ? k0 * g.lda + r0 : r0 * g.lda + k0);
+      const auto* src = static_cast<const unsigned char*>(g.a) + esz * (g.trans_a ? k0 * g.lda + r0 : r0 * g.lda + k0);
       pack(src, g.a_type, g.trans_a, g.lda, kw, mrows, mpad, ap, mpad);
       a = reinterpret_cast<const uint16_t*>(ap);
       ars = 2;
@@ -449,10 +466,18 @@ EMBER_TARGET_BF16 void run_task(const BgemmArgs& g, const PackedB& pb, int64_t r
       const bool odd = !pack_a && kw % 2 != 0;
       const int64_t kq = pack_a ? (kw + 1) / 2 : kw / 2;
       switch (nb) {
-        case 1: rows<1, CT>(mrows, kq, odd, a, ars, aqs, bp, o); break;
-        case 2: rows<2, CT>(mrows, kq, odd, a, ars, aqs, bp, o); break;
-        case 3: rows<3, CT>(mrows, kq, odd, a, ars, aqs, bp, o); break;
-        default: rows<4, CT>(mrows, kq, odd, a, ars, aqs, bp, o); break;
+        case 1:
+          rows<1, CT>(mrows, kq, odd, a, ars, aqs, bp, o);
+          break;
+        case 2:
+          rows<2, CT>(mrows, kq, odd, a, ars, aqs, bp, o);
+          break;
+        case 3:
+          rows<3, CT>(mrows, kq, odd, a, ars, aqs, bp, o);
+          break;
+        default:
+          rows<4, CT>(mrows, kq, odd, a, ars, aqs, bp, o);
+          break;
       }
     }
   }
@@ -472,8 +497,8 @@ void bgemm_kernel(const BgemmArgs& g) {
                    const int64_t jp = t / passes, k0 = (t % passes) * kPanelK;
                    const int64_t n0 = jp * kPanelN, nw = std::min(kPanelN, g.n - n0), np = (nw + 15) / 16 * 16;
                    const int64_t kw = std::min(kPanelK, g.k - k0);
-                   const auto* src = static_cast<const unsigned char*>(g.b) +
-                                     bsz * (g.trans_b ? n0 * g.ldb + k0 : k0 * g.ldb + n0);
+                   const auto* src =
+                       static_cast<const unsigned char*>(g.b) + bsz * (g.trans_b ? n0 * g.ldb + k0 : k0 * g.ldb + n0);
                    pack(src, g.b_type, !g.trans_b, g.ldb, kw, nw, np, const_cast<uint32_t*>(pb.panel(jp)) + k0 / 2 * np,
                         np);
                  }
@@ -493,8 +518,10 @@ void bgemm_kernel(const BgemmArgs& g) {
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t r0 = (t / groups) * chunk, r1 = std::min(g.m, r0 + chunk);
       const int64_t jp0 = (t % groups) * group, jp1 = std::min(panels, jp0 + group);
-      if (g.c_type == GemmElem::kFloat32) run_task<float>(g, pb, r0, r1, jp0, jp1);
-      else run_task<uint16_t>(g, pb, r0, r1, jp0, jp1);
+      if (g.c_type == GemmElem::kFloat32)
+        run_task<float>(g, pb, r0, r1, jp0, jp1);
+      else
+        run_task<uint16_t>(g, pb, r0, r1, jp0, jp1);
     }
     t_apack.trim();
     t_work.trim();
@@ -563,18 +590,20 @@ bool bgemm_uses_kernel() {
 void bgemm_force_fallback(bool on) { g_force_fallback.store(on); }
 
 void bgemm(const BgemmArgs& g) {
-  EMBER_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, ValueError, "bgemm: negative size (m=", g.m, ", n=", g.n,
-              ", k=", g.k, ")");
+  EMBER_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, ValueError, "bgemm: negative size (m=", g.m, ", n=", g.n, ", k=", g.k,
+              ")");
   if (g.m == 0 || g.n == 0) return;
   // op(A) is m x k: stored [m][k] (row stride >= k) or, transposed, [k][m].
   const int64_t a_row = g.trans_a ? g.m : g.k, b_row = g.trans_b ? g.k : g.n;
-  EMBER_CHECK(g.lda >= std::max<int64_t>(1, a_row) && g.ldb >= std::max<int64_t>(1, b_row) && g.ldc >= g.n,
-              ValueError, "bgemm: leading dimension too small (m=", g.m, ", n=", g.n, ", k=", g.k, ", lda=", g.lda,
-              ", ldb=", g.ldb, ", ldc=", g.ldc, ")");
-  EMBER_CHECK(g.c && (g.k == 0 || (g.a && g.b)), ValueError, "bgemm: null operand (m=", g.m, ", n=", g.n, ", k=",
-              g.k, ")");
-  if (bgemm_uses_kernel()) bgemm_kernel(g);
-  else bgemm_fallback(g);
+  EMBER_CHECK(g.lda >= std::max<int64_t>(1, a_row) && g.ldb >= std::max<int64_t>(1, b_row) && g.ldc >= g.n, ValueError,
+              "bgemm: leading dimension too small (m=", g.m, ", n=", g.n, ", k=", g.k, ", lda=", g.lda, ", ldb=", g.ldb,
+              ", ldc=", g.ldc, ")");
+  EMBER_CHECK(g.c && (g.k == 0 || (g.a && g.b)), ValueError, "bgemm: null operand (m=", g.m, ", n=", g.n, ", k=", g.k,
+              ")");
+  if (bgemm_uses_kernel())
+    bgemm_kernel(g);
+  else
+    bgemm_fallback(g);
 }
 
 namespace {
@@ -586,7 +615,8 @@ double peak(double seconds, int flops_per_instr, Loop loop) {
     const auto t0 = clock::now();
     loop(iters);
     const double s = std::chrono::duration<double>(clock::now() - t0).count();
-    if (s >= seconds || iters > (int64_t(1) << 40)) return 24.0 * flops_per_instr * static_cast<double>(iters) / s * 1e-9;
+    if (s >= seconds || iters > (int64_t(1) << 40))
+      return 24.0 * flops_per_instr * static_cast<double>(iters) / s * 1e-9;
     iters = static_cast<int64_t>(static_cast<double>(iters) * std::min(16.0, 1.2 * seconds / std::max(s, 1e-6)));
   }
 }

@@ -25,10 +25,14 @@ decltype(all_gather_kernel) all_gather_kernel("all_gather");
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Mean: return "mean";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Mean:
+      return "mean";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
   }
   return "?";
 }
@@ -115,9 +119,10 @@ void init() {
       g.info = t->init();
       g.transport = t;
       std::atexit(finalize_at_exit);
-      EMBER_CHECK(env.size <= 1 || g.info.world_size == env.size, DeviceError, "distributed::init: ",
-                  env.launcher->name, " started ", env.size, " processes, but MPI_Init reports a world of ",
-                  g.info.world_size, ": the program's MPI library is not the launcher's (e.g. a program built against "
+      EMBER_CHECK(env.size <= 1 || g.info.world_size == env.size, DeviceError,
+                  "distributed::init: ", env.launcher->name, " started ", env.size,
+                  " processes, but MPI_Init reports a world of ", g.info.world_size,
+                  ": the program's MPI library is not the launcher's (e.g. a program built against "
                   "MPICH started by Open MPI's mpirun); use the mpirun of the MPI Ember was built with");
     }
   }
@@ -260,8 +265,8 @@ Work start_all_reduce(Tensor& t, ReduceOp op, bool blocking) {
   check_inplace("all_reduce", t);
   EMBER_CHECK(t.dtype() != DType::Bool, DTypeError, "distributed::all_reduce: bool tensors are not reduced (shape ",
               t.shape().str(), "); convert to int64 first");
-  EMBER_CHECK(op != ReduceOp::Mean || t.is_floating_point(), DTypeError,
-              "distributed::all_reduce: mean of a ", dtype_name(t.dtype()), " tensor (shape ", t.shape().str(),
+  EMBER_CHECK(op != ReduceOp::Mean || t.is_floating_point(), DTypeError, "distributed::all_reduce: mean of a ",
+              dtype_name(t.dtype()), " tensor (shape ", t.shape().str(),
               ") would truncate; use Sum, or a floating dtype");
   if (world_size() == 1) return Work();
   Tensor buf = contiguous_buffer(t);

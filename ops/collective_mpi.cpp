@@ -30,18 +30,22 @@ bool g_we_initialised = false;
   MPI_Error_string(code, text, &len);
   throw DeviceError(ember::detail::cat_str(call, " failed: ", std::string(text, static_cast<size_t>(len))));
 }
-#define EMBER_MPI_CHECK(call)                     \
-  do {                                            \
-    const int ember_mpi_rc_ = (call);             \
+#define EMBER_MPI_CHECK(call)                                          \
+  do {                                                                 \
+    const int ember_mpi_rc_ = (call);                                  \
     if (ember_mpi_rc_ != MPI_SUCCESS) throw_mpi(#call, ember_mpi_rc_); \
   } while (0)
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::Float32: return MPI_FLOAT;
-    case DType::Float64: return MPI_DOUBLE;
-    case DType::Int64: return MPI_INT64_T;
-    case DType::Bool: return MPI_C_BOOL;
+    case DType::Float32:
+      return MPI_FLOAT;
+    case DType::Float64:
+      return MPI_DOUBLE;
+    case DType::Int64:
+      return MPI_INT64_T;
+    case DType::Bool:
+      return MPI_C_BOOL;
     case DType::BFloat16:
     case DType::Float16:
       // MPI has no 16-bit float type (nor its sum); the caller converts.
@@ -53,9 +57,12 @@ MPI_Datatype mpi_type(DType t) {
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Max: return MPI_MAX;
-    case ReduceOp::Min: return MPI_MIN;
-    default: return MPI_SUM;  // Mean reaches kernels as Sum
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Min:
+      return MPI_MIN;
+    default:
+      return MPI_SUM;  // Mean reaches kernels as Sum
   }
 }
 
@@ -113,8 +120,8 @@ void mpi_all_gather_bytes(const void* in, void* out, size_t n) {
   EMBER_MPI_CHECK(MPI_Allgather(in, byte_count(n), MPI_BYTE, out, byte_count(n), MPI_BYTE, g_comm));
 }
 
-constexpr detail::HostTransport kMpi{"mpi", mpi_init, mpi_finalize, mpi_barrier, mpi_abort, mpi_broadcast_bytes,
-                                     mpi_all_gather_bytes};
+constexpr detail::HostTransport kMpi{
+    "mpi", mpi_init, mpi_finalize, mpi_barrier, mpi_abort, mpi_broadcast_bytes, mpi_all_gather_bytes};
 
 // ---- CPU kernels --------------------------------------------------------------
 void cpu_broadcast(Tensor& t, int root) {
@@ -136,8 +143,8 @@ struct MpiWork final : Work::Impl {
 
 Work cpu_all_reduce(Tensor& t, ReduceOp op, bool blocking) {
   if (blocking) {
-    EMBER_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count(t, "all_reduce"), mpi_type(t.dtype()), mpi_op(op),
-                                  g_comm));
+    EMBER_MPI_CHECK(
+        MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count(t, "all_reduce"), mpi_type(t.dtype()), mpi_op(op), g_comm));
     return Work();
   }
   auto w = std::make_shared<MpiWork>();
@@ -149,7 +156,8 @@ Work cpu_all_reduce(Tensor& t, ReduceOp op, bool blocking) {
 
 void cpu_all_gather(const Tensor& in, Tensor& out) {
   const int n = count(in, "all_gather");
-  EMBER_MPI_CHECK(MPI_Allgather(in.data_ptr(), n, mpi_type(in.dtype()), out.data_ptr(), n, mpi_type(in.dtype()), g_comm));
+  EMBER_MPI_CHECK(
+      MPI_Allgather(in.data_ptr(), n, mpi_type(in.dtype()), out.data_ptr(), n, mpi_type(in.dtype()), g_comm));
 }
 
 }  // namespace

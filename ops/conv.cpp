@@ -8,15 +8,15 @@
 #include <ember/ops/conv.h>
 #include <ember/ops/conv_kernels.h>
 
+#include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
+#include <ember/ops/half_ops.h>
 #include <ember/ops/matmul.h>
 #include <ember/ops/pointwise.h>
-#include <ember/core/autocast.h>
-#include <ember/ops/half_ops.h>
 
 namespace ember {
 

@@ -31,8 +31,8 @@ namespace ember::cpu {
 ConvertPaths convert_paths() {
 #if EMBER_CONVERT_X86
   static const ConvertPaths p = [] {
-    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                        __builtin_cpu_supports("avx512vl");
+    const bool avx512 =
+        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
     return ConvertPaths{avx512 && __builtin_cpu_supports("avx512bf16"), avx512};
   }();
   return p;
@@ -69,8 +69,8 @@ EMBER_TARGET_AVX512_BF16 void float_to_bf16_avx512(const float* src, bfloat16* d
     __m256i r = (__m256i)_mm512_cvtneps_pbh(x);
     const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
     const __mmask16 nan = nan_lanes(u);
-    const __mmask16 subnormal = _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(0x00800000)) &
-                                _mm512_test_epi32_mask(a, a);
+    const __mmask16 subnormal =
+        _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(0x00800000)) & _mm512_test_epi32_mask(a, a);
     if (nan | subnormal) r = _mm256_mask_blend_epi16(nan | subnormal, r, bf16_integer_rounding(u, nan));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), r);
   }
@@ -86,8 +86,7 @@ EMBER_TARGET_AVX512 void float_to_f16_avx512(const float* src, float16* dst, int
     const __mmask16 nan = nan_lanes(u);
     if (nan) {
       // sign | 0x7E00
-      const __m256i sign = _mm512_cvtepi32_epi16(
-          _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)));
+      const __m256i sign = _mm512_cvtepi32_epi16(_mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)));
       r = _mm256_mask_blend_epi16(nan, r, _mm256_or_si256(sign, _mm256_set1_epi16(0x7E00)));
     }
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), r);
@@ -152,10 +151,14 @@ bool copy_convert_contiguous(const Tensor& src, Tensor& dst) {
   // 16384 elements: a few microseconds of work per chunk.
   parallel_for(0, dst.numel(), 16384, [&](int64_t lo, int64_t hi) {
     const int64_t n = hi - lo;
-    if (d == DType::BFloat16) float_to_bf16(static_cast<const float*>(sp) + lo, static_cast<bfloat16*>(dp) + lo, n);
-    else if (d == DType::Float16) float_to_f16(static_cast<const float*>(sp) + lo, static_cast<float16*>(dp) + lo, n);
-    else if (s == DType::BFloat16) bf16_to_float(static_cast<const bfloat16*>(sp) + lo, static_cast<float*>(dp) + lo, n);
-    else f16_to_float(static_cast<const float16*>(sp) + lo, static_cast<float*>(dp) + lo, n);
+    if (d == DType::BFloat16)
+      float_to_bf16(static_cast<const float*>(sp) + lo, static_cast<bfloat16*>(dp) + lo, n);
+    else if (d == DType::Float16)
+      float_to_f16(static_cast<const float*>(sp) + lo, static_cast<float16*>(dp) + lo, n);
+    else if (s == DType::BFloat16)
+      bf16_to_float(static_cast<const bfloat16*>(sp) + lo, static_cast<float*>(dp) + lo, n);
+    else
+      f16_to_float(static_cast<const float16*>(sp) + lo, static_cast<float*>(dp) + lo, n);
   });
   return true;
 }

@@ -18,8 +18,8 @@ inline constexpr int64_t kGrain = 32768;
 /// Calls run(ptrs, strides, n) for 1-D runs covering elements [lo, hi) of the
 /// plan; ptrs point at each operand's first element of the run.
 template <int N, class Run>
-void for_each_run(const ElementwisePlan<N>& p, const std::array<char*, N>& base,
-                  const std::array<int64_t, N>& elsize, int64_t lo, int64_t hi, const Run& run) {
+void for_each_run(const ElementwisePlan<N>& p, const std::array<char*, N>& base, const std::array<int64_t, N>& elsize,
+                  int64_t lo, int64_t hi, const Run& run) {
   const int nd = p.ndim;
   const int64_t inner = p.sizes[nd - 1];
   // Multi-index of element lo (outer dims), and the offset in the inner dim.
@@ -68,34 +68,38 @@ void map(Tensor& out, const std::array<const Tensor*, sizeof...(In)>& ins, const
         Out* o = reinterpret_cast<Out*>(base[0]);
         [[maybe_unused]] const std::array<const void*, N - 1> in{base[I + 1]...};
         for (int64_t i = lo; i < hi; ++i) o[i] = f(static_cast<const In*>(in[I])[i]...);
-      }(std::index_sequence_for<In...>{});
+      }
+      (std::index_sequence_for<In...>{});
     });
     return;
   }
   parallel_for(0, p.numel, kGrain, [&](int64_t lo, int64_t hi) {
-    for_each_run<N>(p, base, elsize, lo, hi, [&](const std::array<char*, N>& ptr, const std::array<int64_t, N>& st, int64_t n) {
-      bool dense = true;  // every operand contiguous along this run
-      for (int k = 0; k < N; ++k) dense = dense && st[k] == elsize[k];
-      if (dense) {
-        // A broadcast bias, a permuted copy with contiguous rows: indexed
-        // like the contiguous path, so the compiler vectorises the run.
-        [&]<size_t... I>(std::index_sequence<I...>) {
-          Out* o = reinterpret_cast<Out*>(ptr[0]);
-          [[maybe_unused]] const std::array<const char*, N - 1> in{ptr[I + 1]...};
-          for (int64_t i = 0; i < n; ++i) o[i] = f(reinterpret_cast<const In*>(in[I])[i]...);
-        }(std::index_sequence_for<In...>{});
-        return;
-      }
-      [&]<size_t... I>(std::index_sequence<I...>) {
-        char* o = ptr[0];
-        [[maybe_unused]] std::array<const char*, N - 1> in{ptr[I + 1]...};
-        for (int64_t i = 0; i < n; ++i) {
-          *reinterpret_cast<Out*>(o) = f(*reinterpret_cast<const In*>(in[I])...);
-          o += st[0];
-          ((in[I] += st[I + 1]), ...);
-        }
-      }(std::index_sequence_for<In...>{});
-    });
+    for_each_run<N>(p, base, elsize, lo, hi,
+                    [&](const std::array<char*, N>& ptr, const std::array<int64_t, N>& st, int64_t n) {
+                      bool dense = true;  // every operand contiguous along this run
+                      for (int k = 0; k < N; ++k) dense = dense && st[k] == elsize[k];
+                      if (dense) {
+                        // A broadcast bias, a permuted copy with contiguous rows: indexed
+                        // like the contiguous path, so the compiler vectorises the run.
+                        [&]<size_t... I>(std::index_sequence<I...>) {
+                          Out* o = reinterpret_cast<Out*>(ptr[0]);
+                          [[maybe_unused]] const std::array<const char*, N - 1> in{ptr[I + 1]...};
+                          for (int64_t i = 0; i < n; ++i) o[i] = f(reinterpret_cast<const In*>(in[I])[i]...);
+                        }
+                        (std::index_sequence_for<In...>{});
+                        return;
+                      }
+                      [&]<size_t... I>(std::index_sequence<I...>) {
+                        char* o = ptr[0];
+                        [[maybe_unused]] std::array<const char*, N - 1> in{ptr[I + 1]...};
+                        for (int64_t i = 0; i < n; ++i) {
+                          *reinterpret_cast<Out*>(o) = f(*reinterpret_cast<const In*>(in[I])...);
+                          o += st[0];
+                          ((in[I] += st[I + 1]), ...);
+                        }
+                      }
+                      (std::index_sequence_for<In...>{});
+                    });
   });
 }
 

@@ -13,17 +13,15 @@
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
-#include <ember/ops/random_kernels.h>
 #include <ember/ops/half_ops.h>
+#include <ember/ops/random_kernels.h>
 
 namespace ember {
 
 // x, out, keep: contiguous, same numel; keep is bool.
-decltype(dropout_kernel) dropout_kernel(
-    "dropout");
+decltype(dropout_kernel) dropout_kernel("dropout");
 // g, keep, dx: contiguous, same numel. dx = g * keep * scale.
-decltype(masked_scale_kernel) masked_scale_kernel(
-    "dropout_backward");
+decltype(masked_scale_kernel) masked_scale_kernel("dropout_backward");
 
 namespace {
 
@@ -106,8 +104,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   if (any_half(x)) return dropout(upcast_half(x), p, training, gen).to(x.dtype());  // the float32 masks
   if (p == 1.0) return mul(x, 0.0);
   Generator& g = gen ? *gen : default_generator();
-  const RandomSpec spec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(x.numel()) + 3) / 4), 0.0,
-                        1.0};
+  const RandomSpec spec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(x.numel()) + 3) / 4), 0.0, 1.0};
   const Tensor xc = x.detach().contiguous();
   Tensor out = empty(x.shape(), TensorOptions(x.dtype(), x.device()));
   Tensor keep = empty(x.shape(), TensorOptions(DType::Bool, x.device()));

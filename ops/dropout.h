@@ -28,8 +28,7 @@ inline uint32_t dropout_threshold(double p) {
 /// Kernels (a backend registers these). x, out, keep contiguous; keep bool.
 /// Element i uses Philox counter spec.offset + i / 4, word i % 4, as float
 /// uniform u = (bits >> 8) / 2^24: kept when u >= p.
-extern KernelTable<void(const Tensor& x, Tensor& out, Tensor& keep, const RandomSpec& spec, double p)>
-    dropout_kernel;
+extern KernelTable<void(const Tensor& x, Tensor& out, Tensor& keep, const RandomSpec& spec, double p)> dropout_kernel;
 /// dx = g * keep * scale.
 extern KernelTable<void(const Tensor& g, const Tensor& keep, Tensor& dx, double scale)> masked_scale_kernel;
 

@@ -9,13 +9,13 @@
 
 #include <cmath>
 
+#include <ember/core/autocast.h>
 #include <ember/core/dtype_dispatch.h>
 #include <ember/ops/cpu_loops.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/pointwise_kernels.h>
 #include <ember/ops/pointwise_register.h>
 #include <ember/ops/reduce.h>
-#include <ember/core/autocast.h>
 
 namespace ember {
 
@@ -27,8 +27,8 @@ Tensor broadcast_view(const Tensor& t, const Shape& shape) {
   Shape st = Shape::filled(shape.size(), 0);
   for (int i = 0; i < t.dim(); ++i) {
     const int64_t s = t.shape()[i];
-    EMBER_CHECK(s == shape[i + off] || s == 1, ShapeError, "broadcast: cannot broadcast ", t.shape().str(),
-                " to ", shape.str());
+    EMBER_CHECK(s == shape[i + off] || s == 1, ShapeError, "broadcast: cannot broadcast ", t.shape().str(), " to ",
+                shape.str());
     st[i + off] = s == 1 ? 0 : t.strides()[i];
   }
   return make_view(t, shape, st, t.offset());
@@ -71,9 +71,9 @@ namespace {
 
 // ---- ops with their backward ------------------------------------------------
 using autograd::BackwardContext;
-using autograd::SavedTensor;
 using autograd::needs_grad;
 using autograd::record;
+using autograd::SavedTensor;
 
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward<fn::Add>(a, b);
@@ -163,8 +163,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 // ---- tensor-scalar ----------------------------------------------------------
 Tensor add(const Tensor& a, double b) {
   Tensor out = unary_forward<fn::AddScalar>(a, b);
-  if (needs_grad({a}))
-    record("add", {a}, out, [](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output()); });
+  if (needs_grad({a})) record("add", {a}, out, [](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output()); });
   return out;
 }
 
@@ -172,8 +171,7 @@ Tensor sub(const Tensor& a, double b) { return add(a, -b); }
 
 Tensor sub(double a, const Tensor& b) {
   Tensor out = unary_forward<fn::RsubScalar>(b, a);
-  if (needs_grad({b}))
-    record("sub", {b}, out, [](BackwardContext& ctx) { ctx.set_grad(0, neg(ctx.grad_output())); });
+  if (needs_grad({b})) record("sub", {b}, out, [](BackwardContext& ctx) { ctx.set_grad(0, neg(ctx.grad_output())); });
   return out;
 }
 
@@ -201,8 +199,7 @@ Tensor div(double a, const Tensor& b) {
 
 Tensor neg(const Tensor& x) {
   Tensor out = unary_forward<fn::Neg>(x);
-  if (needs_grad({x}))
-    record("neg", {x}, out, [](BackwardContext& ctx) { ctx.set_grad(0, neg(ctx.grad_output())); });
+  if (needs_grad({x})) record("neg", {x}, out, [](BackwardContext& ctx) { ctx.set_grad(0, neg(ctx.grad_output())); });
   return out;
 }
 
@@ -238,9 +235,8 @@ Tensor exp(const Tensor& x) {
   }
   Tensor out = unary_forward<fn::Exp>(x);
   if (needs_grad({x}))
-    record("exp", {x}, out, [so = SavedTensor(out)](BackwardContext& ctx) {
-      ctx.set_grad(0, mul(ctx.grad_output(), so.get()));
-    });
+    record("exp", {x}, out,
+           [so = SavedTensor(out)](BackwardContext& ctx) { ctx.set_grad(0, mul(ctx.grad_output(), so.get())); });
   return out;
 }
 
@@ -251,9 +247,8 @@ Tensor log(const Tensor& x) {
   }
   Tensor out = unary_forward<fn::Log>(x);
   if (needs_grad({x}))
-    record("log", {x}, out, [sx = SavedTensor(x)](BackwardContext& ctx) {
-      ctx.set_grad(0, div(ctx.grad_output(), sx.get()));
-    });
+    record("log", {x}, out,
+           [sx = SavedTensor(x)](BackwardContext& ctx) { ctx.set_grad(0, div(ctx.grad_output(), sx.get())); });
   return out;
 }
 
@@ -291,9 +286,8 @@ Tensor abs(const Tensor& x) {
 Tensor sin(const Tensor& x) {
   Tensor out = unary_forward<fn::Sin>(x);
   if (needs_grad({x}))
-    record("sin", {x}, out, [sx = SavedTensor(x)](BackwardContext& ctx) {
-      ctx.set_grad(0, mul(ctx.grad_output(), cos(sx.get())));
-    });
+    record("sin", {x}, out,
+           [sx = SavedTensor(x)](BackwardContext& ctx) { ctx.set_grad(0, mul(ctx.grad_output(), cos(sx.get()))); });
   return out;
 }
 
@@ -308,8 +302,7 @@ Tensor cos(const Tensor& x) {
 
 // ---- selection --------------------------------------------------------------
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  EMBER_CHECK(cond.dtype() == DType::Bool, DTypeError, "where: condition must be bool, got ",
-              dtype_name(cond.dtype()));
+  EMBER_CHECK(cond.dtype() == DType::Bool, DTypeError, "where: condition must be bool, got ", dtype_name(cond.dtype()));
   check_same_device("where", cond, a);
   check_same_device("where", a, b);
   const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
@@ -418,7 +411,8 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value) {
 namespace autograd {
 Tensor accumulate(const Tensor& a, const Tensor& b) { return binary_forward<fn::Add>(a, b); }
 void accumulate_(Tensor& acc, const Tensor& g) {
-  binary_kernel<fn::Add>()(acc.device(), acc, broadcast_view(g.dtype() == acc.dtype() ? g : g.to(acc.dtype()), acc.shape()), acc, 0, 0);
+  binary_kernel<fn::Add>()(acc.device(), acc,
+                           broadcast_view(g.dtype() == acc.dtype() ? g : g.to(acc.dtype()), acc.shape()), acc, 0, 0);
   acc.bump_version();
 }
 }  // namespace autograd

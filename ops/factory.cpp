@@ -106,17 +106,17 @@ Tensor eye(int64_t n, int64_t m, TensorOptions opts) {
   return from_host(std::move(v), Shape{n, m}, opts);
 }
 
-Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {
-  return uniform(shape, 0.0, 1.0, opts, gen);
-}
+Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) { return uniform(shape, 0.0, 1.0, opts, gen); }
 Tensor uniform(const Shape& shape, double low, double high, TensorOptions opts, Generator* gen) {
-  EMBER_CHECK(is_floating(opts.dtype), DTypeError, "rand/uniform: dtype must be floating, got ", dtype_name(opts.dtype));
+  EMBER_CHECK(is_floating(opts.dtype), DTypeError, "rand/uniform: dtype must be floating, got ",
+              dtype_name(opts.dtype));
   EMBER_CHECK(low <= high, ValueError, "uniform: low ", low, " is above high ", high);
   return random_tensor(shape, opts, gen, RandomKind::Uniform, low, high);
 }
 Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) { return normal(shape, 0.0, 1.0, opts, gen); }
 Tensor normal(const Shape& shape, double mean, double std, TensorOptions opts, Generator* gen) {
-  EMBER_CHECK(is_floating(opts.dtype), DTypeError, "randn/normal: dtype must be floating, got ", dtype_name(opts.dtype));
+  EMBER_CHECK(is_floating(opts.dtype), DTypeError, "randn/normal: dtype must be floating, got ",
+              dtype_name(opts.dtype));
   EMBER_CHECK(std >= 0, ValueError, "normal: std must be non-negative, got ", std);
   return random_tensor(shape, opts, gen, RandomKind::Normal, mean, std);
 }
@@ -125,7 +125,9 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts
   return random_tensor(shape, opts, gen, RandomKind::Integer, static_cast<double>(low), static_cast<double>(high));
 }
 Tensor rand_like(const Tensor& t, Generator* gen) { return rand(t.shape(), TensorOptions(t.dtype(), t.device()), gen); }
-Tensor randn_like(const Tensor& t, Generator* gen) { return randn(t.shape(), TensorOptions(t.dtype(), t.device()), gen); }
+Tensor randn_like(const Tensor& t, Generator* gen) {
+  return randn(t.shape(), TensorOptions(t.dtype(), t.device()), gen);
+}
 
 Tensor randperm(int64_t n, Generator* gen) {
   // Fisher-Yates driven by one batch of random integers.

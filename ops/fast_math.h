@@ -73,7 +73,7 @@ EMBER_FAST_INLINE float tanhf(float x) {
   const float big = 1.0f - 2.0f / (e + 1.0f);
   // Small |x|: x + x^3 p(x^2), p the Taylor coefficients of tanh from x^3 on.
   const float x2 = x * x;
-  float p = 5.90027440e-4f;  // 6404582/10854718875 (x^17)
+  float p = 5.90027440e-4f;     // 6404582/10854718875 (x^17)
   p = p * x2 - 1.45583438e-3f;  // -929569/638512875 (x^15)
   p = p * x2 + 3.59212803e-3f;  // 21844/6081075
   p = p * x2 - 8.86323552e-3f;  // -1382/155925

@@ -19,23 +19,57 @@ namespace ember::fn {
 
 /// Math that resolves to the right overload on host and device.
 ///@{
-template <class T> EMBER_HD inline T exp_(T x) { return std::exp(x); }
-template <class T> EMBER_HD inline T log_(T x) { return std::log(x); }
-template <class T> EMBER_HD inline T sqrt_(T x) { return std::sqrt(x); }
-template <class T> EMBER_HD inline T tanh_(T x) { return std::tanh(x); }
-template <class T> EMBER_HD inline T erf_(T x) { return std::erf(x); }
-template <class T> EMBER_HD inline T log1p_(T x) { return std::log1p(x); }
-template <class T> EMBER_HD inline T sin_(T x) { return std::sin(x); }
-template <class T> EMBER_HD inline T cos_(T x) { return std::cos(x); }
-template <class T> EMBER_HD inline T pow_(T x, T y) { return std::pow(x, y); }
-template <class T> EMBER_HD inline T abs_(T x) { return x < T(0) ? -x : x; }
+template <class T>
+EMBER_HD inline T exp_(T x) {
+  return std::exp(x);
+}
+template <class T>
+EMBER_HD inline T log_(T x) {
+  return std::log(x);
+}
+template <class T>
+EMBER_HD inline T sqrt_(T x) {
+  return std::sqrt(x);
+}
+template <class T>
+EMBER_HD inline T tanh_(T x) {
+  return std::tanh(x);
+}
+template <class T>
+EMBER_HD inline T erf_(T x) {
+  return std::erf(x);
+}
+template <class T>
+EMBER_HD inline T log1p_(T x) {
+  return std::log1p(x);
+}
+template <class T>
+EMBER_HD inline T sin_(T x) {
+  return std::sin(x);
+}
+template <class T>
+EMBER_HD inline T cos_(T x) {
+  return std::cos(x);
+}
+template <class T>
+EMBER_HD inline T pow_(T x, T y) {
+  return std::pow(x, y);
+}
+template <class T>
+EMBER_HD inline T abs_(T x) {
+  return x < T(0) ? -x : x;
+}
 ///@}
 /// GELU's erf: on the host in float32 the inline one of fast_math.h, so the
 /// GELU loops vectorise; elsewhere the library's.
-template <class T> EMBER_HD inline T gelu_erf_(T x) { return std::erf(x); }
+template <class T>
+EMBER_HD inline T gelu_erf_(T x) {
+  return std::erf(x);
+}
 /// GELU's derivative Phi(x) + x phi(x), Phi and phi the standard normal's
 /// cdf and density.
-template <class T> EMBER_HD inline T gelu_grad_(T x) {
+template <class T>
+EMBER_HD inline T gelu_grad_(T x) {
   const T cdf = T(0.5) * (T(1) + gelu_erf_(x * T(0.70710678118654752440)));
   const T pdf = T(0.39894228040143267794) * exp_(T(-0.5) * x * x);
   return cdf + x * pdf;
@@ -43,18 +77,28 @@ template <class T> EMBER_HD inline T gelu_grad_(T x) {
 #if !defined(__CUDA_ARCH__)
 /// Host float32: erf(x / sqrt 2) computes exp(-x^2 / 2), which is phi's
 /// exponential too: one exp per element instead of two.
-template <> EMBER_FAST_INLINE float gelu_grad_<float>(float x) {
+template <>
+EMBER_FAST_INLINE float gelu_grad_<float>(float x) {
   float e;
   const float erf = fast::erff(x * 0.70710678118654752440f, e);
   return 0.5f * (1.0f + erf) + x * 0.39894228040143267794f * e;
 }
 /// Host float32 exp: inline and vectorisable (fast_math.h, under 2 ulp).
 ///@{
-template <> EMBER_FAST_INLINE float exp_<float>(float x) { return fast::expf(x); }
-template <> EMBER_FAST_INLINE float gelu_erf_<float>(float x) { return fast::erff(x); }
+template <>
+EMBER_FAST_INLINE float exp_<float>(float x) {
+  return fast::expf(x);
+}
+template <>
+EMBER_FAST_INLINE float gelu_erf_<float>(float x) {
+  return fast::erff(x);
+}
 ///@}
 /// Host float32 tanh: inline and vectorisable (fast_math.h, under 4 ulp).
-template <> EMBER_FAST_INLINE float tanh_<float>(float x) { return fast::tanhf(x); }
+template <>
+EMBER_FAST_INLINE float tanh_<float>(float x) {
+  return fast::tanhf(x);
+}
 #endif
 
 /// \cond functors
@@ -67,148 +111,355 @@ template <> EMBER_FAST_INLINE float tanh_<float>(float x) { return fast::tanhf(x
   double a = 0, b = 0;
 
 // ---- unary: y = f(x; a, b) --------------------------------------------------
-struct Neg { EMBER_FUNCTOR_HEAD(Neg, "neg", true)
-  template <class T> EMBER_HD T operator()(T x) const { return -x; } };
-struct Abs { EMBER_FUNCTOR_HEAD(Abs, "abs", true)
-  template <class T> EMBER_HD T operator()(T x) const { return abs_(x); } };
-struct Exp { EMBER_FUNCTOR_HEAD(Exp, "exp", false)
-  template <class T> EMBER_HD T operator()(T x) const { return exp_(x); } };
-struct Log { EMBER_FUNCTOR_HEAD(Log, "log", false)
-  template <class T> EMBER_HD T operator()(T x) const { return log_(x); } };
-struct Sqrt { EMBER_FUNCTOR_HEAD(Sqrt, "sqrt", false)
-  template <class T> EMBER_HD T operator()(T x) const { return sqrt_(x); } };
-struct Rsqrt { EMBER_FUNCTOR_HEAD(Rsqrt, "rsqrt", false)
-  template <class T> EMBER_HD T operator()(T x) const { return T(1) / sqrt_(x); } };
-struct Sin { EMBER_FUNCTOR_HEAD(Sin, "sin", false)
-  template <class T> EMBER_HD T operator()(T x) const { return sin_(x); } };
-struct Cos { EMBER_FUNCTOR_HEAD(Cos, "cos", false)
-  template <class T> EMBER_HD T operator()(T x) const { return cos_(x); } };
-struct Tanh { EMBER_FUNCTOR_HEAD(Tanh, "tanh", false)
-  template <class T> EMBER_HD T operator()(T x) const { return tanh_(x); } };
+struct Neg {
+  EMBER_FUNCTOR_HEAD(Neg, "neg", true)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return -x;
+  }
+};
+struct Abs {
+  EMBER_FUNCTOR_HEAD(Abs, "abs", true)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return abs_(x);
+  }
+};
+struct Exp {
+  EMBER_FUNCTOR_HEAD(Exp, "exp", false)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return exp_(x);
+  }
+};
+struct Log {
+  EMBER_FUNCTOR_HEAD(Log, "log", false)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return log_(x);
+  }
+};
+struct Sqrt {
+  EMBER_FUNCTOR_HEAD(Sqrt, "sqrt", false)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return sqrt_(x);
+  }
+};
+struct Rsqrt {
+  EMBER_FUNCTOR_HEAD(Rsqrt, "rsqrt", false)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return T(1) / sqrt_(x);
+  }
+};
+struct Sin {
+  EMBER_FUNCTOR_HEAD(Sin, "sin", false)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return sin_(x);
+  }
+};
+struct Cos {
+  EMBER_FUNCTOR_HEAD(Cos, "cos", false)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return cos_(x);
+  }
+};
+struct Tanh {
+  EMBER_FUNCTOR_HEAD(Tanh, "tanh", false)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return tanh_(x);
+  }
+};
 // Stable for large |x|: exp only ever of a non-positive number. One exp and
 // a select (no branch around two calls), so the float32 loop vectorises:
 // with e = exp(-|x|), sigmoid = 1 / (1 + e) for x >= 0 and e / (1 + e) below.
-struct Sigmoid { EMBER_FUNCTOR_HEAD(Sigmoid, "sigmoid", false)
-  template <class T> EMBER_HD T operator()(T x) const {
+struct Sigmoid {
+  EMBER_FUNCTOR_HEAD(Sigmoid, "sigmoid", false)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
     const T e = exp_(x < T(0) ? x : -x);
     const T s = T(1) / (T(1) + e);
     return x >= T(0) ? s : e * s;
-  } };
-struct Relu { EMBER_FUNCTOR_HEAD(Relu, "relu", true)
-  template <class T> EMBER_HD T operator()(T x) const { return x > T(0) ? x : T(0); } };
-struct Silu { EMBER_FUNCTOR_HEAD(Silu, "silu", false)
-  template <class T> EMBER_HD T operator()(T x) const { return x * Sigmoid{}(x); } };
+  }
+};
+struct Relu {
+  EMBER_FUNCTOR_HEAD(Relu, "relu", true)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return x > T(0) ? x : T(0);
+  }
+};
+struct Silu {
+  EMBER_FUNCTOR_HEAD(Silu, "silu", false)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return x * Sigmoid{}(x);
+  }
+};
 // gelu(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2))
-struct Gelu { EMBER_FUNCTOR_HEAD(Gelu, "gelu", false)
-  template <class T> EMBER_HD T operator()(T x) const {
+struct Gelu {
+  EMBER_FUNCTOR_HEAD(Gelu, "gelu", false)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
     return T(0.5) * x * (T(1) + gelu_erf_(x * T(0.70710678118654752440)));
-  } };
+  }
+};
 // PyTorch's approximate="tanh": x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
-struct GeluTanh { EMBER_FUNCTOR_HEAD(GeluTanh, "gelu_tanh", false)
-  template <class T> EMBER_HD T operator()(T x) const {
+struct GeluTanh {
+  EMBER_FUNCTOR_HEAD(GeluTanh, "gelu_tanh", false)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
     const T k = T(0.79788456080286535588);
     return T(0.5) * x * (T(1) + tanh_(k * (x + T(0.044715) * x * x * x)));
-  } };
+  }
+};
 // softplus(x) = log(1 + exp(beta x)) / beta, linear above threshold (a=beta, b=threshold).
-struct Softplus { EMBER_FUNCTOR_HEAD(Softplus, "softplus", false)
-  template <class T> EMBER_HD T operator()(T x) const {
+struct Softplus {
+  EMBER_FUNCTOR_HEAD(Softplus, "softplus", false)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
     const T bx = T(a) * x;
     if (bx > T(b)) return x;
     return (bx > T(0) ? bx + log1p_(exp_(-bx)) : log1p_(exp_(bx))) / T(a);
-  } };
+  }
+};
 // clamp to [a, b]; a = -inf or b = +inf leaves that side open.
-struct Clamp { EMBER_FUNCTOR_HEAD(Clamp, "clamp", true)
-  template <class T> EMBER_HD T operator()(T x) const {
+struct Clamp {
+  EMBER_FUNCTOR_HEAD(Clamp, "clamp", true)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
     const T lo = static_cast<T>(a), hi = static_cast<T>(b);
     return x < lo ? lo : (x > hi ? hi : x);
-  } };
-struct AddScalar { EMBER_FUNCTOR_HEAD(AddScalar, "add", true)
-  template <class T> EMBER_HD T operator()(T x) const { return x + static_cast<T>(a); } };
-struct MulScalar { EMBER_FUNCTOR_HEAD(MulScalar, "mul", true)
-  template <class T> EMBER_HD T operator()(T x) const { return x * static_cast<T>(a); } };
-struct RsubScalar { EMBER_FUNCTOR_HEAD(RsubScalar, "sub", true)
-  template <class T> EMBER_HD T operator()(T x) const { return static_cast<T>(a) - x; } };
-struct RdivScalar { EMBER_FUNCTOR_HEAD(RdivScalar, "div", false)
-  template <class T> EMBER_HD T operator()(T x) const { return static_cast<T>(a) / x; } };
-struct PowScalar { EMBER_FUNCTOR_HEAD(PowScalar, "pow", false)
-  template <class T> EMBER_HD T operator()(T x) const {
+  }
+};
+struct AddScalar {
+  EMBER_FUNCTOR_HEAD(AddScalar, "add", true)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return x + static_cast<T>(a);
+  }
+};
+struct MulScalar {
+  EMBER_FUNCTOR_HEAD(MulScalar, "mul", true)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return x * static_cast<T>(a);
+  }
+};
+struct RsubScalar {
+  EMBER_FUNCTOR_HEAD(RsubScalar, "sub", true)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return static_cast<T>(a) - x;
+  }
+};
+struct RdivScalar {
+  EMBER_FUNCTOR_HEAD(RdivScalar, "div", false)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return static_cast<T>(a) / x;
+  }
+};
+struct PowScalar {
+  EMBER_FUNCTOR_HEAD(PowScalar, "pow", false)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
     if (a == 2.0) return x * x;
     if (a == 1.0) return x;
     if (a == 0.5) return sqrt_(x);
     return pow_(x, static_cast<T>(a));
-  } };
+  }
+};
 
 // ---- binary: z = f(x, y; a, b) ----------------------------------------------
-struct Add { EMBER_FUNCTOR_HEAD(Add, "add", true)
-  template <class T> EMBER_HD T operator()(T x, T y) const { return x + y; } };
-struct Sub { EMBER_FUNCTOR_HEAD(Sub, "sub", true)
-  template <class T> EMBER_HD T operator()(T x, T y) const { return x - y; } };
-struct Mul { EMBER_FUNCTOR_HEAD(Mul, "mul", true)
-  template <class T> EMBER_HD T operator()(T x, T y) const { return x * y; } };
-struct Div { EMBER_FUNCTOR_HEAD(Div, "div", false)
-  template <class T> EMBER_HD T operator()(T x, T y) const { return x / y; } };
-struct Pow { EMBER_FUNCTOR_HEAD(Pow, "pow", false)
-  template <class T> EMBER_HD T operator()(T x, T y) const { return pow_(x, y); } };
+struct Add {
+  EMBER_FUNCTOR_HEAD(Add, "add", true)
+  template <class T>
+  EMBER_HD T operator()(T x, T y) const {
+    return x + y;
+  }
+};
+struct Sub {
+  EMBER_FUNCTOR_HEAD(Sub, "sub", true)
+  template <class T>
+  EMBER_HD T operator()(T x, T y) const {
+    return x - y;
+  }
+};
+struct Mul {
+  EMBER_FUNCTOR_HEAD(Mul, "mul", true)
+  template <class T>
+  EMBER_HD T operator()(T x, T y) const {
+    return x * y;
+  }
+};
+struct Div {
+  EMBER_FUNCTOR_HEAD(Div, "div", false)
+  template <class T>
+  EMBER_HD T operator()(T x, T y) const {
+    return x / y;
+  }
+};
+struct Pow {
+  EMBER_FUNCTOR_HEAD(Pow, "pow", false)
+  template <class T>
+  EMBER_HD T operator()(T x, T y) const {
+    return pow_(x, y);
+  }
+};
 // NaN-propagating, as torch.maximum / torch.minimum.
-struct Maximum { EMBER_FUNCTOR_HEAD(Maximum, "maximum", true)
-  template <class T> EMBER_HD T operator()(T x, T y) const { return (x != x || x > y) ? x : y; } };
-struct Minimum { EMBER_FUNCTOR_HEAD(Minimum, "minimum", true)
-  template <class T> EMBER_HD T operator()(T x, T y) const { return (x != x || x < y) ? x : y; } };
+struct Maximum {
+  EMBER_FUNCTOR_HEAD(Maximum, "maximum", true)
+  template <class T>
+  EMBER_HD T operator()(T x, T y) const {
+    return (x != x || x > y) ? x : y;
+  }
+};
+struct Minimum {
+  EMBER_FUNCTOR_HEAD(Minimum, "minimum", true)
+  template <class T>
+  EMBER_HD T operator()(T x, T y) const {
+    return (x != x || x < y) ? x : y;
+  }
+};
 
 // Backward formulas fused into one pass: (gy, x) -> gx.
-struct ReluBackward { EMBER_FUNCTOR_HEAD(ReluBackward, "relu_backward", true)
-  template <class T> EMBER_HD T operator()(T g, T x) const { return x > T(0) ? g : T(0); } };
+struct ReluBackward {
+  EMBER_FUNCTOR_HEAD(ReluBackward, "relu_backward", true)
+  template <class T>
+  EMBER_HD T operator()(T g, T x) const {
+    return x > T(0) ? g : T(0);
+  }
+};
 // d/dx sigmoid = y (1 - y), from the saved output y.
-struct SigmoidBackward { EMBER_FUNCTOR_HEAD(SigmoidBackward, "sigmoid_backward", false)
-  template <class T> EMBER_HD T operator()(T g, T y) const { return g * y * (T(1) - y); } };
+struct SigmoidBackward {
+  EMBER_FUNCTOR_HEAD(SigmoidBackward, "sigmoid_backward", false)
+  template <class T>
+  EMBER_HD T operator()(T g, T y) const {
+    return g * y * (T(1) - y);
+  }
+};
 // d/dx tanh = 1 - y^2, from the saved output y.
-struct TanhBackward { EMBER_FUNCTOR_HEAD(TanhBackward, "tanh_backward", false)
-  template <class T> EMBER_HD T operator()(T g, T y) const { return g * (T(1) - y * y); } };
+struct TanhBackward {
+  EMBER_FUNCTOR_HEAD(TanhBackward, "tanh_backward", false)
+  template <class T>
+  EMBER_HD T operator()(T g, T y) const {
+    return g * (T(1) - y * y);
+  }
+};
 // d/dx x s(x) = s(x) (1 + x (1 - s(x))).
-struct SiluBackward { EMBER_FUNCTOR_HEAD(SiluBackward, "silu_backward", false)
-  template <class T> EMBER_HD T operator()(T g, T x) const {
+struct SiluBackward {
+  EMBER_FUNCTOR_HEAD(SiluBackward, "silu_backward", false)
+  template <class T>
+  EMBER_HD T operator()(T g, T x) const {
     const T s = Sigmoid{}(x);
     return g * s * (T(1) + x * (T(1) - s));
-  } };
+  }
+};
 // d/dx x Phi(x) = Phi(x) + x phi(x)   (term 1: Phi, term 2: x phi).
-struct GeluBackward { EMBER_FUNCTOR_HEAD(GeluBackward, "gelu_backward", false)
-  template <class T> EMBER_HD T operator()(T g, T x) const { return g * gelu_grad_(x); } };
+struct GeluBackward {
+  EMBER_FUNCTOR_HEAD(GeluBackward, "gelu_backward", false)
+  template <class T>
+  EMBER_HD T operator()(T g, T x) const {
+    return g * gelu_grad_(x);
+  }
+};
 // With u = k (x + c x^3) and t = tanh u:
 // d/dx x/2 (1 + t) = 1/2 (1 + t) + x/2 (1 - t^2) k (1 + 3 c x^2).
-struct GeluTanhBackward { EMBER_FUNCTOR_HEAD(GeluTanhBackward, "gelu_tanh_backward", false)
-  template <class T> EMBER_HD T operator()(T g, T x) const {
+struct GeluTanhBackward {
+  EMBER_FUNCTOR_HEAD(GeluTanhBackward, "gelu_tanh_backward", false)
+  template <class T>
+  EMBER_HD T operator()(T g, T x) const {
     const T k = T(0.79788456080286535588), c = T(0.044715);
     const T t = tanh_(k * (x + c * x * x * x));
     return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * c * x * x));
-  } };
+  }
+};
 // d/dx softplus = sigmoid(beta x), except 1 above the threshold (a=beta, b=threshold).
-struct SoftplusBackward { EMBER_FUNCTOR_HEAD(SoftplusBackward, "softplus_backward", false)
-  template <class T> EMBER_HD T operator()(T g, T x) const {
+struct SoftplusBackward {
+  EMBER_FUNCTOR_HEAD(SoftplusBackward, "softplus_backward", false)
+  template <class T>
+  EMBER_HD T operator()(T g, T x) const {
     const T bx = T(a) * x;
     return bx > T(b) ? g : g * Sigmoid{}(bx);
-  } };
+  }
+};
 
 // ---- comparisons: bool z = f(x, y) ------------------------------------------
-struct Eq { static constexpr const char* name = "eq"; template <class T> EMBER_HD bool operator()(T x, T y) const { return x == y; } };
-struct Ne { static constexpr const char* name = "ne"; template <class T> EMBER_HD bool operator()(T x, T y) const { return x != y; } };
-struct Lt { static constexpr const char* name = "lt"; template <class T> EMBER_HD bool operator()(T x, T y) const { return x < y; } };
-struct Le { static constexpr const char* name = "le"; template <class T> EMBER_HD bool operator()(T x, T y) const { return x <= y; } };
-struct Gt { static constexpr const char* name = "gt"; template <class T> EMBER_HD bool operator()(T x, T y) const { return x > y; } };
-struct Ge { static constexpr const char* name = "ge"; template <class T> EMBER_HD bool operator()(T x, T y) const { return x >= y; } };
-struct LogicalAnd { static constexpr const char* name = "logical_and"; template <class T> EMBER_HD bool operator()(T x, T y) const { return x && y; } };
-struct LogicalOr { static constexpr const char* name = "logical_or"; template <class T> EMBER_HD bool operator()(T x, T y) const { return x || y; } };
+struct Eq {
+  static constexpr const char* name = "eq";
+  template <class T>
+  EMBER_HD bool operator()(T x, T y) const {
+    return x == y;
+  }
+};
+struct Ne {
+  static constexpr const char* name = "ne";
+  template <class T>
+  EMBER_HD bool operator()(T x, T y) const {
+    return x != y;
+  }
+};
+struct Lt {
+  static constexpr const char* name = "lt";
+  template <class T>
+  EMBER_HD bool operator()(T x, T y) const {
+    return x < y;
+  }
+};
+struct Le {
+  static constexpr const char* name = "le";
+  template <class T>
+  EMBER_HD bool operator()(T x, T y) const {
+    return x <= y;
+  }
+};
+struct Gt {
+  static constexpr const char* name = "gt";
+  template <class T>
+  EMBER_HD bool operator()(T x, T y) const {
+    return x > y;
+  }
+};
+struct Ge {
+  static constexpr const char* name = "ge";
+  template <class T>
+  EMBER_HD bool operator()(T x, T y) const {
+    return x >= y;
+  }
+};
+struct LogicalAnd {
+  static constexpr const char* name = "logical_and";
+  template <class T>
+  EMBER_HD bool operator()(T x, T y) const {
+    return x && y;
+  }
+};
+struct LogicalOr {
+  static constexpr const char* name = "logical_or";
+  template <class T>
+  EMBER_HD bool operator()(T x, T y) const {
+    return x || y;
+  }
+};
 
 /// \endcond
 #undef EMBER_FUNCTOR_HEAD
 
 /// The lists every backend expands to register one kernel per functor.
 ///@{
-#define EMBER_UNARY_FUNCTORS(X) \
-  X(Neg) X(Abs) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Sin) X(Cos) X(Tanh) X(Sigmoid) X(Relu) X(Silu) \
-  X(Gelu) X(GeluTanh) X(Softplus) X(Clamp) X(AddScalar) X(MulScalar) X(RsubScalar) X(RdivScalar) X(PowScalar)
-#define EMBER_BINARY_FUNCTORS(X) \
-  X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(ReluBackward) X(SigmoidBackward) \
-  X(TanhBackward) X(SiluBackward) X(GeluBackward) X(GeluTanhBackward) X(SoftplusBackward)
+#define EMBER_UNARY_FUNCTORS(X)                                                                              \
+  X(Neg)                                                                                                     \
+  X(Abs) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Sin) X(Cos) X(Tanh) X(Sigmoid) X(Relu) X(Silu) X(Gelu) X(GeluTanh) \
+      X(Softplus) X(Clamp) X(AddScalar) X(MulScalar) X(RsubScalar) X(RdivScalar) X(PowScalar)
+#define EMBER_BINARY_FUNCTORS(X)                                                                                       \
+  X(Add)                                                                                                               \
+  X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(ReluBackward) X(SigmoidBackward) X(TanhBackward) X(SiluBackward) \
+      X(GeluBackward) X(GeluTanhBackward) X(SoftplusBackward)
 #define EMBER_COMPARE_FUNCTORS(X) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge) X(LogicalAnd) X(LogicalOr)
 ///@}
 

@@ -77,8 +77,8 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
       const double a = analytic[e];
       if (!(std::fabs(a - numeric) <= opts.atol + opts.rtol * std::fabs(numeric))) {
         std::ostringstream os;
-        os << "gradcheck: input " << i << " (shape " << x.shape().str() << "), element " << e
-           << ": analytical " << a << " vs numerical " << numeric;
+        os << "gradcheck: input " << i << " (shape " << x.shape().str() << "), element " << e << ": analytical " << a
+           << " vs numerical " << numeric;
         res.ok = false;
         res.message = os.str();
         return res;

@@ -22,14 +22,14 @@ namespace ember {
 /// The finite-difference step and the tolerances: an element passes when |analytical - numerical| <=
 /// atol + rtol |numerical|.
 struct GradcheckOptions {
-  double eps = 1e-6;  ///< the step of the central difference
+  double eps = 1e-6;   ///< the step of the central difference
   double atol = 1e-5;  ///< absolute tolerance
   double rtol = 1e-3;  ///< relative tolerance
 };
 
 /// Whether every checked element agreed, and the first mismatch.
 struct GradcheckResult {
-  bool ok = true;  ///< every element within tolerance
+  bool ok = true;       ///< every element within tolerance
   std::string message;  ///< the first mismatch: input, element, analytical vs numerical
 };
 

@@ -26,8 +26,8 @@
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/factory.h>
-#include <ember/ops/pointwise.h>
 #include <ember/ops/half_ops.h>
+#include <ember/ops/pointwise.h>
 
 namespace ember {
 
@@ -60,8 +60,7 @@ IndexCheckResult cpu_index_check(const Tensor& index, int64_t size, bool has_ign
     }
     count.fetch_add(n);
     int64_t cur = first_bad.load();
-    while (bad < cur && !first_bad.compare_exchange_weak(cur, bad)) {
-    }
+    while (bad < cur && !first_bad.compare_exchange_weak(cur, bad)) {}
   });
   IndexCheckResult r;
   r.count = count.load();
@@ -77,8 +76,7 @@ int64_t cpu_index_max(const Tensor& index) {
     int64_t m = std::numeric_limits<int64_t>::min();
     for (int64_t i = lo; i < hi; ++i) m = std::max(m, p[i]);
     int64_t cur = best.load();
-    while (m > cur && !best.compare_exchange_weak(cur, m)) {
-    }
+    while (m > cur && !best.compare_exchange_weak(cur, m)) {}
   });
   return best.load();
 }
@@ -252,9 +250,9 @@ std::optional<int64_t> find_bad_index(const Tensor& index, int64_t size, std::op
 
 // ---- ops --------------------------------------------------------------------
 using autograd::BackwardContext;
-using autograd::SavedTensor;
 using autograd::needs_grad;
 using autograd::record;
+using autograd::SavedTensor;
 
 namespace {
 
@@ -317,14 +315,14 @@ Tensor copy_of(const Tensor& x) {
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   check_index_dtype("index_select", index, x);
-  EMBER_CHECK(index.dim() <= 1, ShapeError, "index_select: index must be 1-D or 0-dim, got shape ",
-              index.shape().str(), " (x shape ", x.shape().str(), ")");
+  EMBER_CHECK(index.dim() <= 1, ShapeError, "index_select: index must be 1-D or 0-dim, got shape ", index.shape().str(),
+              " (x shape ", x.shape().str(), ")");
   const int d = wrap_dim(dim, x.dim(), "index_select");
   const Tensor xv = x.dim() == 0 ? x.detach().view({1}) : x;
   const int64_t N = xv.size(d);
   if (auto bad = find_bad_index(index, N))
-    EMBER_CHECK(false, IndexError, "index_select: index ", *bad, " is out of range for dim ", dim,
-                " with size ", N, " (x shape ", x.shape().str(), ", index shape ", index.shape().str(), ")");
+    EMBER_CHECK(false, IndexError, "index_select: index ", *bad, " is out of range for dim ", dim, " with size ", N,
+                " (x shape ", x.shape().str(), ", index shape ", index.shape().str(), ")");
   Tensor out = index_select_impl(xv, d, index);
   if (x.dim() == 0) out = out.view({});
   if (needs_grad({x}))
@@ -346,8 +344,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   EMBER_CHECK(x.dtype() == src.dtype(), DTypeError, "index_add: x and src must have the same dtype, got ",
               dtype_name(x.dtype()), " and ", dtype_name(src.dtype()));
   if (any_half(x)) return index_add(upcast_half(x), dim, index, upcast_half(src)).to(x.dtype());  // float32 sums
-  EMBER_CHECK(index.dim() <= 1, ShapeError, "index_add: index must be 1-D or 0-dim, got shape ",
-              index.shape().str());
+  EMBER_CHECK(index.dim() <= 1, ShapeError, "index_add: index must be 1-D or 0-dim, got shape ", index.shape().str());
   const int d = wrap_dim(dim, x.dim(), "index_add");
   const Tensor xv = x.dim() == 0 ? x.detach().view({1}) : x;
   const Tensor sv = src.dim() == 0 ? src.detach().view({1}) : src;
@@ -362,8 +359,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   if (x.dim() == 0) out = out.view({});
   if (needs_grad({x, src}))
     record("index_add", {x, src}, out,
-           [si = needs_grad({src}) ? SavedTensor(index) : SavedTensor(), d,
-            xshape = xv.shape()](BackwardContext& ctx) {
+           [si = needs_grad({src}) ? SavedTensor(index) : SavedTensor(), d, xshape = xv.shape()](BackwardContext& ctx) {
              // out = x + P src with P the 0/1 placement matrix: dx = g, dsrc = P^T g.
              const Tensor& g = ctx.grad_output();
              if (ctx.needs_grad(0)) ctx.set_grad(0, g);
@@ -392,8 +388,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   const Tensor xv = x.dim() == 0 ? x.detach().view({1}) : x;
   const Tensor iv = index.dim() == 0 ? index.view({1}) : index;
   if (auto bad = find_bad_index(iv, xv.size(d)))
-    EMBER_CHECK(false, IndexError, "gather: index ", *bad, " is out of range for dim ", dim, " with size ",
-                xv.size(d), " (x shape ", x.shape().str(), ", index shape ", index.shape().str(), ")");
+    EMBER_CHECK(false, IndexError, "gather: index ", *bad, " is out of range for dim ", dim, " with size ", xv.size(d),
+                " (x shape ", x.shape().str(), ", index shape ", index.shape().str(), ")");
   Tensor out = gather_impl(xv, d, iv).view(index.shape());
   if (needs_grad({x}))
     record("gather", {x}, out, [si = SavedTensor(iv), xshape = xv.shape(), d](BackwardContext& ctx) {
@@ -469,8 +465,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
     pad = *padding_idx < 0 ? *padding_idx + V : *padding_idx;
   }
   if (auto bad = find_bad_index(indices, V))
-    EMBER_CHECK(false, IndexError, "embedding: index ", *bad, " is out of range for ", V,
-                " embeddings (weight shape ", weight.shape().str(), ", indices shape ", indices.shape().str(), ")");
+    EMBER_CHECK(false, IndexError, "embedding: index ", *bad, " is out of range for ", V, " embeddings (weight shape ",
+                weight.shape().str(), ", indices shape ", indices.shape().str(), ")");
   Shape out_shape = indices.shape();
   out_shape.push_back(D);
   const Tensor flat = indices.contiguous().view({M});
@@ -502,8 +498,8 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   EMBER_CHECK(num_classes >= -1, ValueError, "one_hot: num_classes must be -1 (infer) or >= 0, got ", num_classes);
   const Tensor flat = indices.contiguous().view({indices.numel()});
   if (num_classes == -1) {
-    EMBER_CHECK(indices.numel() > 0, ValueError,
-                "one_hot: cannot infer num_classes from an empty tensor (shape ", indices.shape().str(), ")");
+    EMBER_CHECK(indices.numel() > 0, ValueError, "one_hot: cannot infer num_classes from an empty tensor (shape ",
+                indices.shape().str(), ")");
     if (auto bad = find_bad_index(flat, std::numeric_limits<int64_t>::max()))
       EMBER_CHECK(false, IndexError, "one_hot: class value ", *bad, " is negative (indices shape ",
                   indices.shape().str(), ")");

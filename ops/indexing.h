@@ -56,7 +56,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 /// What index_check_kernel finds.
 struct IndexCheckResult {
   int64_t bad_pos = -1;  ///< position of the first bad entry, or -1
-  int64_t count = 0;  ///< entries that are not `ignore`
+  int64_t count = 0;     ///< entries that are not `ignore`
 };
 /// Scans index for an entry outside [0, size) that is not `ignore` (when
 /// has_ignore). Returns the position of the first such entry, or -1; sets

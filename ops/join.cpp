@@ -22,8 +22,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     check_same_device("cat", first, t);
     bool fits = t.dim() == first.dim();
     for (int k = 0; fits && k < t.dim(); ++k) fits = k == d || t.shape()[k] == first.shape()[k];
-    EMBER_CHECK(fits, ShapeError, "cat: tensor ", i, " has shape ", t.shape().str(), ", which does not match tensor 0's ",
-                first.shape().str(), " outside dim ", d);
+    EMBER_CHECK(fits, ShapeError, "cat: tensor ", i, " has shape ", t.shape().str(),
+                ", which does not match tensor 0's ", first.shape().str(), " outside dim ", d);
     out_shape[d] += t.shape()[d];
     dt = promote_types(dt, t.dtype());
   }
@@ -44,7 +44,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       // Each input gets its slice of the gradient.
       int64_t o = 0;
       for (size_t i = 0; i < sizes.size(); ++i) {
-        if (ctx.needs_grad(static_cast<int>(i))) ctx.set_grad(static_cast<int>(i), ctx.grad_output().narrow(d, o, sizes[i]));
+        if (ctx.needs_grad(static_cast<int>(i)))
+          ctx.set_grad(static_cast<int>(i), ctx.grad_output().narrow(d, o, sizes[i]));
         o += sizes[i];
       }
     });
@@ -57,8 +58,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   std::vector<Tensor> parts;
   for (size_t i = 0; i < tensors.size(); ++i) {
     EMBER_CHECK(tensors[i].shape() == tensors[0].shape(), ShapeError, "stack: tensor ", i, " has shape ",
-                tensors[i].shape().str(), " but tensor 0 has ", tensors[0].shape().str(),
-                "; stack needs equal shapes");
+                tensors[i].shape().str(), " but tensor 0 has ", tensors[0].shape().str(), "; stack needs equal shapes");
     parts.push_back(tensors[i].unsqueeze(d));
   }
   return cat(parts, d);

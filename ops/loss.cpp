@@ -14,27 +14,24 @@
 #include <algorithm>
 #include <cmath>
 
+#include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/cpu_loops.h>
 #include <ember/ops/elementwise.h>
+#include <ember/ops/half_ops.h>
 #include <ember/ops/indexing.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/reduce.h>
-#include <ember/core/autocast.h>
-#include <ember/ops/half_ops.h>
 
 namespace ember {
 
-decltype(cross_entropy_kernel) cross_entropy_kernel(
-    "cross_entropy");
+decltype(cross_entropy_kernel) cross_entropy_kernel("cross_entropy");
 decltype(cross_entropy_backward_kernel) cross_entropy_backward_kernel("cross_entropy_backward");
 decltype(nll_loss_kernel) nll_loss_kernel("nll_loss");
-decltype(nll_loss_backward_kernel) nll_loss_backward_kernel(
-    "nll_loss_backward");
-decltype(bce_with_logits_kernel) bce_with_logits_kernel(
-    "binary_cross_entropy_with_logits");
+decltype(nll_loss_backward_kernel) nll_loss_backward_kernel("nll_loss_backward");
+decltype(bce_with_logits_kernel) bce_with_logits_kernel("binary_cross_entropy_with_logits");
 decltype(bce_with_logits_backward_kernel) bce_with_logits_backward_kernel("binary_cross_entropy_with_logits_backward");
 
 // ---- CPU kernels ------------------------------------------------------------
@@ -85,8 +82,10 @@ void cpu_cross_entropy(const Tensor& logits3, const Tensor& target, Tensor& loss
         }
         const T* row = x + (r / L) * C * L + r % L;
         double l, sx;
-        if (L == 1) row_logsumexp(row, C, 1, smooth, l, sx);
-        else row_logsumexp(row, C, L, smooth, l, sx);
+        if (L == 1)
+          row_logsumexp(row, C, 1, smooth, l, sx);
+        else
+          row_logsumexp(row, C, L, smooth, l, sx);
         ls[r] = static_cast<T>(l);
         lo[r] = static_cast<T>(l - keep * static_cast<double>(row[tr * L]) - spread * sx);
       }
@@ -136,8 +135,7 @@ void cpu_nll_loss(const Tensor& lp3, const Tensor& target, Tensor& loss, int64_t
     const T* x = static_cast<const T*>(lp3.data_ptr());
     T* lo = static_cast<T*>(loss.data_ptr());
     parallel_for(0, N * L, 32768, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r)
-        lo[r] = t[r] == ignore ? T(0) : -x[(r / L) * C * L + t[r] * L + r % L];
+      for (int64_t r = r0; r < r1; ++r) lo[r] = t[r] == ignore ? T(0) : -x[(r / L) * C * L + t[r] * L + r % L];
     });
   });
 }
@@ -154,7 +152,8 @@ void cpu_nll_loss_backward(const Tensor& target, const Tensor& grad, Tensor& dlp
     parallel_for(0, N, row_grain(C * L), [&](int64_t n0, int64_t n1) {
       std::fill(d + n0 * C * L, d + n1 * C * L, T(0));
       for (int64_t r = n0 * L; r < n1 * L; ++r)
-        if (t[r] != ignore) d[(r / L) * C * L + t[r] * L + r % L] = static_cast<T>(-static_cast<double>(g[per_row ? r : 0]) * scale);
+        if (t[r] != ignore)
+          d[(r / L) * C * L + t[r] * L + r % L] = static_cast<T>(-static_cast<double>(g[per_row ? r : 0]) * scale);
     });
   });
 }
@@ -178,7 +177,7 @@ void cpu_bce_with_logits_backward(const Tensor& x, const Tensor& t, const Tensor
         cpu::map<T, T, T, T, T>(out, {&x, &t, &pw, &g},
                                 [](T a, T b, T w, T gy) { return gy * fn::bce_with_logits_dx(a, b, w); });
       else
-        cpu::map<T, T, T, T>(out, {&x, &t, &g}, [](T a, T b, T gy) { return gy * (fn::Sigmoid{}(a) - b); });
+        cpu::map<T, T, T, T>(out, {&x, &t, &g}, [](T a, T b, T gy) { return gy * (fn::Sigmoid{}(a)-b); });
     } else if (wrt == 1) {
       if (pw.defined())
         cpu::map<T, T, T, T>(out, {&x, &pw, &g}, [](T a, T w, T gy) { return gy * fn::bce_with_logits_dt(a, w); });
@@ -201,17 +200,20 @@ EMBER_REGISTER_KERNEL(bce_with_logits_backward_kernel, CPU, cpu_bce_with_logits_
 
 // ---- ops --------------------------------------------------------------------
 using autograd::BackwardContext;
-using autograd::SavedTensor;
 using autograd::needs_grad;
 using autograd::record;
+using autograd::SavedTensor;
 
 namespace {
 
 Tensor reduce_loss(const Tensor& per_element, Reduction reduction) {
   switch (reduction) {
-    case Reduction::None: return per_element;
-    case Reduction::Sum: return sum(per_element);
-    case Reduction::Mean: return mean(per_element);
+    case Reduction::None:
+      return per_element;
+    case Reduction::Sum:
+      return sum(per_element);
+    case Reduction::Mean:
+      return mean(per_element);
   }
   return per_element;
 }
@@ -219,9 +221,9 @@ Tensor reduce_loss(const Tensor& per_element, Reduction reduction) {
 // The (N, C, d1...) / (N, d1...) layout of cross_entropy and nll_loss, and
 // the target check. `input_name` is "logits" or "log_probs".
 struct ClassRows {
-  Tensor x3;       // [N, C, L], contiguous, no autograd
-  Tensor target;   // [N * L], contiguous
-  int64_t count;   // rows whose target is not ignore_index
+  Tensor x3;      // [N, C, L], contiguous, no autograd
+  Tensor target;  // [N * L], contiguous
+  int64_t count;  // rows whose target is not ignore_index
 };
 
 ClassRows class_rows(const char* op, const char* input_name, const Tensor& input, const Tensor& target,
@@ -239,17 +241,16 @@ ClassRows class_rows(const char* op, const char* input_name, const Tensor& input
   Shape expect = input.shape();
   expect.erase(input.dim() == 1 ? 0 : 1);
   EMBER_CHECK(target.shape() == expect, ShapeError, op, ": ", input_name, " shape ", input.shape().str(),
-              " and target shape ", target.shape().str(), " do not match (expected target shape ", expect.str(),
-              ")");
+              " and target shape ", target.shape().str(), " do not match (expected target shape ", expect.str(), ")");
   const int64_t N = input.dim() == 1 ? 1 : input.size(0), C = input.size(input.dim() == 1 ? 0 : 1);
   int64_t L = 1;
   for (int i = 2; i < input.dim(); ++i) L *= input.size(i);
   ClassRows rows;
   rows.target = target.contiguous().view({N * L});
   if (auto bad = find_bad_index(rows.target, C, ignore_index, &rows.count))
-    EMBER_CHECK(false, IndexError, op, ": target ", *bad, " is out of range for ", C, " classes (expected in [0, ",
-                C, ") or ignore_index ", ignore_index, "; ", input_name, " shape ", input.shape().str(),
-                ", target shape ", target.shape().str(), ")");
+    EMBER_CHECK(false, IndexError, op, ": target ", *bad, " is out of range for ", C, " classes (expected in [0, ", C,
+                ") or ignore_index ", ignore_index, "; ", input_name, " shape ", input.shape().str(), ", target shape ",
+                target.shape().str(), ")");
   rows.x3 = input.detach().contiguous().view({N, C, L});
   return rows;
 }
@@ -258,9 +259,12 @@ ClassRows class_rows(const char* op, const char* input_name, const Tensor& input
 // (0 / 0 = NaN when none does, as in PyTorch).
 Tensor reduce_rows(const Tensor& loss, const Shape& target_shape, Reduction reduction, int64_t count) {
   switch (reduction) {
-    case Reduction::None: return loss.view(target_shape);
-    case Reduction::Sum: return sum(loss);
-    case Reduction::Mean: return div(sum(loss), static_cast<double>(count));
+    case Reduction::None:
+      return loss.view(target_shape);
+    case Reduction::Sum:
+      return sum(loss);
+    case Reduction::Mean:
+      return div(sum(loss), static_cast<double>(count));
   }
   return loss;
 }
@@ -310,13 +314,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   const int64_t R = rows.target.numel();
   const TensorOptions opts(logits.dtype(), logits.device());
   Tensor loss = empty({R}, opts), lse = empty({R}, opts);
-  if (R > 0)
-    cross_entropy_kernel(logits.device(), rows.x3, rows.target, loss, lse, ignore_index, label_smoothing);
+  if (R > 0) cross_entropy_kernel(logits.device(), rows.x3, rows.target, loss, lse, ignore_index, label_smoothing);
   Tensor out = reduce_rows(loss, target.shape(), reduction, rows.count);
   if (needs_grad({logits})) {
     record("cross_entropy", {logits}, out,
-           [sx = SavedTensor(rows.x3), st = SavedTensor(rows.target), slse = SavedTensor(lse), reduction,
-            ignore_index, label_smoothing, count = rows.count](BackwardContext& ctx) {
+           [sx = SavedTensor(rows.x3), st = SavedTensor(rows.target), slse = SavedTensor(lse), reduction, ignore_index,
+            label_smoothing, count = rows.count](BackwardContext& ctx) {
              // loss_r = lse_r - (1 - eps) x_t - eps / C sum_c x_c, so
              // d loss_r / d x_c = softmax_c - (1 - eps) [c == t] - eps / C;
              // times g_r (and 1 / count for the mean); ignored rows get 0.
@@ -324,8 +327,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
              Tensor g = row_grad(ctx, x3.dtype());
              Tensor d = empty(x3.shape(), TensorOptions(x3.dtype(), x3.device()));
              if (d.numel() > 0)
-               cross_entropy_backward_kernel(x3.device(), x3, st.get(), slse.get(), g, d, ignore_index,
-                                             label_smoothing, row_scale(reduction, count));
+               cross_entropy_backward_kernel(x3.device(), x3, st.get(), slse.get(), g, d, ignore_index, label_smoothing,
+                                             row_scale(reduction, count));
              ctx.set_grad(0, d.view(ctx.input_meta(0).shape));
            });
   }
@@ -337,7 +340,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
     AutocastSuspend off;
     return nll_loss(autocast_cast(log_probs, *ac), target, reduction, ignore_index);
   }
-  if (any_half(log_probs)) return nll_loss(upcast_half(log_probs), target, reduction, ignore_index).to(log_probs.dtype());
+  if (any_half(log_probs))
+    return nll_loss(upcast_half(log_probs), target, reduction, ignore_index).to(log_probs.dtype());
   ClassRows rows = class_rows("nll_loss", "log_probs", log_probs, target, ignore_index);
   const int64_t R = rows.target.numel();
   Tensor loss = empty({R}, TensorOptions(log_probs.dtype(), log_probs.device()));

@@ -29,13 +29,13 @@
 #include <numeric>
 #include <type_traits>
 
+#include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/parallel.h>
+#include <ember/ops/half_ops.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/sgemm_avx512.h>
-#include <ember/core/autocast.h>
-#include <ember/ops/half_ops.h>
 
 namespace ember {
 
@@ -96,8 +96,10 @@ Split plan_split(int64_t nbatch, int64_t m, int64_t n, int64_t k, int threads) {
     };
     // Row blocks keep each task's writes to C contiguous; column blocks are
     // for the few-rows case (a short batch of tokens against a wide weight).
-    if (m >= n || m >= want * kMinBlock) cut(m, s.mb, s.rows);
-    else cut(n, s.nb, s.cols);
+    if (m >= n || m >= want * kMinBlock)
+      cut(m, s.mb, s.rows);
+    else
+      cut(n, s.nb, s.cols);
   }
   const int64_t per_task = std::max<int64_t>(1, per_product / (s.mb * s.nb));
   s.grain = std::max<int64_t>(1, kParallelWork / per_task);
@@ -106,19 +108,19 @@ Split plan_split(int64_t nbatch, int64_t m, int64_t n, int64_t k, int threads) {
 
 void blas_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
                float beta, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
-              b, ldb, beta, c, ldc);
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b,
+              ldb, beta, c, ldc);
 }
-void blas_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
-               int ldb, double beta, double* c, int ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
-              b, ldb, beta, c, ldc);
+void blas_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b, int ldb,
+               double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b,
+              ldb, beta, c, ldc);
 }
 
 void cpu_gemm(const GemmDesc& d) {
   for (int64_t v : {d.m, d.n, d.k, d.lda, d.ldb, d.ldc})
-    EMBER_CHECK(v <= INT_MAX, ValueError, "matmul: size ", v, " exceeds the 32-bit range of the BLAS interface (m=",
-                d.m, ", n=", d.n, ", k=", d.k, ")");
+    EMBER_CHECK(v <= INT_MAX, ValueError, "matmul: size ", v,
+                " exceeds the 32-bit range of the BLAS interface (m=", d.m, ", n=", d.n, ", k=", d.k, ")");
   const int64_t nbatch = d.batch.numel();
   const int nbd = d.batch.size();
   const Split s = plan_split(nbatch, d.m, d.n, d.k, num_threads());
@@ -160,9 +162,8 @@ void cpu_gemm(const GemmDesc& d) {
         }
         if (bias)
           for (int64_t r = 0; r < m1 - m0; ++r) std::copy(bias + n0, bias + n1, c + r * d.ldc);
-        blas_gemm(d.trans_a, d.trans_b, static_cast<int>(m1 - m0), static_cast<int>(n1 - n0),
-                  static_cast<int>(d.k), alpha, a, static_cast<int>(d.lda), b, static_cast<int>(d.ldb), beta, c,
-                  static_cast<int>(d.ldc));
+        blas_gemm(d.trans_a, d.trans_b, static_cast<int>(m1 - m0), static_cast<int>(n1 - n0), static_cast<int>(d.k),
+                  alpha, a, static_cast<int>(d.lda), b, static_cast<int>(d.ldb), beta, c, static_cast<int>(d.ldc));
       }
     });
   });
@@ -230,8 +231,10 @@ void run_gemm(Tensor a, Tensor b, Tensor& out, double alpha, double beta, const 
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   if (out.numel() == 0) return;
   if (k == 0) {  // an empty sum: the product is zero
-    if (bias.defined()) out.copy_(bias);
-    else if (beta == 0) out.zero_();
+    if (bias.defined())
+      out.copy_(bias);
+    else if (beta == 0)
+      out.zero_();
     return;
   }
   MatLayout la = blas_layout(a), lb = blas_layout(b);
@@ -295,8 +298,8 @@ int64_t leading_numel(const Shape& s, int trailing) {
 void check_operands(const char* op, const Tensor& a, const Tensor& b) {
   EMBER_CHECK(a.defined() && b.defined(), ValueError, op, ": got an undefined tensor");
   check_same_device(op, a, b);
-  EMBER_CHECK(a.is_floating_point() && b.is_floating_point(), DTypeError, op,
-              ": expected floating-point tensors, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  EMBER_CHECK(a.is_floating_point() && b.is_floating_point(), DTypeError, op, ": expected floating-point tensors, got ",
+              dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   EMBER_CHECK(a.dtype() == b.dtype(), DTypeError, op, ": expected both operands to have the same dtype, got ",
               dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
 }
@@ -309,9 +312,12 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b) {
 void matmul_backward(BackwardContext& ctx, const SavedTensor& sa, const SavedTensor& sb, bool a1, bool b1) {
   // Restore the dims 1-D operands dropped, so everything is batched [.., m, n].
   Tensor g = ctx.grad_output();
-  if (a1 && b1) g = g.reshape({1, 1});
-  else if (a1) g = g.unsqueeze(g.dim() - 1);
-  else if (b1) g = g.unsqueeze(g.dim());
+  if (a1 && b1)
+    g = g.reshape({1, 1});
+  else if (a1)
+    g = g.unsqueeze(g.dim() - 1);
+  else if (b1)
+    g = g.unsqueeze(g.dim());
   if (ctx.needs_grad(0)) {
     const Tensor& B = sb.get();
     const Tensor Bn = b1 ? B.unsqueeze(1) : B;
@@ -365,8 +371,8 @@ Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b) {
   for (int i = 0; i < nb; ++i) {
     const int64_t sa = i - (nb - nba) >= 0 ? an.size(i - (nb - nba)) : 1;
     const int64_t sb = i - (nb - nbb) >= 0 ? bn.size(i - (nb - nbb)) : 1;
-    EMBER_CHECK(sa == sb || sa == 1 || sb == 1, ShapeError, op, ": the batch dims of shapes ", a.shape().str(),
-                " and ", b.shape().str(), " cannot be broadcast (", sa, " vs ", sb, ")");
+    EMBER_CHECK(sa == sb || sa == 1 || sb == 1, ShapeError, op, ": the batch dims of shapes ", a.shape().str(), " and ",
+                b.shape().str(), " cannot be broadcast (", sa, " vs ", sb, ")");
     out_nd.push_back(sa == 1 ? sb : sa);
   }
   out_nd.push_back(an.size(-2));
@@ -385,9 +391,8 @@ Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b) {
     // Each gradient needs the other operand only, so only that one is saved.
     autograd::record(op, {a, b}, out,
                      [sa = b.requires_grad() ? SavedTensor(a) : SavedTensor(),
-                      sb = a.requires_grad() ? SavedTensor(b) : SavedTensor(), a1, b1](BackwardContext& ctx) {
-                       matmul_backward(ctx, sa, sb, a1, b1);
-                     });
+                      sb = a.requires_grad() ? SavedTensor(b) : SavedTensor(), a1,
+                      b1](BackwardContext& ctx) { matmul_backward(ctx, sa, sb, a1, b1); });
   }
   return out;
 }
@@ -417,11 +422,10 @@ void matmul_into(const Tensor& a, const Tensor& b, Tensor out, double alpha, dou
   check_same_device("matmul_into", a, out);
   EMBER_CHECK(out.dtype() == a.dtype(), DTypeError, "matmul_into: output dtype ", dtype_name(out.dtype()),
               " differs from the operands' ", dtype_name(a.dtype()));
-  EMBER_CHECK(a.dim() >= 2 && b.dim() >= 2 && out.dim() >= 2 && a.size(-1) == b.size(-2) &&
-                  out.size(-2) == a.size(-2) && out.size(-1) == b.size(-1) && a.dim() <= out.dim() &&
-                  b.dim() <= out.dim(),
-              ShapeError, "matmul_into: shapes ", a.shape().str(), " @ ", b.shape().str(), " do not give ",
-              out.shape().str());
+  EMBER_CHECK(
+      a.dim() >= 2 && b.dim() >= 2 && out.dim() >= 2 && a.size(-1) == b.size(-2) && out.size(-2) == a.size(-2) &&
+          out.size(-1) == b.size(-1) && a.dim() <= out.dim() && b.dim() <= out.dim(),
+      ShapeError, "matmul_into: shapes ", a.shape().str(), " @ ", b.shape().str(), " do not give ", out.shape().str());
   for (const Tensor* t : {&a, &b})
     for (int i = 0; i < t->dim() - 2; ++i) {
       const int64_t s = t->size(i), o = out.size(i + out.dim() - t->dim());
@@ -459,8 +463,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     for (int i = 1; fits && i <= bias.dim(); ++i)
       fits = bias.shape()[bias.dim() - i] == 1 || bias.shape()[bias.dim() - i] == out_shape[out_shape.size() - i];
     EMBER_CHECK(fits, ShapeError, "linear: bias of shape ", bias.shape().str(),
-                " does not broadcast to the output shape ", out_shape.str(), " (input ", x.shape().str(),
-                ", weight ", weight.shape().str(), ")");
+                " does not broadcast to the output shape ", out_shape.str(), " (input ", x.shape().str(), ", weight ",
+                weight.shape().str(), ")");
     if (bias.dim() == 1 && bias.size(0) == n) {
       // The usual [out] bias goes to the GEMM kernel, which writes it into
       // each block of the output just before that block's product.
@@ -483,8 +487,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     const int64_t rows = leading_numel(x.shape(), 1);
     autograd::record("linear", {x, weight, bias}, out,
                      [sx = weight.requires_grad() ? SavedTensor(x) : SavedTensor(),
-                      sw = x.requires_grad() ? SavedTensor(weight) : SavedTensor(), rows, n,
-                      k](BackwardContext& ctx) {
+                      sw = x.requires_grad() ? SavedTensor(weight) : SavedTensor(), rows, n, k](BackwardContext& ctx) {
                        const Tensor& g = ctx.grad_output();
                        if (ctx.needs_grad(0)) ctx.set_grad(0, matmul(g, sw.get()));
                        if (ctx.needs_grad(1))

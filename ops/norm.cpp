@@ -14,15 +14,15 @@
 
 #include <cmath>
 
+#include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
+#include <ember/ops/half_ops.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/reduce.h>
-#include <ember/core/autocast.h>
-#include <ember/ops/half_ops.h>
 
 namespace ember {
 
@@ -157,7 +157,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   double eps) {
   if (auto ac = autocast_dtype_for("layer_norm", x)) {  // core/autocast.h
     AutocastSuspend off;
-    return layer_norm(autocast_cast(x, *ac), normalized_shape, autocast_cast(weight, *ac), autocast_cast(bias, *ac), eps);
+    return layer_norm(autocast_cast(x, *ac), normalized_shape, autocast_cast(weight, *ac), autocast_cast(bias, *ac),
+                      eps);
   }
   // 16-bit input, weights of either dtype: computed in float32, returned in the input's dtype.
   if (any_half({&x, &weight, &bias}))
@@ -199,8 +200,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                        Tensor dw = ctx.needs_grad(1) ? empty({N}, o) : Tensor();
                        Tensor db = has_b && ctx.needs_grad(2) ? empty({N}, o) : Tensor();
                        Tensor dx2 = dx.defined() ? dx.view({rows, N}) : Tensor();
-                       layer_norm_backward_kernel(xs.device(), g.view({rows, N}), xs.view({rows, N}), sw.get(),
-                                                  mean, rstd, dx2, dw, db);
+                       layer_norm_backward_kernel(xs.device(), g.view({rows, N}), xs.view({rows, N}), sw.get(), mean,
+                                                  rstd, dx2, dw, db);
                        if (dx.defined()) ctx.set_grad(0, dx);
                        if (dw.defined()) ctx.set_grad(1, dw.view(ctx.input_meta(1).shape));
                        if (db.defined()) ctx.set_grad(2, db.view(ctx.input_meta(2).shape));
@@ -218,7 +219,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
               dtype_name(x.dtype()));
   if (any_half({&x, &weight, &bias}))  // statistics in float32; running buffers keep their dtype
     return batch_norm(upcast_half(x), running_mean, running_var, upcast_half(weight), upcast_half(bias), training,
-                      momentum, eps).to(x.dtype());
+                      momentum, eps)
+        .to(x.dtype());
   const int64_t C = x.size(1);
   for (const Tensor* p : {&running_mean, &running_var, &weight, &bias})
     EMBER_CHECK(!p->defined() || p->shape() == Shape{C}, ShapeError, "batch_norm: parameters and running statistics ",
@@ -233,7 +235,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   Tensor y;
   if (training) {
     const int64_t n = x.numel() / std::max<int64_t>(C, 1);
-    EMBER_CHECK(n > 1, ValueError, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
+    EMBER_CHECK(n > 1, ValueError,
+                "batch_norm: expected more than 1 value per channel when training, got input of shape ",
                 x.shape().str());
     const Tensor mu = mean(x, dims, true);
     const Tensor centered = sub(x, mu);

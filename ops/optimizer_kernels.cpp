@@ -38,8 +38,10 @@ void cpu_adam(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& 
       for (int64_t i = lo; i < hi; ++i) {
         T grad = gp[i];
         T param = pp[i];
-        if (s.decoupled) param *= decay;
-        else grad += wd * param;
+        if (s.decoupled)
+          param *= decay;
+        else
+          grad += wd * param;
         mp[i] = b1 * mp[i] + (T(1) - b1) * grad;
         vp[i] = b2 * vp[i] + (T(1) - b2) * grad * grad;
         pp[i] = param - step_size * mp[i] / (std::sqrt(vp[i]) / bc2_sqrt + eps);

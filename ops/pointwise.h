@@ -59,8 +59,9 @@ void check_inplace(const char* op, const Tensor& self);
 /// accepts them). No autograd: callers record their own backward.
 template <class F>
 Tensor unary_forward(const Tensor& x, double a = 0, double b = 0) {
-  Tensor in = (!F::kIntegral && !x.is_floating_point()) || x.dtype() == DType::Bool ? x.to(
-      F::kIntegral ? DType::Int64 : DType::Float32) : x;
+  Tensor in = (!F::kIntegral && !x.is_floating_point()) || x.dtype() == DType::Bool
+                  ? x.to(F::kIntegral ? DType::Int64 : DType::Float32)
+                  : x;
   Tensor out = empty(in.shape(), TensorOptions(in.dtype(), in.device()));
   unary_kernel<F>()(in.device(), in, out, a, b);
   return out;

@@ -34,9 +34,7 @@ struct UnaryOp {
 template <class F, class T>
 struct BinaryOp {
   F f;
-  EMBER_HD T operator()(T u, T v) const {
-    return T(f(static_cast<opmath_t<T>>(u), static_cast<opmath_t<T>>(v)));
-  }
+  EMBER_HD T operator()(T u, T v) const { return T(f(static_cast<opmath_t<T>>(u), static_cast<opmath_t<T>>(v))); }
 };
 template <class F, class T>
 struct CompareOp {
@@ -68,8 +66,10 @@ struct PointwiseKernels {
   /// body(tag) for dt under F's dtype rule: integers only when F accepts them.
   template <class F, class Body>
   static void dispatch(DType dt, const Body& body) {
-    if constexpr (F::kIntegral) dispatch_numeric_and_half(dt, F::name, body);
-    else dispatch_floating_and_half(dt, F::name, body);
+    if constexpr (F::kIntegral)
+      dispatch_numeric_and_half(dt, F::name, body);
+    else
+      dispatch_floating_and_half(dt, F::name, body);
   }
 
   /// The kernels, with the signatures of their tables (ops/pointwise.h).

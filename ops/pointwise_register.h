@@ -79,10 +79,10 @@ bool register_binary_functor(DeviceType device) {
 
 /// Registers F for the backend this source is compiled for (see above).
 ///@{
-#define EMBER_REGISTER_UNARY_FUNCTOR(F)                                                 \
+#define EMBER_REGISTER_UNARY_FUNCTOR(F)                                                     \
   [[maybe_unused]] static const bool EMBER_CONCAT(ember_functor_registered_, __COUNTER__) = \
       ::ember::register_unary_functor<F, EMBER_SOURCE_LOOPS>(EMBER_SOURCE_DEVICE)
-#define EMBER_REGISTER_BINARY_FUNCTOR(F)                                                \
+#define EMBER_REGISTER_BINARY_FUNCTOR(F)                                                    \
   [[maybe_unused]] static const bool EMBER_CONCAT(ember_functor_registered_, __COUNTER__) = \
       ::ember::register_binary_functor<F, EMBER_SOURCE_LOOPS>(EMBER_SOURCE_DEVICE)
 ///@}

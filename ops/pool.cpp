@@ -10,8 +10,8 @@
 //       dx[i] = sum over windows o holding i of dy[o] / d(o).
 // CPU backward kernels scatter each (n, c) plane in output order: one thread
 // per plane, so no races and the CUDA gather's summation order.
-#include <ember/ops/pool.h>
 #include <ember/ops/conv_kernels.h>
+#include <ember/ops/pool.h>
 #include <ember/ops/pool_kernels.h>
 
 #include <limits>
@@ -26,8 +26,7 @@
 namespace ember {
 
 decltype(max_pool2d_kernel) max_pool2d_kernel("max_pool2d");
-decltype(max_pool2d_backward_kernel) max_pool2d_backward_kernel(
-    "max_pool2d_backward");
+decltype(max_pool2d_backward_kernel) max_pool2d_backward_kernel("max_pool2d_backward");
 decltype(avg_pool2d_kernel) avg_pool2d_kernel("avg_pool2d");
 decltype(avg_pool2d_backward_kernel) avg_pool2d_backward_kernel("avg_pool2d_backward");
 

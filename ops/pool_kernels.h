@@ -20,8 +20,8 @@ struct PoolGeom {
   ///@{
   int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, Ho, Wo;  ///< the sizes named above
   ///@}
-  bool adaptive = false;           ///< windows from the adaptive formula
-  bool count_include_pad = true;   ///< avg: divide by the padded window's size
+  bool adaptive = false;          ///< windows from the adaptive formula
+  bool count_include_pad = true;  ///< avg: divide by the padded window's size
 };
 
 /// Rows [lo, hi) of the input window of output row o (unclipped for fixed

@@ -21,10 +21,10 @@ enum class RandomKind : uint8_t { Uniform, Normal, Integer };
 /// One random fill: the distribution, its parameters, and the Philox (seed, first counter).
 struct RandomSpec {
   RandomKind kind;  ///< which distribution
-  uint64_t seed;  ///< the generator's seed
+  uint64_t seed;    ///< the generator's seed
   uint64_t offset;  ///< first Philox counter reserved for this tensor
   ///@{
-  double a, b;      ///< uniform [a, b); normal mean a, std b; integer [a, b)
+  double a, b;  ///< uniform [a, b); normal mean a, std b; integer [a, b)
   ///@}
 };
 
@@ -44,11 +44,11 @@ EMBER_HD inline int random_values(const RandomSpec& s, uint64_t c, T* out) {
   const Philox4x32 r = Philox4x32::generate(s.seed, s.offset + c);
   if (s.kind == RandomKind::Uniform) {
     if (sizeof(T) == 4) {
-      for (int j = 0; j < 4; ++j) out[j] = static_cast<T>(s.a + (s.b - s.a) * static_cast<double>(uniform_float(r.v[j])));
+      for (int j = 0; j < 4; ++j)
+        out[j] = static_cast<T>(s.a + (s.b - s.a) * static_cast<double>(uniform_float(r.v[j])));
       return 4;
     }
-    for (int j = 0; j < 2; ++j)
-      out[j] = static_cast<T>(s.a + (s.b - s.a) * uniform_double(r.v[2 * j], r.v[2 * j + 1]));
+    for (int j = 0; j < 2; ++j) out[j] = static_cast<T>(s.a + (s.b - s.a) * uniform_double(r.v[2 * j], r.v[2 * j + 1]));
     return 2;
   }
   if (s.kind == RandomKind::Normal) {

@@ -2,14 +2,14 @@
 // every reduction shares and sum_to for the autograd engine.
 #include <ember/ops/reduce.h>
 
+#include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
-#include <ember/ops/reduce_layout.h>
-#include <ember/core/autocast.h>
 #include <ember/ops/half_ops.h>
+#include <ember/ops/reduce_layout.h>
 
 namespace ember {
 
@@ -139,8 +139,10 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
   ReduceLayout L = reduce_layout(in, dims, keepdim, "sum");
   Tensor out = empty(L.out_shape, TensorOptions(in.dtype(), in.device()));
   Tensor o2 = out.view({L.A, L.B});
-  if (L.R == 0) o2.zero_();
-  else sum_kernel(in.device(), L.x3, o2);
+  if (L.R == 0)
+    o2.zero_();
+  else
+    sum_kernel(in.device(), L.x3, o2);
   if (needs_grad({x})) {
     const Shape keep = L.keep_shape, in_shape = x.shape();
     record("sum", {x}, out, [keep, in_shape](BackwardContext& ctx) {
@@ -159,8 +161,7 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
     return mean(autocast_cast(x, *ac), dims, keepdim);
   }
   if (any_half(x)) return mean(upcast_half(x), dims, keepdim).to(x.dtype());
-  EMBER_CHECK(x.is_floating_point(), DTypeError, "mean: expected a floating-point tensor, got ",
-              dtype_name(x.dtype()));
+  EMBER_CHECK(x.is_floating_point(), DTypeError, "mean: expected a floating-point tensor, got ", dtype_name(x.dtype()));
   const Tensor s = sum(x, dims, keepdim);
   const int64_t count = s.numel() ? x.numel() / s.numel() : 0;
   return mul(s, 1.0 / static_cast<double>(count));

@@ -35,7 +35,7 @@ Tensor min(const Tensor& x);
 ///@}
 /// What max and min along a dim return.
 struct ValuesIndices {
-  Tensor values;  ///< the largest or smallest values
+  Tensor values;   ///< the largest or smallest values
   Tensor indices;  ///< their positions along dim (int64)
 };
 /// Values and their int64 indices along one dim (the first occurrence on ties).

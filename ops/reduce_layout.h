@@ -12,9 +12,9 @@ namespace ember {
 
 /// A reduction's input as a contiguous [A, R, B] block (reduce_layout()).
 struct ReduceLayout {
-  Tensor x3;          ///< [A, R, B], contiguous, no autograd
-  Shape out_shape;    ///< the result's shape (keepdim applied)
-  Shape keep_shape;   ///< the result's shape with keepdim = true
+  Tensor x3;         ///< [A, R, B], contiguous, no autograd
+  Shape out_shape;   ///< the result's shape (keepdim applied)
+  Shape keep_shape;  ///< the result's shape with keepdim = true
   ///@{
   int64_t A = 1, R = 1, B = 1;  ///< outer, reduced and inner sizes
   ///@}

@@ -12,9 +12,9 @@
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
+#include <ember/ops/half_ops.h>
 #include <ember/ops/reduce.h>
 #include <ember/ops/reduce_layout.h>
-#include <ember/ops/half_ops.h>
 
 namespace ember {
 
@@ -24,8 +24,10 @@ namespace {
 
 template <class T>
 bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
-  else return false;
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isnan(v);
+  else
+    return false;
 }
 
 void cpu_minmax(const Tensor& x3, Tensor& values2, Tensor& indices2, bool is_max) {
@@ -122,7 +124,8 @@ ValuesIndices minmax_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_max
       // One-hot of the index along dim, times the gradient.
       Shape pos_shape = Shape::filled(in_shape.size(), 1);
       pos_shape[d] = in_shape[d];
-      const Tensor pos = arange(static_cast<double>(in_shape[d]), TensorOptions(DType::Int64, g.device())).reshape(pos_shape);
+      const Tensor pos =
+          arange(static_cast<double>(in_shape[d]), TensorOptions(DType::Int64, g.device())).reshape(pos_shape);
       const Tensor hit = eq(pos, indices.reshape(keep)).to(g.dtype());
       ctx.set_grad(0, mul(hit, g.reshape(keep)));
     });

@@ -43,9 +43,7 @@ constexpr int64_t kSgemmMaxN = 256;
 constexpr bool kHaveSgemmAvx512 = true;
 
 /// Whether sgemm_avx512 takes an m x n x k product.
-inline bool sgemm_avx512_fits(int64_t m, int64_t n, int64_t k) {
-  return m > 0 && n > 0 && k > 0 && n <= kSgemmMaxN;
-}
+inline bool sgemm_avx512_fits(int64_t m, int64_t n, int64_t k) { return m > 0 && n > 0 && k > 0 && n <= kSgemmMaxN; }
 
 namespace sgemm_detail {
 
@@ -103,14 +101,29 @@ void rows(int64_t m, int64_t k, float alpha, float beta, const float* a, int64_t
   const float* ai = a + i * ars;
   float* ci = c + i * ldc;
   switch (m - i) {
-    case 7: block<7, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias); break;
-    case 6: block<6, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias); break;
-    case 5: block<5, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias); break;
-    case 4: block<4, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias); break;
-    case 3: block<3, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias); break;
-    case 2: block<2, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias); break;
-    case 1: block<1, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias); break;
-    default: break;
+    case 7:
+      block<7, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias);
+      break;
+    case 6:
+      block<6, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias);
+      break;
+    case 5:
+      block<5, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias);
+      break;
+    case 4:
+      block<4, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias);
+      break;
+    case 3:
+      block<3, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias);
+      break;
+    case 2:
+      block<2, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias);
+      break;
+    case 1:
+      block<1, NB>(k, alpha, beta, ai, ars, acs, bp, ci, ldc, last, bias);
+      break;
+    default:
+      break;
   }
 }
 
@@ -171,10 +184,18 @@ inline void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
       const float* ak = a + k0 * acs;
       float* cn = c + n0;
       switch (nb) {
-        case 1: rows<1>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs); break;
-        case 2: rows<2>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs); break;
-        case 3: rows<3>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs); break;
-        default: rows<4>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs); break;
+        case 1:
+          rows<1>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs);
+          break;
+        case 2:
+          rows<2>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs);
+          break;
+        case 3:
+          rows<3>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs);
+          break;
+        default:
+          rows<4>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs);
+          break;
       }
     }
   }

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <limits>
 
+#include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
@@ -23,17 +24,15 @@
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
 #include <ember/ops/functors.h>
-#include <ember/ops/pointwise.h>
-#include <ember/core/autocast.h>
 #include <ember/ops/half_ops.h>
+#include <ember/ops/pointwise.h>
 
 namespace ember {
 
 // x3, y3: [A, R, B] contiguous; mask3: bool of the same shape or undefined.
 decltype(softmax_kernel) softmax_kernel("softmax");
 // y3, g3, dx3: [A, R, B] contiguous.
-decltype(softmax_backward_kernel) softmax_backward_kernel(
-    "softmax_backward");
+decltype(softmax_backward_kernel) softmax_backward_kernel("softmax_backward");
 
 namespace {
 

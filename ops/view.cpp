@@ -87,9 +87,8 @@ Tensor Tensor::view(const Shape& requested) const {
               " is incompatible with the input's shape ", shape().str(), " and strides ", strides().str(),
               " (at least one dimension spans across two contiguous subspaces); use reshape() instead");
   const Shape in_shape = shape();
-  return finish_view("view", *this, make_view(*this, s, st, offset()), [in_shape](BackwardContext& ctx) {
-    ctx.set_grad(0, ctx.grad_output().reshape(in_shape));
-  });
+  return finish_view("view", *this, make_view(*this, s, st, offset()),
+                     [in_shape](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output().reshape(in_shape)); });
 }
 
 Tensor Tensor::reshape(const Shape& requested) const {
@@ -128,9 +127,8 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   Shape sh = shape(), st = strides();
   std::swap(sh[a], sh[b]);
   std::swap(st[a], st[b]);
-  return finish_view("transpose", *this, make_view(*this, sh, st, offset()), [a, b](BackwardContext& ctx) {
-    ctx.set_grad(0, ctx.grad_output().transpose(a, b));
-  });
+  return finish_view("transpose", *this, make_view(*this, sh, st, offset()),
+                     [a, b](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output().transpose(a, b)); });
 }
 
 Tensor Tensor::t() const {
@@ -149,9 +147,8 @@ Tensor Tensor::permute(const Shape& dims) const {
     sh.push_back(shape()[d]);
     st.push_back(strides()[d]);
   }
-  return finish_view("permute", *this, make_view(*this, sh, st, offset()), [inverse](BackwardContext& ctx) {
-    ctx.set_grad(0, ctx.grad_output().permute(inverse));
-  });
+  return finish_view("permute", *this, make_view(*this, sh, st, offset()),
+                     [inverse](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output().permute(inverse)); });
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
@@ -181,8 +178,8 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   const int w = wrap_dim(d, dim(), "narrow");
   const int64_t n = shape()[w];
   if (start < 0) start += n;
-  EMBER_CHECK(start >= 0 && length >= 0 && start + length <= n, IndexError, "narrow: start ", start,
-              " + length ", length, " exceeds dim ", w, " of size ", n, " (shape ", shape().str(), ")");
+  EMBER_CHECK(start >= 0 && length >= 0 && start + length <= n, IndexError, "narrow: start ", start, " + length ",
+              length, " exceeds dim ", w, " of size ", n, " (shape ", shape().str(), ")");
   return slice(w, start, start + length, 1);
 }
 
@@ -212,9 +209,8 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   const int64_t new_stride = w < dim() ? strides()[w] * shape()[w] : 1;
   sh.insert(w, 1);
   st.insert(w, new_stride);
-  return finish_view("unsqueeze", *this, make_view(*this, sh, st, offset()), [w](BackwardContext& ctx) {
-    ctx.set_grad(0, ctx.grad_output().squeeze(w));
-  });
+  return finish_view("unsqueeze", *this, make_view(*this, sh, st, offset()),
+                     [w](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output().squeeze(w)); });
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
@@ -224,9 +220,8 @@ Tensor Tensor::squeeze(int64_t d) const {
   Shape sh = shape(), st = strides();
   sh.erase(w);
   st.erase(w);
-  return finish_view("squeeze", *this, make_view(*this, sh, st, offset()), [w](BackwardContext& ctx) {
-    ctx.set_grad(0, ctx.grad_output().unsqueeze(w));
-  });
+  return finish_view("squeeze", *this, make_view(*this, sh, st, offset()),
+                     [w](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output().unsqueeze(w)); });
 }
 
 Tensor Tensor::squeeze() const {
@@ -238,9 +233,8 @@ Tensor Tensor::squeeze() const {
     }
   if (sh.size() == dim()) return *this;
   const Shape in_shape = shape();
-  return finish_view("squeeze", *this, make_view(*this, sh, st, offset()), [in_shape](BackwardContext& ctx) {
-    ctx.set_grad(0, ctx.grad_output().reshape(in_shape));
-  });
+  return finish_view("squeeze", *this, make_view(*this, sh, st, offset()),
+                     [in_shape](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output().reshape(in_shape)); });
 }
 
 Tensor Tensor::expand(const Shape& requested) const {
@@ -263,9 +257,8 @@ Tensor Tensor::expand(const Shape& requested) const {
   }
   if (sh == shape()) return *this;
   // The engine sums the gradient back over the expanded dims.
-  return finish_view("expand", *this, make_view(*this, sh, st, offset()), [](BackwardContext& ctx) {
-    ctx.set_grad(0, ctx.grad_output());
-  });
+  return finish_view("expand", *this, make_view(*this, sh, st, offset()),
+                     [](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output()); });
 }
 
 }  // namespace ember

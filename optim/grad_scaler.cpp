@@ -30,7 +30,8 @@ Tensor GradScaler::scale(const Tensor& loss) const {
 void GradScaler::unscale_(Optimizer& opt) {
   if (!opts_.enabled) return;
   PerOptimizer& st = per_opt_[&opt];
-  EMBER_CHECK(!st.unscaled, ValueError, "GradScaler: unscale_() has already been called on this optimizer since the last update()");
+  EMBER_CHECK(!st.unscaled, ValueError,
+              "GradScaler: unscale_() has already been called on this optimizer since the last update()");
   EMBER_CHECK(!st.stepped, ValueError, "GradScaler: unscale_() is being called after step()");
   NoGradGuard no_grad;
   const double inv = 1.0 / scale_;
@@ -65,7 +66,8 @@ bool GradScaler::step(Optimizer& opt) {
 
 void GradScaler::update() {
   if (!opts_.enabled) return;
-  EMBER_CHECK(!per_opt_.empty(), ValueError, "GradScaler: no inf checks were recorded prior to update() (call step() first)");
+  EMBER_CHECK(!per_opt_.empty(), ValueError,
+              "GradScaler: no inf checks were recorded prior to update() (call step() first)");
   bool found = false;
   for (const auto& [o, st] : per_opt_) found = found || st.found_inf;
   if (found) {
@@ -93,7 +95,8 @@ void GradScaler::load_state_dict(const StateDict& state) {
                 t.shape().str());
     const double v = t.item<double>();
     if (k == "scale") {
-      EMBER_CHECK(std::isfinite(v) && v > 0, ValueError, "GradScaler::load_state_dict: scale must be positive and finite, got ", v);
+      EMBER_CHECK(std::isfinite(v) && v > 0, ValueError,
+                  "GradScaler::load_state_dict: scale must be positive and finite, got ", v);
       scale_ = v;
       have_scale = true;
     } else if (k == "growth_factor") {

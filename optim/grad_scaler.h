@@ -23,11 +23,11 @@ namespace ember::optim {
 
 /// torch.cuda.amp.GradScaler's arguments and defaults.
 struct GradScalerOptions {
-  double init_scale = 65536.0;    ///< 2^16
-  double growth_factor = 2.0;     ///< scale *= this after growth_interval good steps
-  double backoff_factor = 0.5;    ///< scale *= this after a step with Inf/NaN
-  int64_t growth_interval = 2000; ///< good steps in a row before growing
-  bool enabled = true;            ///< false: every call is a pass-through
+  double init_scale = 65536.0;     ///< 2^16
+  double growth_factor = 2.0;      ///< scale *= this after growth_interval good steps
+  double backoff_factor = 0.5;     ///< scale *= this after a step with Inf/NaN
+  int64_t growth_interval = 2000;  ///< good steps in a row before growing
+  bool enabled = true;             ///< false: every call is a pass-through
 };
 
 /// Dynamic loss scaling (see the file comment).

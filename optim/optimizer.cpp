@@ -214,8 +214,8 @@ void Adam::load_state_dict(const StateDict& s) {
       // without the other is a damaged file, and restarting that moment
       // from zero would silently change the run.
       EMBER_CHECK((find(s, key(g, i, "exp_avg")) != nullptr) == (find(s, key(g, i, "exp_avg_sq")) != nullptr),
-                  ValueError, "optimizer load_state_dict: '", key(g, i, "exp_avg"), "' and '",
-                  key(g, i, "exp_avg_sq"), "' must both be present or both absent");
+                  ValueError, "optimizer load_state_dict: '", key(g, i, "exp_avg"), "' and '", key(g, i, "exp_avg_sq"),
+                  "' must both be present or both absent");
       m_[g][i] = load_buffer(s, key(g, i, "exp_avg"), groups_[g].params[i]);
       v_[g][i] = load_buffer(s, key(g, i, "exp_avg_sq"), groups_[g].params[i]);
     }
@@ -232,8 +232,10 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   for (const Tensor& p : params) {
     const Tensor& g = p.grad();
     if (!g.defined() || g.numel() == 0) continue;
-    if (sum_squares_kernel.has(g.device().type)) total += sum_squares_kernel(g.device(), g.contiguous());
-    else total += sum(square(g.to(DType::Float64))).item<double>();  // a device without the fused kernel
+    if (sum_squares_kernel.has(g.device().type))
+      total += sum_squares_kernel(g.device(), g.contiguous());
+    else
+      total += sum(square(g.to(DType::Float64))).item<double>();  // a device without the fused kernel
   }
   total = std::sqrt(total);
   const double coef = max_norm / (total + 1e-6);

@@ -18,9 +18,9 @@ namespace ember::optim {
 /// Parameters that share hyperparameters (torch's param_groups entries).
 struct ParamGroup {
   std::vector<Tensor> params;  ///< the parameters (handles to the model's tensors)
-  double lr = -1;            ///< < 0: the optimizer's default
-  double weight_decay = -1;  ///< < 0: the optimizer's default
-  double initial_lr = -1;    ///< set by the optimizer; used by LR schedulers
+  double lr = -1;              ///< < 0: the optimizer's default
+  double weight_decay = -1;    ///< < 0: the optimizer's default
+  double initial_lr = -1;      ///< set by the optimizer; used by LR schedulers
 };
 
 /// The base of the optimizers: parameter groups, zero_grad, and state dicts.
@@ -52,11 +52,11 @@ class Optimizer {
 
 /// torch.optim.SGD's arguments.
 struct SGDOptions {
-  double lr = 1e-3;          ///< learning rate
-  double momentum = 0;       ///< momentum factor (0: plain SGD)
-  double dampening = 0;      ///< dampening of the momentum
-  double weight_decay = 0;   ///< L2 penalty added to the gradient
-  bool nesterov = false;     ///< Nesterov momentum
+  double lr = 1e-3;         ///< learning rate
+  double momentum = 0;      ///< momentum factor (0: plain SGD)
+  double dampening = 0;     ///< dampening of the momentum
+  double weight_decay = 0;  ///< L2 penalty added to the gradient
+  bool nesterov = false;    ///< Nesterov momentum
 };
 
 /// Stochastic gradient descent with momentum, dampening, Nesterov and weight
@@ -79,10 +79,10 @@ class SGD final : public Optimizer {
 
 /// torch.optim.Adam/AdamW's arguments.
 struct AdamOptions {
-  double lr = 1e-3;      ///< learning rate
-  double beta1 = 0.9;    ///< decay of the first moment
-  double beta2 = 0.999;  ///< decay of the second moment
-  double eps = 1e-8;     ///< added to the denominator
+  double lr = 1e-3;         ///< learning rate
+  double beta1 = 0.9;       ///< decay of the first moment
+  double beta2 = 0.999;     ///< decay of the second moment
+  double eps = 1e-8;        ///< added to the denominator
   double weight_decay = 0;  ///< Adam: L2 added to the gradient; AdamW: decoupled (default 1e-2)
 };
 

@@ -46,7 +46,8 @@ void LRScheduler::load_state_dict(const StateDict& state) {
   step();  // re-derive the rates of that epoch
 }
 
-StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma) : LRScheduler(opt), step_size_(step_size), gamma_(gamma) {
+StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma)
+    : LRScheduler(opt), step_size_(step_size), gamma_(gamma) {
   EMBER_CHECK(step_size > 0, ValueError, "StepLR: step_size must be positive, got ", step_size);
   init();
 }
@@ -75,7 +76,8 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_m
   init();
 }
 double CosineAnnealingLR::lr_at(size_t, double base) const {
-  return eta_min_ + (base - eta_min_) * (1 + std::cos(kPi * static_cast<double>(last_epoch_) / static_cast<double>(T_max_))) / 2;
+  return eta_min_ +
+         (base - eta_min_) * (1 + std::cos(kPi * static_cast<double>(last_epoch_) / static_cast<double>(T_max_))) / 2;
 }
 
 LinearLR::LinearLR(Optimizer& opt, double start, double end, int64_t total)
@@ -104,10 +106,15 @@ double WarmupCosineLR::lr_at(size_t, double base) const {
 
 OneCycleLR::OneCycleLR(Optimizer& opt, double max_lr, int64_t total, double pct_start, const std::string& anneal,
                        double div_factor, double final_div_factor)
-    : LRScheduler(opt), max_lr_(max_lr), initial_lr_(max_lr / div_factor),
-      min_lr_(max_lr / div_factor / final_div_factor), total_(total),
-      end_up_(pct_start * static_cast<double>(total) - 1), cos_(anneal == "cos") {
-  EMBER_CHECK(total > 1 && pct_start > 0 && pct_start < 1, ValueError, "OneCycleLR: need total_steps > 1 and 0 < pct_start < 1");
+    : LRScheduler(opt),
+      max_lr_(max_lr),
+      initial_lr_(max_lr / div_factor),
+      min_lr_(max_lr / div_factor / final_div_factor),
+      total_(total),
+      end_up_(pct_start * static_cast<double>(total) - 1),
+      cos_(anneal == "cos") {
+  EMBER_CHECK(total > 1 && pct_start > 0 && pct_start < 1, ValueError,
+              "OneCycleLR: need total_steps > 1 and 0 < pct_start < 1");
   EMBER_CHECK(anneal == "cos" || anneal == "linear", ValueError, "OneCycleLR: anneal_strategy must be cos or linear");
   for (ParamGroup& g : opt.param_groups()) g.initial_lr = initial_lr_;
   init();
@@ -132,8 +139,7 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, Options o) : opt_(opt), o_(
 }
 
 bool ReduceLROnPlateau::better(double a, double best) const {
-  if (o_.mode == "min")
-    return o_.threshold_mode == "rel" ? a < best * (1 - o_.threshold) : a < best - o_.threshold;
+  if (o_.mode == "min") return o_.threshold_mode == "rel" ? a < best * (1 - o_.threshold) : a < best - o_.threshold;
   return o_.threshold_mode == "rel" ? a > best * (1 + o_.threshold) : a > best + o_.threshold;
 }
 
@@ -167,10 +173,12 @@ std::vector<double> ReduceLROnPlateau::get_last_lr() const {
 
 StateDict ReduceLROnPlateau::state_dict() const {
   auto s = [](double v) { return scalar_tensor(v, kFloat64); };
-  StateDict d = {{"best", s(best_)}, {"num_bad_epochs", s(static_cast<double>(bad_))},
+  StateDict d = {{"best", s(best_)},
+                 {"num_bad_epochs", s(static_cast<double>(bad_))},
                  {"cooldown_counter", s(static_cast<double>(cooldown_counter_))},
                  {"last_epoch", s(static_cast<double>(last_epoch_))}};
-  for (size_t i = 0; i < opt_.param_groups().size(); ++i) d.emplace_back("lr." + std::to_string(i), s(opt_.param_groups()[i].lr));
+  for (size_t i = 0; i < opt_.param_groups().size(); ++i)
+    d.emplace_back("lr." + std::to_string(i), s(opt_.param_groups()[i].lr));
   return d;
 }
 

@@ -36,9 +36,9 @@ class LRScheduler {
   void init();
   /// The rate of group i at epoch last_epoch_.
   virtual double lr_at(size_t group, double base_lr) const = 0;
-  Optimizer& opt_;                 ///< the optimizer whose groups are set
-  std::vector<double> base_lrs_;   ///< each group's initial rate
-  int64_t last_epoch_ = -1;        ///< the current epoch
+  Optimizer& opt_;                ///< the optimizer whose groups are set
+  std::vector<double> base_lrs_;  ///< each group's initial rate
+  int64_t last_epoch_ = -1;       ///< the current epoch
 };
 
 /// base * gamma^floor(epoch / step_size)
@@ -46,6 +46,7 @@ class StepLR final : public LRScheduler {
  public:
   /// Multiplies by gamma every step_size epochs.
   StepLR(Optimizer& opt, int64_t step_size, double gamma = 0.1);
+
  private:
   double lr_at(size_t, double base) const override;
   int64_t step_size_;
@@ -57,6 +58,7 @@ class MultiStepLR final : public LRScheduler {
  public:
   /// Multiplies by gamma at each milestone epoch.
   MultiStepLR(Optimizer& opt, std::vector<int64_t> milestones, double gamma = 0.1);
+
  private:
   double lr_at(size_t, double base) const override;
   std::vector<int64_t> milestones_;
@@ -68,6 +70,7 @@ class ExponentialLR final : public LRScheduler {
  public:
   /// Multiplies by gamma every epoch.
   ExponentialLR(Optimizer& opt, double gamma);
+
  private:
   double lr_at(size_t, double base) const override;
   double gamma_;
@@ -78,6 +81,7 @@ class CosineAnnealingLR final : public LRScheduler {
  public:
   /// Half a cosine from base to eta_min over T_max epochs.
   CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_min = 0.0);
+
  private:
   double lr_at(size_t, double base) const override;
   int64_t T_max_;
@@ -89,6 +93,7 @@ class LinearLR final : public LRScheduler {
  public:
   /// The factor goes linearly from start_factor to end_factor over total_iters epochs.
   LinearLR(Optimizer& opt, double start_factor = 1.0 / 3, double end_factor = 1.0, int64_t total_iters = 5);
+
  private:
   double lr_at(size_t, double base) const override;
   double start_, end_;
@@ -103,6 +108,7 @@ class WarmupCosineLR final : public LRScheduler {
   /// Warm-up over warmup_steps, cosine decay until total_steps.
   WarmupCosineLR(Optimizer& opt, int64_t warmup_steps, int64_t total_steps, double eta_min = 0.0,
                  double warmup_start_factor = 1.0 / 3);
+
  private:
   double lr_at(size_t, double base) const override;
   int64_t warmup_, total_;
@@ -117,6 +123,7 @@ class OneCycleLR final : public LRScheduler {
   /// One cycle of total_steps steps peaking at max_lr; anneal_strategy "cos" or "linear".
   OneCycleLR(Optimizer& opt, double max_lr, int64_t total_steps, double pct_start = 0.3,
              const std::string& anneal_strategy = "cos", double div_factor = 25.0, double final_div_factor = 1e4);
+
  private:
   double lr_at(size_t, double base) const override;
   double max_lr_, initial_lr_, min_lr_;
@@ -130,14 +137,14 @@ class ReduceLROnPlateau {
  public:
   /// torch.optim.lr_scheduler.ReduceLROnPlateau's arguments.
   struct Options {
-    std::string mode = "min";  ///< "min" (a loss) or "max" (an accuracy)
-    double factor = 0.1;       ///< the rate is multiplied by this
-    int64_t patience = 10;     ///< steps without improvement tolerated
-    double threshold = 1e-4;   ///< the least change that counts as an improvement
+    std::string mode = "min";            ///< "min" (a loss) or "max" (an accuracy)
+    double factor = 0.1;                 ///< the rate is multiplied by this
+    int64_t patience = 10;               ///< steps without improvement tolerated
+    double threshold = 1e-4;             ///< the least change that counts as an improvement
     std::string threshold_mode = "rel";  ///< "rel" (relative to the best) or "abs"
-    int64_t cooldown = 0;      ///< steps to wait after a cut before counting again
-    double min_lr = 0.0;       ///< the rate never goes below this
-    double eps = 1e-8;         ///< a cut smaller than this is skipped
+    int64_t cooldown = 0;                ///< steps to wait after a cut before counting again
+    double min_lr = 0.0;                 ///< the rate never goes below this
+    double eps = 1e-8;                   ///< a cut smaller than this is skipped
   };
   /// Watches a metric for opt's groups.
   ///@{

@@ -47,8 +47,8 @@ using In = std::vector<Tensor>;
 struct InputSpec {
   enum Kind { Float, Positive, Int, Bool } kind = Float;  ///< uniform [-2, 2), [0.5, 2), integers, booleans
   Shape shape;                                            ///< its shape
-  int64_t low = 0, high = 2;  ///< Int: values in [low, high)
-  bool grad = true;           ///< Float/Positive: differentiate w.r.t. it
+  int64_t low = 0, high = 2;                              ///< Int: values in [low, high)
+  bool grad = true;                                       ///< Float/Positive: differentiate w.r.t. it
 };
 /// Floating values in [-2, 2), differentiated.
 inline InputSpec F(Shape s) { return {InputSpec::Float, s, 0, 2, true}; }
@@ -64,15 +64,15 @@ inline InputSpec B(Shape s) { return {InputSpec::Bool, s, 0, 2, false}; }
 /// One row: the op's name (it starts with the op it covers: "mul scalar"),
 /// its inputs and the function under test.
 struct OpCase {
-  std::string name;                          ///< "op" or "op variant"
-  std::vector<InputSpec> inputs;             ///< what fn receives
-  std::function<Tensor(const In&)> fn;       ///< the op under test
-  bool differentiable = true;                ///< gradcheck and backward comparisons
-  double fwd_rtol = 1e-5;                    ///< cross-backend tolerance (float32), forward
-  double bwd_rtol = 1e-4;                    ///< and gradients
-  std::string cpu_only = "";  ///< non-empty: why no other backend has this op's kernels
-  std::string half_skip = "";   ///< non-empty: no bfloat16/float16 case, and why
-  double half_tol_scale = 1.0;  ///< a row with several rounded steps widens the 16-bit tolerance
+  std::string name;                     ///< "op" or "op variant"
+  std::vector<InputSpec> inputs;        ///< what fn receives
+  std::function<Tensor(const In&)> fn;  ///< the op under test
+  bool differentiable = true;           ///< gradcheck and backward comparisons
+  double fwd_rtol = 1e-5;               ///< cross-backend tolerance (float32), forward
+  double bwd_rtol = 1e-4;               ///< and gradients
+  std::string cpu_only = "";            ///< non-empty: why no other backend has this op's kernels
+  std::string half_skip = "";           ///< non-empty: no bfloat16/float16 case, and why
+  double half_tol_scale = 1.0;          ///< a row with several rounded steps widens the 16-bit tolerance
 };
 
 /// A row for an op that runs on the CPU only, with the reason.
@@ -101,10 +101,18 @@ inline In make_inputs(const OpCase& c, DType dt, bool strided, Device device = k
     Generator gen(seed++);
     Tensor t;
     switch (s.kind) {
-      case InputSpec::Float: t = uniform(s.shape, -2.0, 2.0, TensorOptions(DType::Float64), &gen); break;
-      case InputSpec::Positive: t = uniform(s.shape, 0.5, 2.0, TensorOptions(DType::Float64), &gen); break;
-      case InputSpec::Int: t = randint(s.low, s.high, s.shape, TensorOptions(DType::Int64), &gen); break;
-      case InputSpec::Bool: t = gt(rand(s.shape, TensorOptions(DType::Float64), &gen), 0.5); break;
+      case InputSpec::Float:
+        t = uniform(s.shape, -2.0, 2.0, TensorOptions(DType::Float64), &gen);
+        break;
+      case InputSpec::Positive:
+        t = uniform(s.shape, 0.5, 2.0, TensorOptions(DType::Float64), &gen);
+        break;
+      case InputSpec::Int:
+        t = randint(s.low, s.high, s.shape, TensorOptions(DType::Int64), &gen);
+        break;
+      case InputSpec::Bool:
+        t = gt(rand(s.shape, TensorOptions(DType::Float64), &gen), 0.5);
+        break;
     }
     const bool floating = s.kind == InputSpec::Float || s.kind == InputSpec::Positive;
     if (floating) t = t.to(dt);
@@ -142,7 +150,8 @@ inline void check_gradients(const OpCase& c, Report& r) {
   if (!c.differentiable) return;
   for (const bool strided : {false, true}) {
     const GradcheckResult g = gradcheck(c.fn, make_inputs(c, DType::Float64, strided));
-    if (!g.ok) r.fail(c, std::string("gradcheck, ") + (strided ? "non-contiguous" : "contiguous") + " inputs: " + g.message);
+    if (!g.ok)
+      r.fail(c, std::string("gradcheck, ") + (strided ? "non-contiguous" : "contiguous") + " inputs: " + g.message);
   }
 }
 
@@ -219,7 +228,8 @@ inline void check_half(const OpCase& c, DType dt, Report& r) {
     in32.push_back(u);
   }
   const Tensor a = c.fn(in32), b = c.fn(in16);
-  if (a.dtype() == DType::Float32 && b.dtype() != dt) r.fail(c, "returned " + std::string(dtype_name(b.dtype())) + in_dt);
+  if (a.dtype() == DType::Float32 && b.dtype() != dt)
+    r.fail(c, "returned " + std::string(dtype_name(b.dtype())) + in_dt);
   double rtol, atol;
   half_tol(dt, rtol, atol);
   rtol *= c.half_tol_scale;

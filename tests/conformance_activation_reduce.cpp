@@ -15,11 +15,22 @@ Register rows({
     {"silu", {F({3, 4})}, [](const In& x) { return silu(x[0]); }},
     {"sum all", {F({3, 4})}, [](const In& x) { return sum(x[0]); }},
     {"sum dim 1", {F({3, 4})}, [](const In& x) { return sum(x[0], {1}); }},
-    {"sum dims 0,2 keepdim", {F({2, 3, 4})}, [](const In& x) { return sum(x[0], {0, 2}, true); }},
+    {"sum dims 0,2 keepdim",
+     {F({2, 3, 4})},
+     [](const In& x) {
+       return sum(x[0], {0, 2}, true);
+     }},
     {"sum dim 0 of 3", {F({4, 3, 2})}, [](const In& x) { return sum(x[0], {0}); }},
     {"mean dims -1", {F({3, 5})}, [](const In& x) { return mean(x[0], {-1}); }},
     {"var dim 1", {F({3, 5})}, [](const In& x) { return var(x[0], {1}); }, true, 1e-5, 1e-4},
-    {"std dims 0,1", {F({3, 5})}, [](const In& x) { return ember::std(x[0], {0, 1}, 0); }, true, 1e-5, 1e-4},
+    {"std dims 0,1",
+     {F({3, 5})},
+     [](const In& x) {
+       return ember::std(x[0], {0, 1}, 0);
+     },
+     true,
+     1e-5,
+     1e-4},
     {"logsumexp dim 1", {F({3, 5})}, [](const In& x) { return logsumexp(x[0], {1}); }},
     {"amax dim 0", {F({4, 3})}, [](const In& x) { return amax(x[0], {0}); }},
     {"amin all", {F({4, 3})}, [](const In& x) { return amin(x[0], {}); }},

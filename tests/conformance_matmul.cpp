@@ -23,32 +23,39 @@ Register rows({
     gemm({"matmul 3-D @ 1-D", {F({2, 3, 4}), F({4})}, [](const In& x) { return matmul(x[0], x[1]); }}),
     gemm({"matmul 3-D @ 2-D", {F({2, 3, 4}), F({4, 5})}, [](const In& x) { return matmul(x[0], x[1]); }}),
     gemm({"matmul 2-D @ 3-D", {F({3, 4}), F({2, 4, 5})}, [](const In& x) { return matmul(x[0], x[1]); }}),
-    gemm({"matmul batched broadcast", {F({2, 1, 3, 4}), F({3, 4, 2})},
-          [](const In& x) { return matmul(x[0], x[1]); }}),
+    gemm({"matmul batched broadcast", {F({2, 1, 3, 4}), F({3, 4, 2})}, [](const In& x) { return matmul(x[0], x[1]); }}),
     gemm({"bmm", {F({2, 3, 4}), F({2, 4, 3})}, [](const In& x) { return bmm(x[0], x[1]); }}),
     gemm({"linear", {F({2, 3, 4}), F({5, 4}), F({5})}, [](const In& x) { return linear(x[0], x[1], x[2]); }}),
     gemm({"linear no bias", {F({3, 4}), F({2, 4})}, [](const In& x) { return linear(x[0], x[1]); }}),
     gemm({"linear 1-D input", {F({4}), F({3, 4}), F({3})}, [](const In& x) { return linear(x[0], x[1], x[2]); }}),
     // Attention as one op: its GEMMs read and write per-head strided views.
-    gemm({"multi_head_attention", {F({2, 3, 4}), F({2, 5, 4}), F({2, 5, 4})},
+    gemm({"multi_head_attention",
+          {F({2, 3, 4}), F({2, 5, 4}), F({2, 5, 4})},
           [](const In& x) { return multi_head_attention(x[0], x[1], x[2], 2); }}),
-    gemm({"multi_head_attention bool mask, dropout", {F({2, 3, 4}), F({2, 5, 4}), F({2, 5, 4}), B({2, 1, 1, 5})},
+    gemm({"multi_head_attention bool mask, dropout",
+          {F({2, 3, 4}), F({2, 5, 4}), F({2, 5, 4}), B({2, 1, 1, 5})},
           [](const In& x) {
             Generator g(5);
             return multi_head_attention(x[0], x[1], x[2], 2, x[3], 0.3, &g);
           }}),
-    gemm({"multi_head_self_attention", {F({2, 4, 12})}, [](const In& x) { return multi_head_self_attention(x[0], 2); }}),
-    gemm({"multi_head_self_attention causal, dropout", {F({2, 4, 18})}, [](const In& x) {
+    gemm(
+        {"multi_head_self_attention", {F({2, 4, 12})}, [](const In& x) { return multi_head_self_attention(x[0], 2); }}),
+    gemm({"multi_head_self_attention causal, dropout",
+          {F({2, 4, 18})},
+          [](const In& x) {
             Generator g(7);
             return multi_head_self_attention(x[0], 3, causal_mask(4, 4, x[0].device()), 0.3, &g);
           }}),
     // Causal attention (ops/causal_attention.h): the fused FlashAttention
     // kernel on the CPU, the composed path on devices without one.
-    gemm({"causal_self_attention with dropout", {F({2, 5, 12})}, [](const In& x) {
+    gemm({"causal_self_attention with dropout",
+          {F({2, 5, 12})},
+          [](const In& x) {
             Generator g(7);
             return causal_self_attention(x[0], 2, 0.3, &g);
           }}),
-    gemm({"causal_attention with fewer queries than keys", {F({2, 3, 4}), F({2, 5, 4}), F({2, 5, 4})},
+    gemm({"causal_attention with fewer queries than keys",
+          {F({2, 3, 4}), F({2, 5, 4}), F({2, 5, 4})},
           [](const In& x) { return causal_attention(x[0], x[1], x[2], 2); }}),
 });
 

@@ -15,26 +15,78 @@ namespace {
 std::map<std::string, std::function<Tensor(DType)>> op_cases() {
   auto r = [](Shape s, DType dt) { return randn(s, TensorOptions(kFloat32)).to(dt); };
   return {
-      {"matmul", [=](DType dt) { return matmul(r({2, 3, 4}, dt), r({4, 5}, dt)); }},
-      {"mm", [=](DType dt) { return mm(r({3, 4}, dt), r({4, 5}, dt)); }},
-      {"bmm", [=](DType dt) { return bmm(r({2, 3, 4}, dt), r({2, 4, 5}, dt)); }},
-      {"linear", [=](DType dt) { return linear(r({3, 4}, dt), r({5, 4}, dt), r({5}, dt)); }},
-      {"conv2d", [=](DType dt) { return conv2d(r({1, 2, 5, 5}, dt), r({3, 2, 3, 3}, dt), r({3}, dt)); }},
+      {"matmul",
+       [=](DType dt) {
+         return matmul(r({2, 3, 4}, dt), r({4, 5}, dt));
+       }},
+      {"mm",
+       [=](DType dt) {
+         return mm(r({3, 4}, dt), r({4, 5}, dt));
+       }},
+      {"bmm",
+       [=](DType dt) {
+         return bmm(r({2, 3, 4}, dt), r({2, 4, 5}, dt));
+       }},
+      {"linear",
+       [=](DType dt) {
+         return linear(r({3, 4}, dt), r({5, 4}, dt), r({5}, dt));
+       }},
+      {"conv2d",
+       [=](DType dt) {
+         return conv2d(r({1, 2, 5, 5}, dt), r({3, 2, 3, 3}, dt), r({3}, dt));
+       }},
       {"multi_head_attention",
-       [=](DType dt) { return multi_head_attention(r({2, 3, 8}, dt), r({2, 4, 8}, dt), r({2, 4, 8}, dt), 2); }},
-      {"multi_head_self_attention", [=](DType dt) { return multi_head_self_attention(r({2, 3, 24}, dt), 2); }},
-      {"softmax", [=](DType dt) { return softmax(r({3, 4}, dt), -1); }},
-      {"log_softmax", [=](DType dt) { return log_softmax(r({3, 4}, dt), -1); }},
-      {"layer_norm", [=](DType dt) { return layer_norm(r({3, 4}, dt), Shape{4}, r({4}, dt), r({4}, dt)); }},
-      {"mse_loss", [=](DType dt) { return mse_loss(r({3, 4}, dt), r({3, 4}, dt)); }},
-      {"cross_entropy", [=](DType dt) { return cross_entropy(r({3, 4}, dt), tensor({0, 3, 1}, kInt64)); }},
-      {"nll_loss", [=](DType dt) { return nll_loss(r({3, 4}, dt), tensor({0, 3, 1}, kInt64)); }},
+       [=](DType dt) {
+         return multi_head_attention(r({2, 3, 8}, dt), r({2, 4, 8}, dt), r({2, 4, 8}, dt), 2);
+       }},
+      {"multi_head_self_attention",
+       [=](DType dt) {
+         return multi_head_self_attention(r({2, 3, 24}, dt), 2);
+       }},
+      {"softmax",
+       [=](DType dt) {
+         return softmax(r({3, 4}, dt), -1);
+       }},
+      {"log_softmax",
+       [=](DType dt) {
+         return log_softmax(r({3, 4}, dt), -1);
+       }},
+      {"layer_norm",
+       [=](DType dt) {
+         return layer_norm(r({3, 4}, dt), Shape{4}, r({4}, dt), r({4}, dt));
+       }},
+      {"mse_loss",
+       [=](DType dt) {
+         return mse_loss(r({3, 4}, dt), r({3, 4}, dt));
+       }},
+      {"cross_entropy",
+       [=](DType dt) {
+         return cross_entropy(r({3, 4}, dt), tensor({0, 3, 1}, kInt64));
+       }},
+      {"nll_loss",
+       [=](DType dt) {
+         return nll_loss(r({3, 4}, dt), tensor({0, 3, 1}, kInt64));
+       }},
       {"binary_cross_entropy_with_logits",
-       [=](DType dt) { return binary_cross_entropy_with_logits(r({3, 4}, dt), rand({3, 4}).to(dt)); }},
-      {"sum", [=](DType dt) { return sum(r({3, 4}, dt)); }},
-      {"mean", [=](DType dt) { return mean(r({3, 4}, dt)); }},
-      {"exp", [=](DType dt) { return exp(r({3, 4}, dt)); }},
-      {"log", [=](DType dt) { return log(abs(r({3, 4}, dt))); }},
+       [=](DType dt) {
+         return binary_cross_entropy_with_logits(r({3, 4}, dt), rand({3, 4}).to(dt));
+       }},
+      {"sum",
+       [=](DType dt) {
+         return sum(r({3, 4}, dt));
+       }},
+      {"mean",
+       [=](DType dt) {
+         return mean(r({3, 4}, dt));
+       }},
+      {"exp",
+       [=](DType dt) {
+         return exp(r({3, 4}, dt));
+       }},
+      {"log",
+       [=](DType dt) {
+         return log(abs(r({3, 4}, dt)));
+       }},
   };
 }
 }  // namespace

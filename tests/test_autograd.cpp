@@ -266,7 +266,8 @@ TEST_CASE("autograd: post-accumulate-grad hooks see each leaf's finished gradien
   std::vector<std::pair<std::string, double>> seen;
   const uint64_t h1 = autograd::register_post_accumulate_grad_hook(
       w1, [&](const Tensor& leaf) { seen.emplace_back("w1", leaf.grad().item()); });
-  autograd::register_post_accumulate_grad_hook(w2, [&](const Tensor& leaf) { seen.emplace_back("w2", leaf.grad().item()); });
+  autograd::register_post_accumulate_grad_hook(
+      w2, [&](const Tensor& leaf) { seen.emplace_back("w2", leaf.grad().item()); });
   Tensor a = mul(w1, x);
   add(a, mul(w2, a)).backward();
   std::sort(seen.begin(), seen.end());
@@ -288,8 +289,8 @@ TEST_CASE("autograd: post-accumulate-grad hooks see each leaf's finished gradien
 
   // Only leaves that require grad take hooks.
   const auto noop = [](const Tensor&) {};
-  CHECK(contains(error_of<AutogradError>([&] { autograd::register_post_accumulate_grad_hook(a, noop); }),
-                 "not a leaf"));
+  CHECK(
+      contains(error_of<AutogradError>([&] { autograd::register_post_accumulate_grad_hook(a, noop); }), "not a leaf"));
   CHECK(contains(error_of<AutogradError>([&] { autograd::register_post_accumulate_grad_hook(tensor({1.0}), noop); }),
                  "requires_grad false"));
 }

@@ -79,8 +79,8 @@ TEST_CASE("beam search with K = 1 is greedy decoding, sentence by sentence in on
   for (int64_t max_len : {1, 3, 8, 20}) {
     CAPTURE(max_len);
     ToyModel m(B, 1);
-    const auto res = nn::beam_search(
-        B, [&](const Tensor& t, const Tensor& p) { return m(t, p); }, {1, max_len, kBos, kEos, 0.6});
+    const auto res =
+        nn::beam_search(B, [&](const Tensor& t, const Tensor& p) { return m(t, p); }, {1, max_len, kBos, kEos, 0.6});
     REQUIRE(res.size() == static_cast<size_t>(B));
     for (int64_t b = 0; b < B; ++b) {
       bool finished = false;
@@ -99,8 +99,8 @@ TEST_CASE("beam search: hypotheses best first, normalised scores, max length, K 
       CAPTURE(alpha);
       CAPTURE(max_len);
       ToyModel m(B, K);
-      const auto res = nn::beam_search(
-          B, [&](const Tensor& t, const Tensor& p) { return m(t, p); }, {K, max_len, kBos, kEos, alpha});
+      const auto res = nn::beam_search(B, [&](const Tensor& t, const Tensor& p) { return m(t, p); },
+                                       {K, max_len, kBos, kEos, alpha});
       CHECK(m.calls <= max_len);
       for (int64_t b = 0; b < B; ++b) {
         REQUIRE(!res[b].empty());
@@ -137,26 +137,30 @@ TEST_CASE("beam search finds the better sequence that greedy decoding misses") {
   const int64_t A = 3, Bt = 4;
   auto table = [&](int64_t last) {
     std::vector<double> p(5, 1e-9);
-    if (last == kBos) p[A] = 0.6, p[Bt] = 0.4;
-    else if (last == A) p[kEos] = 0.3, p[A] = 0.35, p[Bt] = 0.35;
-    else p[kEos] = 0.9, p[A] = 0.05, p[Bt] = 0.05;
+    if (last == kBos)
+      p[A] = 0.6, p[Bt] = 0.4;
+    else if (last == A)
+      p[kEos] = 0.3, p[A] = 0.35, p[Bt] = 0.35;
+    else
+      p[kEos] = 0.9, p[A] = 0.05, p[Bt] = 0.05;
     for (double& x : p) x = std::log(x);
     return p;
   };
   for (int64_t K : {1, 2}) {
-    const auto res = nn::beam_search(
-        1,
-        [&](const Tensor& tokens, const Tensor&) {
-          std::vector<double> lp;
-          for (int64_t t : tokens.to_vector<int64_t>()) {
-            const auto row = table(t);
-            lp.insert(lp.end(), row.begin(), row.end());
-          }
-          return from_vector(lp, {K, 5});
-        },
-        {K, 6, kBos, kEos, 0.0});
-    if (K == 1) CHECK(res[0][0].tokens.front() == A);
-    else CHECK(res[0][0].tokens == std::vector<int64_t>{Bt});
+    const auto res = nn::beam_search(1,
+                                     [&](const Tensor& tokens, const Tensor&) {
+                                       std::vector<double> lp;
+                                       for (int64_t t : tokens.to_vector<int64_t>()) {
+                                         const auto row = table(t);
+                                         lp.insert(lp.end(), row.begin(), row.end());
+                                       }
+                                       return from_vector(lp, {K, 5});
+                                     },
+                                     {K, 6, kBos, kEos, 0.0});
+    if (K == 1)
+      CHECK(res[0][0].tokens.front() == A);
+    else
+      CHECK(res[0][0].tokens == std::vector<int64_t>{Bt});
     if (K == 2) CHECK(res[0][0].log_prob == doctest::Approx(std::log(0.36)));
   }
 }
@@ -167,6 +171,10 @@ TEST_CASE("beam search rejects bad settings and a step of the wrong shape") {
   CHECK_THROWS_AS(nn::beam_search(2, step, {2, 0, kBos, kEos, 0.6}), ValueError);
   CHECK_THROWS_AS(nn::beam_search(2, step, {2, 5, kBos, kEos, NAN}), ValueError);
   CHECK_THROWS_AS(nn::beam_search(2, step, {2, 5, kBos, 9, 0.6}), ValueError);
-  CHECK_THROWS_AS(nn::beam_search(2, [](const Tensor&, const Tensor&) { return zeros({3, 5}); }, {2, 5, kBos, kEos, 0.6}),
+  CHECK_THROWS_AS(nn::beam_search(2,
+                                  [](const Tensor&, const Tensor&) {
+                                    return zeros({3, 5});
+                                  },
+                                  {2, 5, kBos, kEos, 0.6}),
                   ShapeError);
 }

@@ -64,7 +64,7 @@ struct Case {
 struct Data {
   std::vector<bf16> a16, b16, c16, bias16;
   std::vector<float> a32, b32, c32, bias32;
-  std::vector<double> ar, br;  // op(A) [m][k], op(B) [k][n] as the kernel multiplies them
+  std::vector<double> ar, br;     // op(A) [m][k], op(B) [k][n] as the kernel multiplies them
   std::vector<double> c0, biasr;  // C before the call, the bias, as the kernel reads them
   int64_t lda, ldb, ldc;
 };
@@ -125,7 +125,8 @@ BgemmArgs args(const Case& t, Data& d) {
   g.c = t.ct == GemmElem::kBFloat16 ? static_cast<void*>(d.c16.data()) : d.c32.data();
   g.c_type = t.ct;
   g.ldc = d.ldc;
-  if (t.with_bias) g.bias = t.biast == GemmElem::kBFloat16 ? static_cast<const void*>(d.bias16.data()) : d.bias32.data();
+  if (t.with_bias)
+    g.bias = t.biast == GemmElem::kBFloat16 ? static_cast<const void*>(d.bias16.data()) : d.bias32.data();
   g.bias_type = t.biast;
   return g;
 }
@@ -163,8 +164,10 @@ std::vector<double> run_and_check(const Case& t, uint32_t seed) {
     }
     for (int64_t j = t.n; j < d.ldc; ++j) {  // padding of C: never written
       const int64_t ci = r * d.ldc + j;
-      if (t.ct == GemmElem::kBFloat16) CHECK(d.c16[ci] == bf16_from_float(d.c32[ci]));
-      else CHECK(d.c32[ci] == d.c32[ci]);  // not NaN: make() wrote normal values there
+      if (t.ct == GemmElem::kBFloat16)
+        CHECK(d.c16[ci] == bf16_from_float(d.c32[ci]));
+      else
+        CHECK(d.c32[ci] == d.c32[ci]);  // not NaN: make() wrote normal values there
     }
   }
   CHECK(bad == 0);
@@ -266,8 +269,10 @@ TEST_CASE("bgemm: the float32 fallback passes the same sweep and agrees with the
   // EMBER_NO_AVX512_BF16=1 (the CTest entry "bgemm: fallback by environment")
   // keeps the fallback whatever the switch; otherwise the CPU decides.
   const char* env = std::getenv("EMBER_NO_AVX512_BF16");
-  if (env && std::string(env) == "1") CHECK_FALSE(bgemm_uses_kernel());
-  else CHECK(bgemm_uses_kernel() == bgemm_cpu_has_avx512_bf16());
+  if (env && std::string(env) == "1")
+    CHECK_FALSE(bgemm_uses_kernel());
+  else
+    CHECK(bgemm_uses_kernel() == bgemm_cpu_has_avx512_bf16());
 }
 
 TEST_CASE("bgemm: rounding of float32 inputs (packing) and of a bf16 C (store), special values included") {

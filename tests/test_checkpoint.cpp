@@ -3,12 +3,12 @@
 // writes, and every corrupt-file case rejected with the file named.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <algorithm>
-#include <cmath>
 #include <map>
 
 #include <ember/ember.h>
@@ -107,7 +107,9 @@ TEST_CASE("checkpoints: writes are atomic and leave no temporary files") {
   for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file() ? 1 : 0;
   CHECK(files == 1);
   // A target in a missing directory fails cleanly, naming the file.
-  CHECK(contains(error_of<IOError>([] { save_safetensors("/nonexistent/dir/x.safetensors", {{"x", ones({1})}}); }),
+  CHECK(contains(error_of<IOError>([] {
+                   save_safetensors("/nonexistent/dir/x.safetensors", {{"x", ones({1})}});
+                 }),
                  "/nonexistent/dir/x.safetensors"));
 }
 
@@ -125,18 +127,22 @@ TEST_CASE("safetensors: corrupt files are rejected with the file and the problem
   CHECK(contains(err(write_raw("json.safetensors", "{\"t\": [", "")), "invalid JSON"));
   CHECK(contains(err(write_raw("dtype.safetensors", R"({"t":{"dtype":"Q8","shape":[2],"data_offsets":[0,8]}})", eight)),
                  "unsupported dtype 'Q8'"));
-  CHECK(contains(err(write_raw("range.safetensors", R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}})", eight)),
-                 "out of range"));
+  CHECK(
+      contains(err(write_raw("range.safetensors", R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}})", eight)),
+               "out of range"));
   CHECK(contains(err(write_raw("size.safetensors", R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", eight)),
                  "need 12"));
-  CHECK(contains(err(write_raw("overlap.safetensors",
-                               R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                               eight)),
-                 "overlap"));
+  CHECK(contains(
+      err(write_raw(
+          "overlap.safetensors",
+          R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+          eight)),
+      "overlap"));
   CHECK(contains(err(write_raw("huge.safetensors",
                                R"({"t":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", eight)),
                  "'t'"));
-  const std::string named = err(write_raw("named.safetensors", R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", eight));
+  const std::string named =
+      err(write_raw("named.safetensors", R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", eight));
   CHECK(contains(named, "named.safetensors"));
   CHECK(contains(named, "'t'"));
 }
@@ -161,23 +167,26 @@ TEST_CASE("safetensors: the reader over memory gives what the file reader gives"
 TEST_CASE("safetensors: regression inputs from fuzzing are rejected with IOError") {
   auto err = [](const std::string& p) { return error_of<IOError>([&] { load_safetensors(p); }); };
   // A dim beyond int64 beside a zero dim: 0 elements, 0 bytes, shape [0, -1].
-  const std::string neg = err(write_raw("dim_beyond_int64.safetensors",
-                                        R"({"t":{"dtype":"F32","shape":[0,18446744073709551615],"data_offsets":[0,0]}})", ""));
+  const std::string neg =
+      err(write_raw("dim_beyond_int64.safetensors",
+                    R"({"t":{"dtype":"F32","shape":[0,18446744073709551615],"data_offsets":[0,0]}})", ""));
   CHECK(contains(neg, "dim_beyond_int64.safetensors"));
   CHECK(contains(neg, "'t'"));
   CHECK(contains(neg, "64-bit index"));
   // Dims whose product overflows int64 beside a zero dim: the contiguous
   // strides would overflow (signed overflow, undefined behaviour).
-  CHECK(contains(err(write_raw("strides_overflow.safetensors",
-                               R"({"t":{"dtype":"F32","shape":[0,4611686018427387904,4611686018427387904],"data_offsets":[0,0]}})",
-                               "")),
-                 "64-bit index"));
+  CHECK(contains(
+      err(write_raw("strides_overflow.safetensors",
+                    R"({"t":{"dtype":"F32","shape":[0,4611686018427387904,4611686018427387904],"data_offsets":[0,0]}})",
+                    "")),
+      "64-bit index"));
   // JSON nested 1,000,000 deep beside a tensor: nlohmann's ordered_json copies
   // an object's members recursively when it grows, and overflowed the stack
   // (SIGSEGV; found writing the ViT-metadata fuzz target). Refused past 64.
   const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
-  const std::string nested = err(write_raw(
-      "nested.safetensors", R"({"a":)" + deep + R"(,"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0')));
+  const std::string nested = err(
+      write_raw("nested.safetensors", R"({"a":)" + deep + R"(,"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                std::string(8, '\0')));
   CHECK(contains(nested, "nested.safetensors"));
   CHECK(contains(nested, "nested more than 64 deep"));
 }

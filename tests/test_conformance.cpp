@@ -46,12 +46,28 @@ const std::map<std::string, std::string>& ops_without_rows() {
   static const std::map<std::string, std::string> exempt = {
       // Factories: no inputs to differentiate; their values are tested in
       // test_tensor.cpp and, for the random ones, through the Philox stream.
-      {"arange", "factory"}, {"eye", "factory"}, {"full", "factory"}, {"full_like", "factory"},
-      {"linspace", "factory"}, {"ones", "factory"}, {"ones_like", "factory"}, {"zeros", "factory"},
-      {"zeros_like", "factory"}, {"rand", "factory"}, {"rand_like", "factory"}, {"randn", "factory"},
-      {"randn_like", "factory"}, {"randint", "factory"}, {"randperm", "factory"}, {"uniform", "factory"},
-      {"normal", "factory"}, {"uniform_", "factory, in place"}, {"normal_", "factory, in place"}, {"causal_mask", "factory (a bool mask; used by the masked_softmax causal row)"},
-      {"causal_attention_mask", "factory (a bool mask; the causal_attention rows compare against it on the composed path)"},
+      {"arange", "factory"},
+      {"eye", "factory"},
+      {"full", "factory"},
+      {"full_like", "factory"},
+      {"linspace", "factory"},
+      {"ones", "factory"},
+      {"ones_like", "factory"},
+      {"zeros", "factory"},
+      {"zeros_like", "factory"},
+      {"rand", "factory"},
+      {"rand_like", "factory"},
+      {"randn", "factory"},
+      {"randn_like", "factory"},
+      {"randint", "factory"},
+      {"randperm", "factory"},
+      {"uniform", "factory"},
+      {"normal", "factory"},
+      {"uniform_", "factory, in place"},
+      {"normal_", "factory, in place"},
+      {"causal_mask", "factory (a bool mask; used by the masked_softmax causal row)"},
+      {"causal_attention_mask",
+       "factory (a bool mask; the causal_attention rows compare against it on the composed path)"},
       // The mechanism every elementwise row goes through.
       {"unary_forward", "the unary ops' common forward (every unary row)"},
       {"binary_forward", "the binary ops' common forward (every binary row)"},
@@ -72,8 +88,8 @@ TEST_CASE("conformance: every op has a row") {
   for (const std::string& op : ops) {
     if (ops_without_rows().count(op)) continue;
     const bool in_place = op.back() == '_';  // add_, clamp_: the out-of-place op's kernel, in place
-    CHECK_MESSAGE((covered.count(op) || (in_place && covered.count(op.substr(0, op.size() - 1)))),
-                  "public op ", op, " (ops/*.h) has no row in tests/conformance_*.cpp");
+    CHECK_MESSAGE((covered.count(op) || (in_place && covered.count(op.substr(0, op.size() - 1)))), "public op ", op,
+                  " (ops/*.h) has no row in tests/conformance_*.cpp");
   }
   for (const auto& [op, why] : ops_without_rows())
     CHECK_MESSAGE(ops.count(op), "ops_without_rows names ", op, ", which ops/*.h no longer declares");

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include <ember/ember.h>
 #include <ember/core/file_io.h>
+#include <ember/ember.h>
 #include <ember/nn/data_readers.h>
 
 #include "test_util.h"
@@ -41,7 +41,8 @@ void kill_self() { ::raise(SIGKILL); }
 
 }  // namespace
 
-TEST_CASE("checkpoints: SIGKILL in the middle of a save keeps the previous checkpoint complete, the next save cleans up") {
+TEST_CASE(
+    "checkpoints: SIGKILL in the middle of a save keeps the previous checkpoint complete, the next save cleans up") {
   const fs::path dir = fs::temp_directory_path() / "ember_crash_safety";
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -61,8 +62,7 @@ TEST_CASE("checkpoints: SIGKILL in the middle of a save keeps the previous check
     detail::g_safetensors_after_partial_write = kill_self;
     try {
       nn::save(changed, path);
-    } catch (...) {
-    }
+    } catch (...) {}
     ::_exit(3);  // reached only if the hook did not fire
   }
   int status = 0;
@@ -98,7 +98,8 @@ TEST_CASE("checkpoints: SIGKILL in the middle of a save keeps the previous check
   // files merely starting with the name, not another path's temporaries.
   auto touch = [&](const std::string& name) { std::ofstream((dir / name).string()) << "x"; };
   const std::vector<std::string> kept = {"model.safetensors.tmp." + std::to_string(::getpid()) + ".a1B2c3",
-                                         "model.safetensors.tmp.notes", "model.safetensors.tmp." + std::to_string(pid) + ".toolong",
+                                         "model.safetensors.tmp.notes",
+                                         "model.safetensors.tmp." + std::to_string(pid) + ".toolong",
                                          "other.safetensors.tmp." + std::to_string(pid) + ".a1B2c3"};
   for (const std::string& name : kept) touch(name);
   nn::save(changed, path);
@@ -153,8 +154,7 @@ TEST_CASE("files: SIGKILL in the middle of an atomic write (metrics.json) keeps 
         write("{\"epochs_run\": 2, \"per_e", 24);  // half a file, then killed
         ::raise(SIGKILL);
       });
-    } catch (...) {
-    }
+    } catch (...) {}
     ::_exit(3);
   }
   int status = 0;
@@ -196,8 +196,10 @@ TEST_CASE("autograd: graphs built and dropped, with or without backward, free al
     for (int i = 0; i < 200; ++i) {
       Tensor x = randn({4, 8});
       Tensor loss = mean(square(net.forward(x)));
-      if (i % 3 == 0) loss.backward();                     // graph freed by backward
-      else if (i % 3 == 1) loss.backward({}, /*retain_graph=*/true);  // kept until loss dies
+      if (i % 3 == 0)
+        loss.backward();  // graph freed by backward
+      else if (i % 3 == 1)
+        loss.backward({}, /*retain_graph=*/true);  // kept until loss dies
       // i % 3 == 2: backward never runs; the graph dies with loss
     }
     // The parameters' gradients are the only thing left beside them.

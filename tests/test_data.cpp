@@ -42,7 +42,8 @@ std::pair<std::string, std::string> write_mnist(const std::string& tag, int64_t 
   std::vector<uint8_t> px(static_cast<size_t>(n * h * w)), lb(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     lb[static_cast<size_t>(i)] = static_cast<uint8_t>(i % 10);
-    for (int64_t k = 0; k < h * w; ++k) px[static_cast<size_t>(i * h * w + k)] = static_cast<uint8_t>((7 * i + k) % 256);
+    for (int64_t k = 0; k < h * w; ++k)
+      px[static_cast<size_t>(i * h * w + k)] = static_cast<uint8_t>((7 * i + k) % 256);
   }
   const std::string ip = scratch(tag + "-images-idx3-ubyte" + (gz ? ".gz" : "")).string();
   const std::string lp = scratch(tag + "-labels-idx1-ubyte" + (gz ? ".gz" : "")).string();
@@ -289,7 +290,8 @@ TEST_CASE("DataLoader: batching, drop_last, shuffling per epoch, determinism") {
   CHECK(expect == 3);
   // Pixel values identify the samples: batch 0 of epoch 1 holds order(1)[0..3].
   const std::vector<float> px = b.batch(1, 0).images.to_vector<float>();
-  for (int i = 0; i < 4; ++i) CHECK(px[static_cast<size_t>(4 * i)] == doctest::Approx(e1[static_cast<size_t>(i)] / 255.0));
+  for (int i = 0; i < 4; ++i)
+    CHECK(px[static_cast<size_t>(4 * i)] == doctest::Approx(e1[static_cast<size_t>(i)] / 255.0));
 }
 
 TEST_CASE("DistributedSampler: PyTorch's shards, covering the set once per epoch plus the padding") {
@@ -326,7 +328,7 @@ TEST_CASE("DistributedSampler: PyTorch's shards, covering the set once per epoch
             CHECK(seen == each * replicas);  // n mod replicas left out, none twice
             CHECK(repeats == 0);
           } else {
-            CHECK(seen == n);  // every sample at least once...
+            CHECK(seen == n);                       // every sample at least once...
             CHECK(repeats == each * replicas - n);  // ...and only the padding twice
           }
         }
@@ -363,7 +365,8 @@ TEST_CASE("DataLoader: sharded loaders split every epoch between the ranks") {
     while (dl.next(b)) {
       // Pixel values identify the samples (uint8 i / 255).
       const std::vector<float> px = b.images.to_vector<float>();
-      for (int64_t i = 0; i < b.images.size(0); ++i) samples.push_back(std::lround(px[static_cast<size_t>(4 * i)] * 255));
+      for (int64_t i = 0; i < b.images.size(0); ++i)
+        samples.push_back(std::lround(px[static_cast<size_t>(4 * i)] * 255));
       CHECK(b.images.to_vector<float>() == dl.batch(1, b.index).images.to_vector<float>());
     }
   }

@@ -51,8 +51,10 @@ TEST_CASE("half: every bfloat16 bit pattern converts to float32 exactly and back
     const float f = wide[b];
     bad += bits_of(f) != b << 16;  // exact: the upper half of the float32
     bad += bits_of(wide_vec[b]) != bits_of(f);
-    if (std::isnan(f)) bad += back[b].x != 0x7FC0 || back_vec[b].x != 0x7FC0;  // PyTorch's quiet NaN
-    else bad += back[b].x != b || back_vec[b].x != b;
+    if (std::isnan(f))
+      bad += back[b].x != 0x7FC0 || back_vec[b].x != 0x7FC0;  // PyTorch's quiet NaN
+    else
+      bad += back[b].x != b || back_vec[b].x != b;
   }
   CHECK(bad == 0);
 }
@@ -134,7 +136,7 @@ TEST_CASE("half: vector and scalar conversions agree on random float32 bit patte
   std::vector<float> x(1 << 20);
   for (size_t i = 0; i < x.size(); ++i) {
     uint32_t u = rng();
-    if (i % 7 == 0) u &= 0x807FFFFFu;  // float32 subnormals
+    if (i % 7 == 0) u &= 0x807FFFFFu;   // float32 subnormals
     if (i % 11 == 0) u |= 0x7F800000u;  // Inf and NaNs
     x[i] = float_of(u);
   }
@@ -148,7 +150,8 @@ TEST_CASE("half: vector and scalar conversions agree on random float32 bit patte
   int bad = 0;
   for (int64_t i = 0; i < n; ++i) bad += bs[i].x != bv[i].x || hs[i].x != hv[i].x;
   CHECK(bad == 0);
-  MESSAGE("vector paths: avx512_bf16 ", cpu::convert_paths().avx512_bf16, ", avx512 f16 ", cpu::convert_paths().avx512_f16);
+  MESSAGE("vector paths: avx512_bf16 ", cpu::convert_paths().avx512_bf16, ", avx512 f16 ",
+          cpu::convert_paths().avx512_f16);
 }
 
 TEST_CASE("half: dtype names, sizes and PyTorch's promotion (torch.result_type)") {
@@ -164,50 +167,50 @@ TEST_CASE("half: dtype names, sizes and PyTorch's promotion (torch.result_type)"
   };
   // tools/reference_half.py
   const Row rows[] = {
-  {kBool, kBool, {kBool, kBool, kBool, kBool}},
-  {kBool, kInt64, {kInt64, kInt64, kInt64, kInt64}},
-  {kBool, kBFloat16, {kBFloat16, kBFloat16, kBFloat16, kBFloat16}},
-  {kBool, kFloat16, {kFloat16, kFloat16, kFloat16, kFloat16}},
-  {kBool, kFloat32, {kFloat32, kFloat32, kFloat32, kFloat32}},
-  {kBool, kFloat64, {kFloat64, kFloat64, kFloat64, kFloat64}},
-  {kInt64, kBool, {kInt64, kInt64, kInt64, kInt64}},
-  {kInt64, kInt64, {kInt64, kInt64, kInt64, kInt64}},
-  {kInt64, kBFloat16, {kBFloat16, kBFloat16, kBFloat16, kBFloat16}},
-  {kInt64, kFloat16, {kFloat16, kFloat16, kFloat16, kFloat16}},
-  {kInt64, kFloat32, {kFloat32, kFloat32, kFloat32, kFloat32}},
-  {kInt64, kFloat64, {kFloat64, kFloat64, kFloat64, kFloat64}},
-  {kBFloat16, kBool, {kBFloat16, kBFloat16, kBFloat16, kBFloat16}},
-  {kBFloat16, kInt64, {kBFloat16, kBFloat16, kBFloat16, kBFloat16}},
-  {kBFloat16, kBFloat16, {kBFloat16, kBFloat16, kBFloat16, kBFloat16}},
-  {kBFloat16, kFloat16, {kFloat32, kBFloat16, kFloat16, kFloat32}},
-  {kBFloat16, kFloat32, {kFloat32, kBFloat16, kFloat32, kFloat32}},
-  {kBFloat16, kFloat64, {kFloat64, kBFloat16, kFloat64, kFloat64}},
-  {kFloat16, kBool, {kFloat16, kFloat16, kFloat16, kFloat16}},
-  {kFloat16, kInt64, {kFloat16, kFloat16, kFloat16, kFloat16}},
-  {kFloat16, kBFloat16, {kFloat32, kFloat16, kBFloat16, kFloat32}},
-  {kFloat16, kFloat16, {kFloat16, kFloat16, kFloat16, kFloat16}},
-  {kFloat16, kFloat32, {kFloat32, kFloat16, kFloat32, kFloat32}},
-  {kFloat16, kFloat64, {kFloat64, kFloat16, kFloat64, kFloat64}},
-  {kFloat32, kBool, {kFloat32, kFloat32, kFloat32, kFloat32}},
-  {kFloat32, kInt64, {kFloat32, kFloat32, kFloat32, kFloat32}},
-  {kFloat32, kBFloat16, {kFloat32, kFloat32, kBFloat16, kFloat32}},
-  {kFloat32, kFloat16, {kFloat32, kFloat32, kFloat16, kFloat32}},
-  {kFloat32, kFloat32, {kFloat32, kFloat32, kFloat32, kFloat32}},
-  {kFloat32, kFloat64, {kFloat64, kFloat32, kFloat64, kFloat64}},
-  {kFloat64, kBool, {kFloat64, kFloat64, kFloat64, kFloat64}},
-  {kFloat64, kInt64, {kFloat64, kFloat64, kFloat64, kFloat64}},
-  {kFloat64, kBFloat16, {kFloat64, kFloat64, kBFloat16, kFloat64}},
-  {kFloat64, kFloat16, {kFloat64, kFloat64, kFloat16, kFloat64}},
-  {kFloat64, kFloat32, {kFloat64, kFloat64, kFloat32, kFloat64}},
-  {kFloat64, kFloat64, {kFloat64, kFloat64, kFloat64, kFloat64}},
+      {kBool, kBool, {kBool, kBool, kBool, kBool}},
+      {kBool, kInt64, {kInt64, kInt64, kInt64, kInt64}},
+      {kBool, kBFloat16, {kBFloat16, kBFloat16, kBFloat16, kBFloat16}},
+      {kBool, kFloat16, {kFloat16, kFloat16, kFloat16, kFloat16}},
+      {kBool, kFloat32, {kFloat32, kFloat32, kFloat32, kFloat32}},
+      {kBool, kFloat64, {kFloat64, kFloat64, kFloat64, kFloat64}},
+      {kInt64, kBool, {kInt64, kInt64, kInt64, kInt64}},
+      {kInt64, kInt64, {kInt64, kInt64, kInt64, kInt64}},
+      {kInt64, kBFloat16, {kBFloat16, kBFloat16, kBFloat16, kBFloat16}},
+      {kInt64, kFloat16, {kFloat16, kFloat16, kFloat16, kFloat16}},
+      {kInt64, kFloat32, {kFloat32, kFloat32, kFloat32, kFloat32}},
+      {kInt64, kFloat64, {kFloat64, kFloat64, kFloat64, kFloat64}},
+      {kBFloat16, kBool, {kBFloat16, kBFloat16, kBFloat16, kBFloat16}},
+      {kBFloat16, kInt64, {kBFloat16, kBFloat16, kBFloat16, kBFloat16}},
+      {kBFloat16, kBFloat16, {kBFloat16, kBFloat16, kBFloat16, kBFloat16}},
+      {kBFloat16, kFloat16, {kFloat32, kBFloat16, kFloat16, kFloat32}},
+      {kBFloat16, kFloat32, {kFloat32, kBFloat16, kFloat32, kFloat32}},
+      {kBFloat16, kFloat64, {kFloat64, kBFloat16, kFloat64, kFloat64}},
+      {kFloat16, kBool, {kFloat16, kFloat16, kFloat16, kFloat16}},
+      {kFloat16, kInt64, {kFloat16, kFloat16, kFloat16, kFloat16}},
+      {kFloat16, kBFloat16, {kFloat32, kFloat16, kBFloat16, kFloat32}},
+      {kFloat16, kFloat16, {kFloat16, kFloat16, kFloat16, kFloat16}},
+      {kFloat16, kFloat32, {kFloat32, kFloat16, kFloat32, kFloat32}},
+      {kFloat16, kFloat64, {kFloat64, kFloat16, kFloat64, kFloat64}},
+      {kFloat32, kBool, {kFloat32, kFloat32, kFloat32, kFloat32}},
+      {kFloat32, kInt64, {kFloat32, kFloat32, kFloat32, kFloat32}},
+      {kFloat32, kBFloat16, {kFloat32, kFloat32, kBFloat16, kFloat32}},
+      {kFloat32, kFloat16, {kFloat32, kFloat32, kFloat16, kFloat32}},
+      {kFloat32, kFloat32, {kFloat32, kFloat32, kFloat32, kFloat32}},
+      {kFloat32, kFloat64, {kFloat64, kFloat32, kFloat64, kFloat64}},
+      {kFloat64, kBool, {kFloat64, kFloat64, kFloat64, kFloat64}},
+      {kFloat64, kInt64, {kFloat64, kFloat64, kFloat64, kFloat64}},
+      {kFloat64, kBFloat16, {kFloat64, kFloat64, kBFloat16, kFloat64}},
+      {kFloat64, kFloat16, {kFloat64, kFloat64, kFloat16, kFloat64}},
+      {kFloat64, kFloat32, {kFloat64, kFloat64, kFloat32, kFloat64}},
+      {kFloat64, kFloat64, {kFloat64, kFloat64, kFloat64, kFloat64}},
   };
   for (const Row& row : rows) {
     for (int k = 0; k < 4; ++k) {
       const bool a0 = k >= 2, b0 = k == 1 || k == 3;
       const Tensor a = a0 ? zeros({}, row.a) : zeros({2}, row.a);
       const Tensor b = b0 ? zeros({}, row.b) : zeros({2}, row.b);
-      CHECK_MESSAGE(result_type(a, b) == row.r[k], dtype_name(row.a), (a0 ? " 0-dim" : ""), " with ",
-                    dtype_name(row.b), (b0 ? " 0-dim" : ""));
+      CHECK_MESSAGE(result_type(a, b) == row.r[k], dtype_name(row.a), (a0 ? " 0-dim" : ""), " with ", dtype_name(row.b),
+                    (b0 ? " 0-dim" : ""));
     }
   }
 }

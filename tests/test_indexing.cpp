@@ -15,8 +15,8 @@
 #include "test_util.h"
 
 using namespace ember;
-using test::contains;
 using test::check_values;
+using test::contains;
 using test::error_of;
 using test::weighted_backward;
 
@@ -26,7 +26,6 @@ namespace {
 Tensor x34() { return arange(0, 12, 1, TensorOptions(kFloat64)).reshape({3, 4}); }
 
 Tensor ints(const std::vector<int64_t>& v, const Shape& shape) { return from_vector(v, shape); }
-
 
 }  // namespace
 
@@ -38,9 +37,15 @@ TEST_CASE("index_select: forward and backward") {
     std::vector<double> out, grad;
   };
   const std::vector<Case> cases = {
-      {0, {2, 0, 2}, {3, 4}, {8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11},
+      {0,
+       {2, 0, 2},
+       {3, 4},
+       {8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11},
        {0.5, 0.6, 0.7, 0.8, 0, 0, 0, 0, 1.0, 1.2, 1.4000000000000001, 1.6}},
-      {1, {3, 1, 1, 0, 3}, {3, 5}, {3, 1, 1, 0, 3, 7, 5, 5, 4, 7, 11, 9, 9, 8, 11},
+      {1,
+       {3, 1, 1, 0, 3},
+       {3, 5},
+       {3, 1, 1, 0, 3, 7, 5, 5, 4, 7, 11, 9, 9, 8, 11},
        {0.4, 0.5, 0.0, 0.6, 0.9, 1.5, 0.0, 1.6, 1.4, 2.5, 0.0, 2.6}},
       {-1, {0}, {3, 1}, {0, 4, 8}, {0.1, 0, 0, 0, 0.2, 0, 0, 0, 0.3, 0, 0, 0}},
   };
@@ -188,8 +193,7 @@ TEST_CASE("one_hot") {
   CHECK(a.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 0, 0, 0, 1, 0, 1, 0});
   Tensor b = one_hot(ints({0, 3, 1, 0}, {2, 2}), 5);
   CHECK(b.shape() == Shape{2, 2, 5});
-  CHECK(b.to_vector<int64_t>() ==
-        std::vector<int64_t>{1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0});
+  CHECK(b.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0});
   CHECK(one_hot(ints({}, {0}), 3).shape() == Shape{0, 3});
 }
 

@@ -12,7 +12,6 @@
 using namespace ember;
 using test::check_close;
 
-
 TEST_CASE("cat and stack: values, shapes, gradients, errors") {
   const Tensor a = tensor({{1, 2}, {3, 4}}), b = tensor({{5, 6}});
   const Tensor c = cat({a, b}, 0);
@@ -87,8 +86,8 @@ TEST_CASE("unfold and conv2d match PyTorch") {
   const Tensor b = tensor({0.1, -0.2, 0.3}, kFloat64);
   const Tensor y = conv2d(x, w, b, {2, 1}, {1, 0});
   CHECK(y.shape() == Shape{1, 3, 3, 3});
-  check_close(y, {0.44, 0.06, -0.32, -3.12, -3.75, -4.38, -5.28, -5.74, -6.2, 1.34, 1.44, 1.54, 2.7, 2.79,
-                  2.88,  1.38, 1.4,   1.42,  3.04,  3.62,  4.2,  9.32,  10.13, 10.94, 8.84, 9.34, 9.84},
+  check_close(y, {0.44, 0.06, -0.32, -3.12, -3.75, -4.38, -5.28, -5.74, -6.2,  1.34,  1.44, 1.54, 2.7, 2.79,
+                  2.88, 1.38, 1.4,   1.42,  3.04,  3.62,  4.2,   9.32,  10.13, 10.94, 8.84, 9.34, 9.84},
               1e-9);
   const Tensor u = unfold(x, {3, 2}, {2, 1}, {1, 0});
   CHECK(u.shape() == Shape{1, 12, 9});

@@ -50,15 +50,14 @@ Tensor ref_matmul(const Tensor& a0, const Tensor& b0) {
 
 void check_close(const Tensor& got, const Tensor& want, double tol) {
   REQUIRE(got.shape() == want.shape());
-  CHECK_MESSAGE(allclose(got.to(DType::Float64), want.to(DType::Float64), tol, tol), "got ", got.str(),
-                "\nwant ", want.str());
+  CHECK_MESSAGE(allclose(got.to(DType::Float64), want.to(DType::Float64), tol, tol), "got ", got.str(), "\nwant ",
+                want.str());
 }
 
 Tensor rnd(const Shape& s, DType dt, uint64_t seed) {
   Generator gen(seed);
   return randn(s, TensorOptions(dt), &gen);
 }
-
 
 // Restores the thread count when a test changed it.
 struct ThreadGuard {
@@ -71,22 +70,22 @@ struct ShapeCase {
 };
 
 const std::vector<ShapeCase> kShapeCases = {
-    {{3}, {3}, {}},                          // dot
-    {{2, 3}, {3, 4}, {2, 4}},                // matrix product
-    {{3}, {3, 4}, {4}},                      // 1-D @ 2-D
-    {{2, 3}, {3}, {2}},                      // 2-D @ 1-D
-    {{4}, {2, 4, 5}, {2, 5}},                // 1-D @ 3-D
-    {{2, 3, 4}, {4}, {2, 3}},                // 3-D @ 1-D
-    {{5, 3, 4}, {4, 6}, {5, 3, 6}},          // batched @ matrix (folded into one GEMM)
-    {{3, 4}, {5, 4, 6}, {5, 3, 6}},          // matrix @ batched
-    {{4, 2, 3}, {4, 3, 5}, {4, 2, 5}},       // bmm-like
-    {{2, 1, 3, 4}, {5, 4, 6}, {2, 5, 3, 6}}, // broadcast batch dims
-    {{1, 3, 4}, {5, 4, 6}, {5, 3, 6}},       // size-1 batch broadcast
-    {{2, 3, 1, 4}, {1, 4, 2}, {2, 3, 1, 2}}, // m = 1 rows, folded
-    {{1, 4}, {4, 1}, {1, 1}},                // 1 x 1 result
-    {{0, 3}, {3, 4}, {0, 4}},                // empty rows
-    {{2, 0}, {0, 3}, {2, 3}},                // empty inner dim: zeros
-    {{0, 2, 3}, {3, 2}, {0, 2, 2}},          // empty batch
+    {{3}, {3}, {}},                           // dot
+    {{2, 3}, {3, 4}, {2, 4}},                 // matrix product
+    {{3}, {3, 4}, {4}},                       // 1-D @ 2-D
+    {{2, 3}, {3}, {2}},                       // 2-D @ 1-D
+    {{4}, {2, 4, 5}, {2, 5}},                 // 1-D @ 3-D
+    {{2, 3, 4}, {4}, {2, 3}},                 // 3-D @ 1-D
+    {{5, 3, 4}, {4, 6}, {5, 3, 6}},           // batched @ matrix (folded into one GEMM)
+    {{3, 4}, {5, 4, 6}, {5, 3, 6}},           // matrix @ batched
+    {{4, 2, 3}, {4, 3, 5}, {4, 2, 5}},        // bmm-like
+    {{2, 1, 3, 4}, {5, 4, 6}, {2, 5, 3, 6}},  // broadcast batch dims
+    {{1, 3, 4}, {5, 4, 6}, {5, 3, 6}},        // size-1 batch broadcast
+    {{2, 3, 1, 4}, {1, 4, 2}, {2, 3, 1, 2}},  // m = 1 rows, folded
+    {{1, 4}, {4, 1}, {1, 1}},                 // 1 x 1 result
+    {{0, 3}, {3, 4}, {0, 4}},                 // empty rows
+    {{2, 0}, {0, 3}, {2, 3}},                 // empty inner dim: zeros
+    {{0, 2, 3}, {3, 2}, {0, 2, 2}},           // empty batch
 };
 
 }  // namespace
@@ -265,9 +264,8 @@ TEST_CASE("matmul: Ember's float32 kernel (ops/sgemm_avx512.h) on every edge") {
   Tensor buf = rnd({L, 2 * L}, DType::Float32, 10);
   const Tensor before = buf.narrow(1, 3, L).clone();
   matmul_into(a, b, buf.narrow(1, 3, L), 0.5, 1.0);
-  check_close(buf.narrow(1, 3, L), add(mul(ref_matmul(a, b), from_vector(std::vector<double>{0.5}, {})),
-                                       before.to(DType::Float64)),
-              1e-4);
+  check_close(buf.narrow(1, 3, L),
+              add(mul(ref_matmul(a, b), from_vector(std::vector<double>{0.5}, {})), before.to(DType::Float64)), 1e-4);
   // beta = 0 never reads the output: NaN there stays out of the result.
   Tensor nan_out = full({L, L}, std::nan(""), TensorOptions(DType::Float32));
   matmul_into(a, b, nan_out, 1.0, 0.0);
@@ -418,8 +416,7 @@ TEST_CASE("matmul: errors name the op, the shapes and the dtypes") {
                        "matmul: both arguments need at least 1 dim, got shapes [] and [2]", ShapeError);
   CHECK_THROWS_AS(matmul(ones({2}), scalar_tensor(2.0)), ShapeError);
   // mm / bmm are strict about dims.
-  CHECK_THROWS_WITH_AS(mm(ones({3}), ones({3, 2})), "mm: expected 2-D tensors, got shapes [3] and [3, 2]",
-                       ShapeError);
+  CHECK_THROWS_WITH_AS(mm(ones({3}), ones({3, 2})), "mm: expected 2-D tensors, got shapes [3] and [3, 2]", ShapeError);
   CHECK_THROWS_WITH_AS(bmm(ones({2, 3}), ones({3, 2})), "bmm: expected 3-D tensors, got shapes [2, 3] and [3, 2]",
                        ShapeError);
   CHECK_THROWS_WITH_AS(bmm(ones({2, 3, 4}), ones({3, 4, 5})),

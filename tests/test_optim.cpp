@@ -36,8 +36,9 @@ TEST_CASE("optim: SGD with momentum, dampening and weight decay matches PyTorch"
   const Tensor r = run([](Tensor& p, Tensor& q) {
     return std::make_unique<optim::SGD>(std::vector<Tensor>{p, q}, optim::SGDOptions{0.05, 0.9, 0.1, 0.01, false});
   });
-  check_close(r, {-0.013175543576, 0.62715983037, 0.646668531589, 0.976404817882, 0.07242757856, -0.463631933751,
-                  -0.154152158642, 0.308304317284},
+  check_close(r,
+              {-0.013175543576, 0.62715983037, 0.646668531589, 0.976404817882, 0.07242757856, -0.463631933751,
+               -0.154152158642, 0.308304317284},
               1e-10);
 }
 
@@ -45,8 +46,9 @@ TEST_CASE("optim: SGD nesterov matches PyTorch") {
   const Tensor r = run([](Tensor& p, Tensor& q) {
     return std::make_unique<optim::SGD>(std::vector<Tensor>{p, q}, optim::SGDOptions{0.05, 0.9, 0.0, 0.0, true});
   });
-  check_close(r, {-0.06885328355, 0.450635260443, 0.388861219254, 0.830602430989, 0.08893887319, -0.282200607376,
-                  -0.06957044794, 0.13914089588},
+  check_close(r,
+              {-0.06885328355, 0.450635260443, 0.388861219254, 0.830602430989, 0.08893887319, -0.282200607376,
+               -0.06957044794, 0.13914089588},
               1e-10);
 }
 
@@ -54,8 +56,9 @@ TEST_CASE("optim: Adam with L2 weight decay matches PyTorch") {
   const Tensor r = run([](Tensor& p, Tensor& q) {
     return std::make_unique<optim::Adam>(std::vector<Tensor>{p, q}, optim::AdamOptions{0.1, 0.8, 0.95, 1e-6, 0.01});
   });
-  check_close(r, {0.037502547034, -0.512681170969, 1.505506207827, 1.006368669895, 0.100984728984, 0.218775913656,
-                  -0.093442070723, 0.044584917825},
+  check_close(r,
+              {0.037502547034, -0.512681170969, 1.505506207827, 1.006368669895, 0.100984728984, 0.218775913656,
+               -0.093442070723, 0.044584917825},
               1e-10);
 }
 
@@ -67,8 +70,9 @@ TEST_CASE("optim: AdamW with two parameter groups matches PyTorch") {
     std::vector<optim::ParamGroup> groups = {{{p}}, {{q}, /*lr=*/0.01, /*weight_decay=*/0.0}};
     return std::make_unique<optim::AdamW>(groups, o);
   });
-  check_close(r, {0.016957235566, -0.471278443847, 1.416559463538, 0.941585644014, 0.118435508068, 0.190965022613,
-                  0.150295578432, -0.350126753108},
+  check_close(r,
+              {0.016957235566, -0.471278443847, 1.416559463538, 0.941585644014, 0.118435508068, 0.190965022613,
+               0.150295578432, -0.350126753108},
               1e-10);
 }
 
@@ -77,8 +81,8 @@ TEST_CASE("optim: clip_grad_norm_ returns the norm and rescales like PyTorch") {
   sum(mul(kC, square(p))).backward();
   const double n = optim::clip_grad_norm_({p}, 1.0);
   CHECK(n == doctest::Approx(5.905082556578).epsilon(1e-12));
-  check_close(p.grad(), {0.169345613897, -0.677382455587, 0.338691227793, 0.152411052507, -0.152411052507,
-                         0.592709648638},
+  check_close(p.grad(),
+              {0.169345613897, -0.677382455587, 0.338691227793, 0.152411052507, -0.152411052507, 0.592709648638},
               1e-10);
   optim::clip_grad_value_({p}, 0.2);
   check_close(p.grad(), {0.169345613897, -0.2, 0.2, 0.152411052507, -0.152411052507, 0.2}, 1e-10);

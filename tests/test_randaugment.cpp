@@ -26,7 +26,8 @@ std::vector<float> digit_like() {
 
 void check_vec(const std::vector<float>& got, const std::vector<float>& want, float tol = 1e-6f) {
   REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(std::fabs(got[i] - want[i]) <= tol, "element ", i, ": ", got[i], " vs ", want[i]);
+  for (size_t i = 0; i < got.size(); ++i)
+    CHECK_MESSAGE(std::fabs(got[i] - want[i]) <= tol, "element ", i, ": ", got[i], " vs ", want[i]);
 }
 
 }  // namespace
@@ -37,7 +38,7 @@ TEST_CASE("RandAugment: torchvision's magnitude tables at M = 9 of 31 bins, 28x2
   CHECK(aug_op_magnitude(AugOp::TranslateX, 9, 31, 28, 28) == doctest::Approx(150.0 / 331.0 * 28 * 0.3));
   CHECK(aug_op_magnitude(AugOp::TranslateY, 30, 31, 20, 28) == doctest::Approx(150.0 / 331.0 * 20));
   CHECK(aug_op_magnitude(AugOp::Brightness, 9, 31, 28, 28) == doctest::Approx(0.27));
-  CHECK(aug_op_magnitude(AugOp::Posterize, 9, 31, 28, 28) == 7);   // 8 - round(9 / 7.5)
+  CHECK(aug_op_magnitude(AugOp::Posterize, 9, 31, 28, 28) == 7);  // 8 - round(9 / 7.5)
   CHECK(aug_op_magnitude(AugOp::Posterize, 30, 31, 28, 28) == 4);
   CHECK(aug_op_magnitude(AugOp::Solarize, 9, 31, 28, 28) == doctest::Approx(0.7));  // 255 -> 0 over the bins, / 255
   CHECK(aug_op_magnitude(AugOp::Equalize, 9, 31, 28, 28) == 0);

@@ -102,7 +102,8 @@ TEST_CASE("distillation_loss: DeiT's hard and soft variants against hand-compute
   CHECK(dist.grad().defined());
   CHECK_FALSE(teacher.grad().defined());
   // Soft loss against itself is zero: KL(p || p).
-  const Tensor same = nn::distillation_loss(scalar_tensor(0.0, f64), dist.detach(), dist.detach(), nn::DistillType::Soft, 1.0, 3.0);
+  const Tensor same =
+      nn::distillation_loss(scalar_tensor(0.0, f64), dist.detach(), dist.detach(), nn::DistillType::Soft, 1.0, 3.0);
   CHECK(same.item<double>() == doctest::Approx(0.0).epsilon(1e-12));
   CHECK_THROWS_AS(nn::distillation_loss(cls, dist, zeros({2, 4}, f64), target, nn::DistillType::Hard), ShapeError);
   CHECK_THROWS_AS(nn::distillation_loss(cls, dist, teacher, target, nn::DistillType::Soft, 0.5, 0.0), ValueError);

@@ -57,11 +57,11 @@ Tensor reference_loss(const Tensor& out, const Tensor& h, const Tensor& c = Tens
 
 TEST_CASE("GRU/LSTM: PyTorch's parameter names, shapes and initialisation bound") {
   nn::GRU gru(3, 4, {.num_layers = 2, .bidirectional = true});
-  CHECK(names_of(gru) == std::vector<std::string>{
-                             "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_ih_l0_reverse",
-                             "weight_hh_l0_reverse", "bias_ih_l0_reverse", "bias_hh_l0_reverse", "weight_ih_l1",
-                             "weight_hh_l1", "bias_ih_l1", "bias_hh_l1", "weight_ih_l1_reverse",
-                             "weight_hh_l1_reverse", "bias_ih_l1_reverse", "bias_hh_l1_reverse"});
+  CHECK(names_of(gru) == std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0",
+                                                  "weight_ih_l0_reverse", "weight_hh_l0_reverse", "bias_ih_l0_reverse",
+                                                  "bias_hh_l0_reverse", "weight_ih_l1", "weight_hh_l1", "bias_ih_l1",
+                                                  "bias_hh_l1", "weight_ih_l1_reverse", "weight_hh_l1_reverse",
+                                                  "bias_ih_l1_reverse", "bias_hh_l1_reverse"});
   CHECK(gru.weights(1, 0).w_ih.shape() == Shape{12, 8});  // layer 1 reads both directions
   CHECK(gru.weights(0, 1).w_hh.shape() == Shape{12, 4});
   nn::LSTM lstm(5, 16, {.bias = false});
@@ -233,9 +233,13 @@ TEST_CASE("masking: padded steps change neither the final state nor the loss") {
   auto [ou, hu] = gru.forward(randn({6, 3}), Tensor());
   CHECK(ou.shape() == Shape{6, 10});
   CHECK(hu.shape() == Shape{2, 5});
-  CHECK(test::contains(test::error_of<ShapeError>([&] { gru.forward(randn({2, 6, 4}), Tensor()); }),
+  CHECK(test::contains(test::error_of<ShapeError>([&] {
+                         gru.forward(randn({2, 6, 4}), Tensor());
+                       }),
                        "expected input_size 3"));
-  CHECK(test::contains(test::error_of<ValueError>([&] { gru.forward(x, Tensor(), from_vector(std::vector<int64_t>{7, 1})); }),
+  CHECK(test::contains(test::error_of<ValueError>([&] {
+                         gru.forward(x, Tensor(), from_vector(std::vector<int64_t>{7, 1}));
+                       }),
                        "length 7 is outside [0, 6]"));
   CHECK(test::contains(test::error_of<ShapeError>([&] { gru.forward(x, zeros({1, 2, 5})); }), "h0 has shape"));
 }

@@ -28,8 +28,11 @@ void check_seq(const Make& make, const std::vector<double>& want) {
 TEST_CASE("schedulers: StepLR, MultiStepLR, ExponentialLR") {
   check_seq([](auto& o) { return std::make_unique<optim::StepLR>(o, 3, 0.5); },
             {0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025, 0.025, 0.0125});
-  check_seq([](auto& o) { return std::make_unique<optim::MultiStepLR>(o, std::vector<int64_t>{2, 5, 6}, 0.1); },
-            {0.1, 0.1, 0.01, 0.01, 0.01, 0.001, 0.0001, 0.0001});
+  check_seq(
+      [](auto& o) {
+        return std::make_unique<optim::MultiStepLR>(o, std::vector<int64_t>{2, 5, 6}, 0.1);
+      },
+      {0.1, 0.1, 0.01, 0.01, 0.01, 0.001, 0.0001, 0.0001});
   check_seq([](auto& o) { return std::make_unique<optim::ExponentialLR>(o, 0.9); },
             {0.1, 0.09, 0.081, 0.0729, 0.06561, 0.059049});
 }
@@ -50,8 +53,8 @@ TEST_CASE("schedulers: OneCycleLR, cosine and linear") {
             {0.04, 0.76, 0.9890738440717, 0.90450887915348, 0.750001, 0.5522660225769, 0.34549412084652,
              0.16543803508178, 0.04323109826961, 4e-06});
   check_seq([](auto& o) { return std::make_unique<optim::OneCycleLR>(o, 1.0, 10, 0.3, "linear"); },
-            {0.04, 0.52, 1.0, 0.85714342857143, 0.71428685714286, 0.57143028571429, 0.42857371428571,
-             0.28571714285714, 0.14286057142857, 4e-06});
+            {0.04, 0.52, 1.0, 0.85714342857143, 0.71428685714286, 0.57143028571429, 0.42857371428571, 0.28571714285714,
+             0.14286057142857, 4e-06});
 }
 
 TEST_CASE("schedulers: ReduceLROnPlateau with patience, cooldown and min_lr") {

@@ -41,8 +41,10 @@ TEST_CASE("masked_softmax: valid lengths per batch and per query give exact zero
       double s = 0;
       for (int k = 0; k < 4; ++k) {
         const float w = y.at<float>({b, q, k});
-        if (k >= len) CHECK(w == 0.0f);
-        else CHECK(w > 0.0f);
+        if (k >= len)
+          CHECK(w == 0.0f);
+        else
+          CHECK(w > 0.0f);
         s += w;
       }
       CHECK(s == doctest::Approx(1.0).epsilon(1e-6));
@@ -76,8 +78,9 @@ TEST_CASE("masked_softmax: bool and causal masks, gradients skip masked position
   // Every position masked: all-zero weights, no NaN.
   const Tensor all = masked_softmax(randn({2, 3}), full({2, 3}, 1.0, kBool));
   CHECK(allclose(all, zeros({2, 3})));
-  CHECK(message_of([] { masked_softmax(randn({2, 3, 4}), from_vector(std::vector<int64_t>{1, 2, 3})); })
-            .find("masked_softmax") != std::string::npos);
+  CHECK(message_of([] {
+          masked_softmax(randn({2, 3, 4}), from_vector(std::vector<int64_t>{1, 2, 3}));
+        }).find("masked_softmax") != std::string::npos);
 }
 
 TEST_CASE("layer_norm and batch_norm: the worked example") {

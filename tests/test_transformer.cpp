@@ -36,23 +36,21 @@ void check_layer(bool norm_first, const std::vector<double>& y00, const std::vec
 }  // namespace
 
 TEST_CASE("TransformerEncoderLayer post-norm (relu) matches PyTorch") {
-  check_layer(false,
-              {0.0145942933, 0.5725987524, 0.1447173829, 0.2128036371, 0.2413500339, 0.0992978249, 0.2835618215,
-               0.4239442803},
-              {0.1120405855, 0.6139704447, 0.1287621573, 0.1907197043, 0.2531248496, 0.1258946357, 0.260476417,
-               0.3849059383},
-              {-0.0021511782, -0.1408802349, -0.2900665506, -0.0952360725, -0.1503308509, 0.1744447554, 0.0261077589,
-               -0.0776856222, 0.8732147309, -0.1874045489, -2.6111033373, -0.1972311981});
+  check_layer(
+      false,
+      {0.0145942933, 0.5725987524, 0.1447173829, 0.2128036371, 0.2413500339, 0.0992978249, 0.2835618215, 0.4239442803},
+      {0.1120405855, 0.6139704447, 0.1287621573, 0.1907197043, 0.2531248496, 0.1258946357, 0.260476417, 0.3849059383},
+      {-0.0021511782, -0.1408802349, -0.2900665506, -0.0952360725, -0.1503308509, 0.1744447554, 0.0261077589,
+       -0.0776856222, 0.8732147309, -0.1874045489, -2.6111033373, -0.1972311981});
 }
 
 TEST_CASE("TransformerEncoderLayer pre-norm (gelu) matches PyTorch") {
-  check_layer(true,
-              {0.2283641142, -0.3470001407, 0.6774139322, 1.1433977822, 0.0831118563, 0.5891982755, 0.836832484,
-               -0.1307867369},
-              {0.1495299182, -0.3642960329, 0.7875868193, 1.3067899259, 0.2829210236, 0.8672083554, 1.1167107246,
-               0.1342546089},
-              {-0.028147397, -0.2160963647, 0.101540218, -0.2053959746, 0.1726188432, -0.1432407842, 0.0571116921,
-               -0.1972311981, -0.0131979676, 0.0151558473, 0.0055201736, 0.0422057331});
+  check_layer(
+      true,
+      {0.2283641142, -0.3470001407, 0.6774139322, 1.1433977822, 0.0831118563, 0.5891982755, 0.836832484, -0.1307867369},
+      {0.1495299182, -0.3642960329, 0.7875868193, 1.3067899259, 0.2829210236, 0.8672083554, 1.1167107246, 0.1342546089},
+      {-0.028147397, -0.2160963647, 0.101540218, -0.2053959746, 0.1726188432, -0.1432407842, 0.0571116921,
+       -0.1972311981, -0.0131979676, 0.0151558473, 0.0055201736, 0.0422057331});
 }
 
 TEST_CASE("TransformerEncoderLayer: the activation as an enum or as PyTorch's string") {
@@ -61,8 +59,8 @@ TEST_CASE("TransformerEncoderLayer: the activation as an enum or as PyTorch's st
   CHECK(std::string(nn::Activation(nn::Activation::GELU).name()) == "gelu");
   CHECK_THROWS_WITH_AS(nn::Activation("swish"), doctest::Contains("\"relu\" or \"gelu\""), ValueError);
   // Designated initialisers, with the enum and with the string.
-  nn::TransformerEncoderLayer by_enum({.d_model = 8, .nhead = 2, .dim_feedforward = 16,
-                                       .activation = nn::Activation::GELU});
+  nn::TransformerEncoderLayer by_enum(
+      {.d_model = 8, .nhead = 2, .dim_feedforward = 16, .activation = nn::Activation::GELU});
   nn::TransformerEncoderLayer by_name({.d_model = 8, .nhead = 2, .dim_feedforward = 16, .activation = "gelu"});
   CHECK(by_enum.opts.activation == by_name.opts.activation);
   CHECK(by_name.opts.activation == "gelu");

@@ -21,7 +21,9 @@ constexpr int64_t kN = 2, kS = 5, kT = 4, kE = 8, kH = 2, kFF = 16;
 Tensor src_kpm() {
   return from_vector(std::vector<bool>{false, false, false, false, false, false, false, false, true, true}, {kN, kS});
 }
-Tensor tgt_kpm() { return from_vector(std::vector<bool>{false, false, false, true, false, false, false, false}, {kN, kT}); }
+Tensor tgt_kpm() {
+  return from_vector(std::vector<bool>{false, false, false, true, false, false, false, false}, {kN, kT});
+}
 
 struct Fixture {
   std::string path;
@@ -80,8 +82,10 @@ nn::TransformerOptions model_opts(bool pre_gelu) {
 // causal flag: both must mask the same positions.
 nn::TransformerDecoderMasks fixture_masks(bool pre_gelu) {
   nn::TransformerDecoderMasks m;
-  if (pre_gelu) m.tgt_is_causal = true;
-  else m.tgt_mask = nn::generate_square_subsequent_mask(kT);
+  if (pre_gelu)
+    m.tgt_is_causal = true;
+  else
+    m.tgt_mask = nn::generate_square_subsequent_mask(kT);
   m.tgt_key_padding_mask = tgt_kpm();
   m.memory_key_padding_mask = src_kpm();
   return m;
@@ -94,8 +98,9 @@ TEST_CASE("TransformerDecoderLayer matches PyTorch: outputs and every gradient, 
     CAPTURE(pre_gelu);
     nn::TransformerDecoderLayer layer(layer_opts(pre_gelu));
     const Fixture f(pre_gelu ? "decoder_layer_pre_gelu" : "decoder_layer_post_relu");
-    check_against_fixture(layer, f, {"tgt", "memory"},
-                          [&](const std::vector<Tensor>& x) { return layer.forward(x[0], x[1], fixture_masks(pre_gelu)); });
+    check_against_fixture(layer, f, {"tgt", "memory"}, [&](const std::vector<Tensor>& x) {
+      return layer.forward(x[0], x[1], fixture_masks(pre_gelu));
+    });
   }
 }
 
@@ -121,10 +126,11 @@ TEST_CASE("Transformer: PyTorch's state-dict names and sizes") {
   const auto sd = model.state_dict();
   std::set<std::string> names;
   for (auto& [n, t] : sd) names.insert(n);
-  for (const char* n : {"encoder.layers.0.self_attn.in_proj_weight", "encoder.layers.1.self_attn.out_proj.weight",
-                        "encoder.layers.0.linear1.weight", "encoder.norm.weight", "decoder.layers.0.self_attn.in_proj_bias",
-                        "decoder.layers.1.multihead_attn.in_proj_weight", "decoder.layers.0.multihead_attn.out_proj.bias",
-                        "decoder.layers.1.norm3.weight", "decoder.norm.bias"})
+  for (const char* n :
+       {"encoder.layers.0.self_attn.in_proj_weight", "encoder.layers.1.self_attn.out_proj.weight",
+        "encoder.layers.0.linear1.weight", "encoder.norm.weight", "decoder.layers.0.self_attn.in_proj_bias",
+        "decoder.layers.1.multihead_attn.in_proj_weight", "decoder.layers.0.multihead_attn.out_proj.bias",
+        "decoder.layers.1.norm3.weight", "decoder.norm.bias"})
     CHECK_MESSAGE(names.count(n), n);
   // PyTorch's nn.Transformer(8, 2, 2, 2, 16): 3040 parameters in 64 entries
   // (2 x 600 per encoder layer, 2 x 904 per decoder layer, two final norms).
@@ -253,7 +259,7 @@ TEST_CASE("TransformerDecoder: bad arguments are clear errors") {
   nn::TransformerDecoderCache cache;
   CHECK_THROWS_AS(dec.step(randn({kN, 1, kE}), cache), ValueError);  // no init_cache
   cache = dec.init_cache(memory);
-  CHECK_THROWS_AS(dec.step(randn({kN, 2, kE}), cache), ShapeError);  // two positions
+  CHECK_THROWS_AS(dec.step(randn({kN, 2, kE}), cache), ShapeError);      // two positions
   CHECK_THROWS_AS(dec.step(randn({kN + 1, 1, kE}), cache), ShapeError);  // another batch
   CHECK_THROWS_AS(dec.init_cache(memory, src_kpm().narrow(1, 0, 3)), ShapeError);
   CHECK_THROWS_AS(dec.forward(randn({kN, kT, kE}), memory, {Tensor(), Tensor(), Tensor(), tgt_kpm().narrow(1, 0, 2)}),

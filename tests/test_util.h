@@ -30,7 +30,8 @@ inline bool contains(const std::string& s, const std::string& part) { return s.f
 inline void check_close(const ember::Tensor& t, const std::vector<double>& want, double tol) {
   const std::vector<double> got = t.to_vector<double>();
   REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(std::fabs(got[i] - want[i]) <= tol, "element ", i, ": ", got[i], " vs ", want[i]);
+  for (size_t i = 0; i < got.size(); ++i)
+    CHECK_MESSAGE(std::fabs(got[i] - want[i]) <= tol, "element ", i, ": ", got[i], " vs ", want[i]);
 }
 
 // Every element of t within tol relative to the known value (|got - want| <=

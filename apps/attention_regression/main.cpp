@@ -15,8 +15,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include <ember/ember.h>
@@ -51,9 +51,9 @@ struct Config {
 // What every model hands to the outputs.
 struct Result {
   ar::History history;
-  Tensor test_x, test_pred;           // 1-D, sorted by x
-  Tensor train_x, train_y;            // points shown on the prediction chart
-  Tensor weights;                     // (queries, keys) attention weights
+  Tensor test_x, test_pred;  // 1-D, sorted by x
+  Tensor train_x, train_y;   // points shown on the prediction chart
+  Tensor weights;            // (queries, keys) attention weights
   std::string weights_xlabel, weights_ylabel;
   double key_first = 0, key_last = 5, query_first = 0, query_last = 5;
   std::vector<std::string> key_labels;  // instead of key_first/last when set
@@ -133,7 +133,8 @@ Result run_trained(const Config& c, Generator& g) {
     // 250 sequences of 50 x over [0,5), 125 over [1.5,3.5), 125 over [3,5);
     // noise 0.01. Validation: the grid 100 times with noise 0.01.
     model = std::make_unique<ar::TokenTransformer>();
-    x = cat({uniform({250, 50}, 0, 5, TensorOptions(kFloat32), &g), uniform({125, 50}, 1.5, 3.5, TensorOptions(kFloat32), &g),
+    x = cat({uniform({250, 50}, 0, 5, TensorOptions(kFloat32), &g),
+             uniform({125, 50}, 1.5, 3.5, TensorOptions(kFloat32), &g),
              uniform({125, 50}, 3, 5, TensorOptions(kFloat32), &g)});
     y = add(f(x), mul(randn(x.shape(), kFloat32, &g), 0.01));
     x_val = grid.unsqueeze(0).expand({100, 50}).contiguous();
@@ -204,7 +205,8 @@ void write_outputs(const Config& c, const Result& r) {
   const std::vector<double> xs = values(r.test_x), ps = values(r.test_pred);
   std::ostringstream csv;
   csv << "x,y_true,y_pred\n";
-  for (size_t i = 0; i < xs.size(); ++i) csv << xs[i] << ',' << 2 * std::sin(xs[i]) + std::pow(xs[i], 0.8) << ',' << ps[i] << '\n';
+  for (size_t i = 0; i < xs.size(); ++i)
+    csv << xs[i] << ',' << 2 * std::sin(xs[i]) + std::pow(xs[i], 0.8) << ',' << ps[i] << '\n';
   app::write_text((out / "predictions.csv").string(), csv.str());
 
   // Truth (dense), prediction, training points.
@@ -289,8 +291,8 @@ int main(int argc, char** argv) {
     write_outputs(c, r);
     std::printf("%s: test_mse %.6f on %s  (%d epochs, best %d, %.2fs, %.3fs/epoch, %d threads) -> %s\n",
                 c.model.c_str(), r.test_mse, r.test_grid.c_str(), r.history.epochs_run, r.history.best_epoch,
-                r.history.seconds, r.history.epochs_run ? r.history.seconds / r.history.epochs_run : 0.0,
-                num_threads(), c.out.c_str());
+                r.history.seconds, r.history.epochs_run ? r.history.seconds / r.history.epochs_run : 0.0, num_threads(),
+                c.out.c_str());
     return 0;
   });
 }

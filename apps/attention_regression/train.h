@@ -23,12 +23,12 @@ struct Recipe {
   int epochs = 200;
   int64_t batch = 32;
   double lr = 1e-3, weight_decay = 0.0;
-  double clip = 0.0;                 // max gradient norm; 0 = no clipping
+  double clip = 0.0;  // max gradient norm; 0 = no clipping
   double plateau_factor = 0.5;
   int plateau_patience = 10;
   double min_lr = 0.0;
-  bool plateau_on_train = false;     // the notes' single-head model steps on the training loss
-  int early_stop = 0;                // patience in epochs; 0 = train all epochs
+  bool plateau_on_train = false;  // the notes' single-head model steps on the training loss
+  int early_stop = 0;             // patience in epochs; 0 = train all epochs
   int print_every = 10;
   bool quiet = false;
 };
@@ -111,7 +111,8 @@ inline History fit(nn::Module& model, const Tensor& x, const Tensor& y, const Te
     if (!r.quiet && (epoch % r.print_every == 0 || epoch == 1 || stop || epoch == r.epochs))
       std::printf("epoch %4d  train %.6f  val %.6f  lr %.2e  %6.1fs\n", epoch, train, val, h.lr.back(), elapsed());
     if (stop) {
-      if (!r.quiet) std::printf("early stop at epoch %d: no better validation loss since epoch %d\n", epoch, h.best_epoch);
+      if (!r.quiet)
+        std::printf("early stop at epoch %d: no better validation loss since epoch %d\n", epoch, h.best_epoch);
       break;
     }
   }

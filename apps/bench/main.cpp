@@ -27,16 +27,16 @@
 // data there; every timed call synchronised) and measures the references on
 // the device too: SGEMM peak through cuBLAS, bandwidth as a device-to-device
 // copy. The machine line (CPU) is printed either way.
-#include <CLI/CLI.hpp>
 #include <cblas.h>
 #include <sys/resource.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -44,8 +44,8 @@
 #include <vector>
 
 #include <ember/ember.h>
-#include <ember/ops/bgemm_avx512.h>   // bgemm, bf16_peak_gflops
-#include <ember/ops/sgemm_avx512.h>   // sgemm_avx512: the float32 kernel beside it
+#include <ember/ops/bgemm_avx512.h>  // bgemm, bf16_peak_gflops
+#include <ember/ops/sgemm_avx512.h>  // sgemm_avx512: the float32 kernel beside it
 
 #include "app.h"
 #include "attention_models.h"  // apps/common: the attention-regression demo's transformer
@@ -161,8 +161,8 @@ struct Bench {
                                 {"threads", num_threads()}};
     records.push_back(r);
     std::printf("%-34s %6lld %9.3f %9.3f %9.3f %9.3f %9.1f %6.0f%% %9.1f %9.1f\n", workload.c_str(),
-                static_cast<long long>(batch), t.median_ms, t.min_ms, t.max_ms, t.cpu_ms, gflops,
-                100 * fraction, extra_mb, peak_rss_mb());
+                static_cast<long long>(batch), t.median_ms, t.min_ms, t.max_ms, t.cpu_ms, gflops, 100 * fraction,
+                extra_mb, peak_rss_mb());
   }
 
   static void table_header(const char* what) {
@@ -208,10 +208,11 @@ struct Bench {
       bf16_peak = std::max(bf16_peak, cpu::bf16_peak_gflops(0.002));
       fp32_fma_peak = std::max(fp32_fma_peak, cpu::fp32_peak_gflops(0.002));
     }
-    std::printf("machine: SGEMM peak %.1f GFLOP/s (OpenBLAS, 2048^3, %d thread(s)); Ember's matmul %.1f GFLOP/s "
-                "(16384x256 @ 256x256); triad %.1f GB/s; one core's register-only loops: bf16 %.1f GFLOP/s "
-                "(vdpbf16ps), fp32 %.1f (vfmadd231ps)\n",
-                sgemm_peak, num_threads(), ember_gemm, triad_gbs, bf16_peak, fp32_fma_peak);
+    std::printf(
+        "machine: SGEMM peak %.1f GFLOP/s (OpenBLAS, 2048^3, %d thread(s)); Ember's matmul %.1f GFLOP/s "
+        "(16384x256 @ 256x256); triad %.1f GB/s; one core's register-only loops: bf16 %.1f GFLOP/s "
+        "(vdpbf16ps), fp32 %.1f (vfmadd231ps)\n",
+        sgemm_peak, num_threads(), ember_gemm, triad_gbs, bf16_peak, fp32_fma_peak);
     peak = sgemm_peak;
     bandwidth = triad_gbs;
   }
@@ -229,9 +230,10 @@ struct Bench {
     const Timing tc = time_steps(1, 5, [&] { y.copy_(x); });
     bandwidth = 2.0 * 4 * m / (tc.min_ms * 1e-3) * 1e-9;
     bandwidth_name = "device copy";
-    std::printf("device %s: SGEMM peak %.1f GFLOP/s (cuBLAS through matmul, 4096^3); copy %.1f GB/s; the fractions "
-                "below are of these\n",
-                g_dev.str().c_str(), peak, bandwidth);
+    std::printf(
+        "device %s: SGEMM peak %.1f GFLOP/s (cuBLAS through matmul, 4096^3); copy %.1f GB/s; the fractions "
+        "below are of these\n",
+        g_dev.str().c_str(), peak, bandwidth);
   }
 
   // A training step; FLOPs from Ember's matmul counter over one step.
@@ -302,8 +304,8 @@ struct Bench {
     struct S {
       int64_t cin, cout, hw, stride;
     };
-    for (const S& s : std::vector<S>{{1, 32, 28, 1}, {32, 32, 28, 1}, {32, 64, 28, 2}, {64, 64, 14, 1},
-                                     {64, 128, 14, 2}, {128, 128, 7, 1}}) {
+    for (const S& s : std::vector<S>{
+             {1, 32, 28, 1}, {32, 32, 28, 1}, {32, 64, 28, 2}, {64, 64, 14, 1}, {64, 128, 14, 2}, {128, 128, 7, 1}}) {
       const Tensor x = randn({batch, s.cin, s.hw, s.hw}, on_dev()).requires_grad_();
       const Tensor w = mul(randn({s.cout, s.cin, 3, 3}, on_dev()), 0.1).requires_grad_();
       const Tensor b = zeros({s.cout}, on_dev()).requires_grad_();
@@ -313,9 +315,12 @@ struct Bench {
       std::snprintf(name, sizeof name, "conv2d fwd+bwd %lld->%lld %lldx%lld s%lld", static_cast<long long>(s.cin),
                     static_cast<long long>(s.cout), static_cast<long long>(s.hw), static_cast<long long>(s.hw),
                     static_cast<long long>(s.stride));
-      record(name, batch, time_steps(std::min(warmup, 5), steps, [&] {
-               sum(conv2d(x, w, b, {s.stride, s.stride}, {1, 1})).backward();
-             }), gflop, 0);
+      record(name, batch,
+             time_steps(std::min(warmup, 5), steps,
+                        [&] {
+                          sum(conv2d(x, w, b, {s.stride, s.stride}, {1, 1})).backward();
+                        }),
+             gflop, 0);
     }
     nn::ResNet model;
     model.to(g_dev);
@@ -335,15 +340,17 @@ struct Bench {
   }
 
   void matmul_shapes() {
-    table_header("matmul at the models' shapes: Ember (its pool, OpenBLAS single-threaded underneath) vs raw "
-                 "OpenBLAS on the same threads");
+    table_header(
+        "matmul at the models' shapes: Ember (its pool, OpenBLAS single-threaded underneath) vs raw "
+        "OpenBLAS on the same threads");
     struct S {
       const char* name;
       int64_t m, n, k;
     };
-    const std::vector<S> shapes = {{"linear 1600x64 -> 192", 1600, 192, 64},  {"linear 1600x64 -> 256", 1600, 256, 64},
-                                   {"linear 1600x256 -> 64", 1600, 64, 256},  {"linear 12800x64 -> 192", 12800, 192, 64},
-                                   {"linear 12800x256 -> 64", 12800, 64, 256}, {"linear 2176x64 -> 128", 2176, 128, 64}};
+    const std::vector<S> shapes = {
+        {"linear 1600x64 -> 192", 1600, 192, 64},   {"linear 1600x64 -> 256", 1600, 256, 64},
+        {"linear 1600x256 -> 64", 1600, 64, 256},   {"linear 12800x64 -> 192", 12800, 192, 64},
+        {"linear 12800x256 -> 64", 12800, 64, 256}, {"linear 2176x64 -> 128", 2176, 128, 64}};
     for (const S& s : shapes) {
       const Tensor x = randn({s.m, s.k}, on_dev()), w = randn({s.n, s.k}, on_dev());
       const double gflop = 2.0 * s.m * s.n * s.k * 1e-9;
@@ -352,8 +359,9 @@ struct Bench {
       std::vector<float> c(s.m * s.n);
       openblas_set_num_threads(num_threads());
       const Timing raw = time_steps(warmup, steps * 5, [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.m, s.n, s.k, 1.0f, static_cast<const float*>(x.data_ptr()),
-                    s.k, static_cast<const float*>(w.data_ptr()), s.k, 0.0f, c.data(), s.n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.m, s.n, s.k, 1.0f,
+                    static_cast<const float*>(x.data_ptr()), s.k, static_cast<const float*>(w.data_ptr()), s.k, 0.0f,
+                    c.data(), s.n);
       });
       openblas_set_num_threads(1);
       record(std::string("openblas ") + s.name, s.m, raw, gflop, 0);
@@ -376,8 +384,9 @@ struct Bench {
   void bgemm_shapes() {
     const int saved = num_threads();
     set_num_threads(1);
-    std::printf("\nbf16 GEMM (vdpbf16ps) vs float32 GEMM (Ember's kernels, raw arrays), 1 thread, %s; load average %.2f\n",
-                cpu::bgemm_uses_kernel() ? "AVX512_BF16 kernel" : "float32 fallback (no AVX512_BF16)", load_average());
+    std::printf(
+        "\nbf16 GEMM (vdpbf16ps) vs float32 GEMM (Ember's kernels, raw arrays), 1 thread, %s; load average %.2f\n",
+        cpu::bgemm_uses_kernel() ? "AVX512_BF16 kernel" : "float32 fallback (no AVX512_BF16)", load_average());
     std::printf("%-30s %6s %5s %5s %3s %9s %9s %9s %9s %7s %9s %7s\n", "shape", "m", "n", "k", "op", "f32 fast",
                 "bf16 fast", "f32 med", "bf16 med", "ratio", "bf16 peak", "of peak");
     struct S {
@@ -388,14 +397,20 @@ struct Bench {
     // ViT b128: 128 x 17 tokens, width 64, qkv 192, MLP 128; linear's
     // forward x W^T (B transposed), dX = dY W, dW = dY^T X (A transposed).
     // Attention regression b256: 256 x 50 tokens, feed-forward 256.
-    const std::vector<S> shapes = {
-        {"vit in_proj forward", 2176, 192, 64, false, true},   {"vit out_proj forward", 2176, 64, 64, false, true},
-        {"vit mlp fc1 forward", 2176, 128, 64, false, true},   {"vit mlp fc2 forward", 2176, 64, 128, false, true},
-        {"vit patch embed (im2col)", 2048, 64, 49, false, true}, {"vit in_proj dX", 2176, 64, 192, false, false},
-        {"vit mlp fc1 dX", 2176, 64, 128, false, false},       {"vit mlp fc2 dX", 2176, 128, 64, false, false},
-        {"vit in_proj dW", 192, 64, 2176, true, false},        {"vit mlp fc1 dW", 128, 64, 2176, true, false},
-        {"vit mlp fc2 dW", 64, 128, 2176, true, false},        {"ar b256 in_proj forward", 12800, 192, 64, false, true},
-        {"ar b256 linear1 forward", 12800, 256, 64, false, true}, {"ar b256 linear2 forward", 12800, 64, 256, false, true}};
+    const std::vector<S> shapes = {{"vit in_proj forward", 2176, 192, 64, false, true},
+                                   {"vit out_proj forward", 2176, 64, 64, false, true},
+                                   {"vit mlp fc1 forward", 2176, 128, 64, false, true},
+                                   {"vit mlp fc2 forward", 2176, 64, 128, false, true},
+                                   {"vit patch embed (im2col)", 2048, 64, 49, false, true},
+                                   {"vit in_proj dX", 2176, 64, 192, false, false},
+                                   {"vit mlp fc1 dX", 2176, 64, 128, false, false},
+                                   {"vit mlp fc2 dX", 2176, 128, 64, false, false},
+                                   {"vit in_proj dW", 192, 64, 2176, true, false},
+                                   {"vit mlp fc1 dW", 128, 64, 2176, true, false},
+                                   {"vit mlp fc2 dW", 64, 128, 2176, true, false},
+                                   {"ar b256 in_proj forward", 12800, 192, 64, false, true},
+                                   {"ar b256 linear1 forward", 12800, 256, 64, false, true},
+                                   {"ar b256 linear2 forward", 12800, 64, 256, false, true}};
     Generator gen(7);
     for (const S& s : shapes) {
       const int64_t asz = s.m * s.k, bsz = s.k * s.n;
@@ -422,8 +437,8 @@ struct Bench {
         if (cpu::sgemm_avx512_fits(s.m, s.n, s.k))
           cpu::sgemm_avx512(s.ta, s.tb, s.m, s.n, s.k, 1.0f, af.data(), lda, bf.data(), ldb, 0.0f, c.data(), s.n);
         else
-          cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.m, s.n,
-                      s.k, 1.0f, af.data(), lda, bf.data(), ldb, 0.0f, c.data(), s.n);
+          cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.m, s.n, s.k,
+                      1.0f, af.data(), lda, bf.data(), ldb, 0.0f, c.data(), s.n);
       };
       auto b16 = [&] { cpu::bgemm(g); };
       auto ms = [](const std::function<void()>& f) {
@@ -457,26 +472,40 @@ struct Bench {
                   static_cast<long long>(s.m), static_cast<long long>(s.n), static_cast<long long>(s.k), op.c_str(), ff,
                   bfast, fm, bm, rm, peak_best, 100 * frac);
       records.push_back(nlohmann::ordered_json{{"workload", std::string("bgemm ") + s.name},
-                                               {"m", s.m}, {"n", s.n}, {"k", s.k}, {"op", op},
-                                               {"fp32_gflops_fast", ff}, {"bf16_gflops_fast", bfast},
-                                               {"fp32_gflops_median", fm}, {"bf16_gflops_median", bm},
-                                               {"ratio_median", rm}, {"bf16_peak_gflops", peak_best},
-                                               {"fraction_of_bf16_peak", frac}, {"threads", 1}});
+                                               {"m", s.m},
+                                               {"n", s.n},
+                                               {"k", s.k},
+                                               {"op", op},
+                                               {"fp32_gflops_fast", ff},
+                                               {"bf16_gflops_fast", bfast},
+                                               {"fp32_gflops_median", fm},
+                                               {"bf16_gflops_median", bm},
+                                               {"ratio_median", rm},
+                                               {"bf16_peak_gflops", peak_best},
+                                               {"fraction_of_bf16_peak", frac},
+                                               {"threads", 1}});
     }
     set_num_threads(saved);
   }
 
   // GB/s: bytes each kernel must read and write, over its median time.
   void kernels() {
-    std::printf("\nmemory-bound kernels on 64 MB tensors, GB/s against the %s's %.1f GB/s\n", bandwidth_name, bandwidth);
+    std::printf("\nmemory-bound kernels on 64 MB tensors, GB/s against the %s's %.1f GB/s\n", bandwidth_name,
+                bandwidth);
     std::printf("%-34s %9s %9s %9s\n", "kernel", "median ms", "GB/s", g_dev.is_cpu() ? "of triad" : "of copy");
     auto row = [&](const char* name, double bytes, const std::function<void()>& body) {
       const Timing t = time_steps(2, std::max(3, steps / 2), body);
       const double gbs = bytes / (t.median_ms * 1e-3) * 1e-9;
       std::printf("%-34s %9.3f %9.1f %8.0f%%\n", name, t.median_ms, gbs, 100 * gbs / bandwidth);
-      records.push_back({{"workload", std::string("kernel ") + name}, {"batch", 0}, {"median_ms", t.median_ms},
-                         {"min_ms", t.min_ms}, {"max_ms", t.max_ms}, {"gflops", 0}, {"gb_per_s", gbs},
-                         {"fraction_of_triad", gbs / bandwidth}, {"peak_rss_mb", peak_rss_mb()}});
+      records.push_back({{"workload", std::string("kernel ") + name},
+                         {"batch", 0},
+                         {"median_ms", t.median_ms},
+                         {"min_ms", t.min_ms},
+                         {"max_ms", t.max_ms},
+                         {"gflops", 0},
+                         {"gb_per_s", gbs},
+                         {"fraction_of_triad", gbs / bandwidth},
+                         {"peak_rss_mb", peak_rss_mb()}});
     };
     const double mb64 = 64.0 * 1048576;
     {
@@ -485,7 +514,10 @@ struct Bench {
       row("softmax forward", 2 * mb64, [&] { softmax(x, -1); });
       Tensor xr = x.detach().requires_grad_();
       const Tensor yr = softmax(xr, -1);
-      row("softmax backward", 3 * mb64, [&] { autograd::backward({yr}, {g}, true); xr.mutable_grad() = Tensor(); });
+      row("softmax backward", 3 * mb64, [&] {
+        autograd::backward({yr}, {g}, true);
+        xr.mutable_grad() = Tensor();
+      });
     }
     {
       const Tensor x = randn({65536, 256}, on_dev()), w = ones({256}, on_dev()), b = zeros({256}, on_dev()),
@@ -493,14 +525,20 @@ struct Bench {
       row("layer_norm forward", 2 * mb64, [&] { layer_norm(x, {256}, w, b); });
       Tensor xr = x.detach().requires_grad_();
       const Tensor yr = layer_norm(xr, {256}, w, b);
-      row("layer_norm backward (dx)", 3 * mb64, [&] { autograd::backward({yr}, {g}, true); xr.mutable_grad() = Tensor(); });
+      row("layer_norm backward (dx)", 3 * mb64, [&] {
+        autograd::backward({yr}, {g}, true);
+        xr.mutable_grad() = Tensor();
+      });
     }
     {
       const Tensor x = randn({1 << 24}, on_dev()), g = randn({1 << 24}, on_dev());
       row("gelu forward", 2 * mb64, [&] { gelu(x); });
       Tensor xr = x.detach().requires_grad_();
       const Tensor yr = gelu(xr);
-      row("gelu backward", 3 * mb64, [&] { autograd::backward({yr}, {g}, true); xr.mutable_grad() = Tensor(); });
+      row("gelu backward", 3 * mb64, [&] {
+        autograd::backward({yr}, {g}, true);
+        xr.mutable_grad() = Tensor();
+      });
     }
     {
       const Tensor logits = randn({65536, 256}, on_dev());
@@ -508,7 +546,10 @@ struct Bench {
       row("cross_entropy forward", mb64, [&] { cross_entropy(logits, t); });
       Tensor lr = logits.detach().requires_grad_();
       const Tensor loss = cross_entropy(lr, t);
-      row("cross_entropy backward", 2 * mb64, [&] { autograd::backward({loss}, {Tensor()}, true); lr.mutable_grad() = Tensor(); });
+      row("cross_entropy backward", 2 * mb64, [&] {
+        autograd::backward({loss}, {Tensor()}, true);
+        lr.mutable_grad() = Tensor();
+      });
     }
   }
 
@@ -565,8 +606,13 @@ struct Bench {
         const double tps = static_cast<double>(T - 1) / (t.median_ms * 1e-3);
         const std::string name = cache ? "gpt generate, KV cache" : "gpt generate, no cache";
         std::printf("%-34s %9lld %9.2f %9.0f\n", name.c_str(), static_cast<long long>(T), t.median_ms, tps);
-        records.push_back({{"workload", name}, {"context", T}, {"median_ms", t.median_ms}, {"min_ms", t.min_ms},
-                           {"max_ms", t.max_ms}, {"cpu_ms", t.cpu_ms}, {"tokens_per_second", tps},
+        records.push_back({{"workload", name},
+                           {"context", T},
+                           {"median_ms", t.median_ms},
+                           {"min_ms", t.min_ms},
+                           {"max_ms", t.max_ms},
+                           {"cpu_ms", t.cpu_ms},
+                           {"tokens_per_second", tps},
                            {"threads", num_threads()}});
       }
     }
@@ -593,8 +639,12 @@ struct Bench {
       });
       const double us = t.median_ms * 1e3 / n;
       std::printf("%-34s %10.3f\n", name, us);
-      records.push_back({{"workload", std::string("overhead ") + name}, {"batch", 1}, {"median_ms", t.median_ms / n},
-                         {"min_ms", t.min_ms / n}, {"max_ms", t.max_ms / n}, {"gflops", 0},
+      records.push_back({{"workload", std::string("overhead ") + name},
+                         {"batch", 1},
+                         {"median_ms", t.median_ms / n},
+                         {"min_ms", t.min_ms / n},
+                         {"max_ms", t.max_ms / n},
+                         {"gflops", 0},
                          {"peak_rss_mb", peak_rss_mb()}});
     };
     row("add, forward, no grad", [&] { Tensor c = add(a, b); });
@@ -612,9 +662,11 @@ int main(int argc, char** argv) {
   bool check = false;
   Bench b;
   CLI::App cli{"Ember benchmarks: training steps of the demo models and the kernels they are made of"};
-  cli.add_option("--workload", workload, "all, attention_regression, vit, conv, matmul, bgemm, kernels, adamw, causal_attention, gpt_generate or overhead")
-      ->check(CLI::IsMember({"all", "attention_regression", "vit", "conv", "matmul", "bgemm", "kernels", "adamw", "causal_attention",
-                             "gpt_generate", "overhead"}));
+  cli.add_option("--workload", workload,
+                 "all, attention_regression, vit, conv, matmul, bgemm, kernels, adamw, causal_attention, gpt_generate "
+                 "or overhead")
+      ->check(CLI::IsMember({"all", "attention_regression", "vit", "conv", "matmul", "bgemm", "kernels", "adamw",
+                             "causal_attention", "gpt_generate", "overhead"}));
   cli.add_option("--steps", b.steps, "timed steps per workload (median, min and max reported; at most 100000)")
       ->check(ember::app::int_range(1, 100000));
   cli.add_option("--warmup", b.warmup, "untimed steps first (at most 100000)")->check(ember::app::int_range(0, 100000));
@@ -639,7 +691,8 @@ int main(int argc, char** argv) {
     auto want = [&](const char* w) { return workload == "all" || workload == w; };
     if (workload != "overhead") b.measure_machine();
     if (workload != "overhead" && !g_dev.is_cpu()) b.measure_device();
-    if (want("attention_regression") || want("vit")) Bench::table_header("training steps (forward, backward, clipping, optimizer)");
+    if (want("attention_regression") || want("vit"))
+      Bench::table_header("training steps (forward, backward, clipping, optimizer)");
     if (want("attention_regression")) b.attention_regression();
     if (want("vit")) b.vit();
     if (want("conv")) {

@@ -56,7 +56,9 @@ CLI::Option* add_out(CLI::App& cli, std::string& out) {
   return output_dir(cli.add_option("--out", out, "output directory (default " + out + ")"));
 }
 
-CLI::Option* add_quiet(CLI::App& cli, bool& quiet) { return cli.add_flag("--quiet", quiet, "print only the summary line"); }
+CLI::Option* add_quiet(CLI::App& cli, bool& quiet) {
+  return cli.add_flag("--quiet", quiet, "print only the summary line");
+}
 
 CLI::Option* add_check(CLI::App& cli, bool& check) {
   return cli.add_flag("--check", check,
@@ -124,13 +126,20 @@ std::string flag_table(const CLI::App& cli) {
     // CLI11 appends its validators' names ("INT:INT in [1 - 100]"): the type is what comes first.
     const std::string full = o->get_type_name(), type = full.substr(0, full.find(':'));
     std::string kind = "text";
-    if (o->get_type_size_max() == 0) kind = "flag";
-    else if (type == "INT" || type == "UINT") kind = "int";
-    else if (type == "FLOAT") kind = "float";
-    else if (type == "FILE") kind = "file";
-    else if (type == "DIR") kind = "dir";
-    else if (type == "OUT_DIR") kind = "out_dir";
-    else if (type == "OUT_FILE") kind = "out_file";
+    if (o->get_type_size_max() == 0)
+      kind = "flag";
+    else if (type == "INT" || type == "UINT")
+      kind = "int";
+    else if (type == "FLOAT")
+      kind = "float";
+    else if (type == "FILE")
+      kind = "file";
+    else if (type == "DIR")
+      kind = "dir";
+    else if (type == "OUT_DIR")
+      kind = "out_dir";
+    else if (type == "OUT_FILE")
+      kind = "out_file";
     nlohmann::ordered_json needs = nlohmann::ordered_json::array();
     for (const CLI::Option* n : o->get_needs()) needs.push_back("--" + n->get_lnames().front());
     t.push_back({{"name", name}, {"type", full}, {"kind", kind}, {"needs", needs}});
@@ -214,10 +223,12 @@ void check_output_file(const std::string& path, const std::string& flag) {
   if (fs::is_directory(path, ec)) throw UsageError(flag + " '" + path + "': is a directory");
   const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
   if (!fs::is_directory(parent, ec))
-    throw UsageError(flag + " '" + path + "': its directory '" + parent.string() + "' does not exist or is not a directory");
+    throw UsageError(flag + " '" + path + "': its directory '" + parent.string() +
+                     "' does not exist or is not a directory");
   std::string probe = (parent / ".ember-write-probe.XXXXXX").string();
   const int fd = ::mkstemp(probe.data());
-  if (fd < 0) throw UsageError(flag + " '" + path + "': cannot write in '" + parent.string() + "': " + std::strerror(errno));
+  if (fd < 0)
+    throw UsageError(flag + " '" + path + "': cannot write in '" + parent.string() + "': " + std::strerror(errno));
   ::close(fd);
   ::unlink(probe.c_str());
 }

@@ -113,8 +113,7 @@ void write_text(const std::string& path, const std::string& text);
 // NaN or Inf or a negative Adam second moment (nn::suspicious_tensors). A
 // warning, not an error: scoring or continuing such a state may be what one
 // wants to look at (a diverged run), but its figures will say little.
-void warn_suspicious(const char* app, const ember::StateDict& tensors,
-                     const std::string& file);
+void warn_suspicious(const char* app, const ember::StateDict& tensors, const std::string& file);
 
 // A stopwatch.
 class Timer {

@@ -50,8 +50,8 @@ struct TokenTransformer : AttentionModel {
   TokenTransformer() {
     embed = register_module("embed", std::make_shared<nn::Linear>(1, 64));
     pos = register_module("pos", std::make_shared<nn::LearnedPositionalEncoding>(64, kTokens));
-    block = register_module("block", std::make_shared<nn::TransformerEncoderLayer>(
-                                         nn::TransformerEncoderLayerOptions{64, 4, 256, 0.1, "gelu", 1e-5, true, true}));
+    block = register_module("block", std::make_shared<nn::TransformerEncoderLayer>(nn::TransformerEncoderLayerOptions{
+                                         64, 4, 256, 0.1, "gelu", 1e-5, true, true}));
     out = register_module("out", std::make_shared<nn::Linear>(64, 1));
     // The notes drop out attention weights and the MLP, not the attention
     // block's output (PyTorch's layer also has dropout1 there).

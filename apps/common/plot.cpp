@@ -17,15 +17,15 @@
 namespace ember::plot {
 
 Color palette(int i) {
-  static const Color tab10[] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44},   {214, 39, 40},  {148, 103, 189},
+  static const Color tab10[] = {{31, 119, 180}, {255, 127, 14},  {44, 160, 44},   {214, 39, 40},  {148, 103, 189},
                                 {140, 86, 75},  {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207}};
   return tab10[((i % 10) + 10) % 10];
 }
 
 Color viridis(double t) {
   // Viridis sampled at 9 evenly spaced points, linearly interpolated.
-  static const double k[9][3] = {{68, 1, 84},    {71, 44, 122},  {59, 81, 139},   {44, 113, 142}, {33, 144, 141},
-                                 {39, 173, 129}, {92, 200, 99},  {170, 220, 50}, {253, 231, 37}};
+  static const double k[9][3] = {{68, 1, 84},    {71, 44, 122}, {59, 81, 139},  {44, 113, 142}, {33, 144, 141},
+                                 {39, 173, 129}, {92, 200, 99}, {170, 220, 50}, {253, 231, 37}};
   if (!(t >= 0)) t = 0;  // NaN too
   if (t > 1) t = 1;
   const double f = t * 8;
@@ -72,7 +72,8 @@ void Canvas::line(double x0, double y0, double x1, double y1, Color c, int thick
 void Canvas::dot(double cx, double cy, int r, Color c) {
   for (int y = -r; y <= r; ++y)
     for (int x = -r; x <= r; ++x)
-      if (x * x + y * y <= r * r + r) set(static_cast<int>(std::lround(cx)) + x, static_cast<int>(std::lround(cy)) + y, c);
+      if (x * x + y * y <= r * r + r)
+        set(static_cast<int>(std::lround(cx)) + x, static_cast<int>(std::lround(cy)) + y, c);
 }
 
 void Canvas::text(int x, int y, const std::string& s, Color c, int scale) {
@@ -298,8 +299,8 @@ Canvas render_grid(const std::vector<ImageTile>& tiles, int columns, int scale, 
   c.text(12, 12, title, kBlack, 3);
   for (size_t i = 0; i < tiles.size(); ++i) {
     const ImageTile& t = tiles[i];
-    EMBER_CHECK(t.pixels.size() == static_cast<size_t>(t.channels) * t.height * t.width, ValueError,
-                "plot: tile ", i, " has ", t.pixels.size(), " values for ", t.channels, "x", t.height, "x", t.width);
+    EMBER_CHECK(t.pixels.size() == static_cast<size_t>(t.channels) * t.height * t.width, ValueError, "plot: tile ", i,
+                " has ", t.pixels.size(), " values for ", t.channels, "x", t.height, "x", t.width);
     const int ox = 16 + static_cast<int>(i % columns) * cell_w + (cell_w - 16 - tw) / 2;
     const int oy = 50 + static_cast<int>(i / columns) * cell_h;
     for (int y = 0; y < t.height; ++y)

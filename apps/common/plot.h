@@ -45,9 +45,9 @@ class Canvas {
 struct Series {
   std::vector<double> x, y;
   std::string label;
-  int color = -1;          // palette index; -1 takes the series' position
-  bool line = true;        // joined by a line
-  int marker_radius = 0;   // > 0: a dot at every point
+  int color = -1;         // palette index; -1 takes the series' position
+  bool line = true;       // joined by a line
+  int marker_radius = 0;  // > 0: a dot at every point
 };
 
 struct LineChart {

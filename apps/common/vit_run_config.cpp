@@ -70,7 +70,10 @@ class Fields {
     const json& v = at(key);
     const double x = v.is_number() ? v.get<double>() : std::nan("");
     if (!std::isfinite(x) || x < lo || (above_lo && x == lo) || x > hi)
-      fail(key, std::string("a number ") + (above_lo ? "above " : "from ") + fmt(lo) + (hi < kMaxDouble ? " to " + fmt(hi) : ""), v);
+      fail(key,
+           std::string("a number ") + (above_lo ? "above " : "from ") + fmt(lo) +
+               (hi < kMaxDouble ? " to " + fmt(hi) : ""),
+           v);
     return x;
   }
   std::string choice(const char* key, std::initializer_list<const char*> options) const {
@@ -161,8 +164,12 @@ json to_json(const Config& c) {
 json to_json(const std::vector<EpochRecord>& history) {
   json a = json::array();
   for (const auto& e : history)
-    a.push_back({{"train_loss", e.train_loss}, {"test_loss", e.test_loss}, {"test_accuracy", e.test_accuracy},
-                 {"train_seconds", e.train_seconds}, {"wall_seconds", e.wall_seconds}, {"lr", e.lr}});
+    a.push_back({{"train_loss", e.train_loss},
+                 {"test_loss", e.test_loss},
+                 {"test_accuracy", e.test_accuracy},
+                 {"train_seconds", e.train_seconds},
+                 {"wall_seconds", e.wall_seconds},
+                 {"lr", e.lr}});
   return a;
 }
 
@@ -233,7 +240,8 @@ Config read_config(const Metadata& meta, const std::string& file, int64_t stored
 }
 
 TrainState read_train_state(const Metadata& meta, const std::string& file) {
-  const json j = parse_object(meta, "state", file, "not an ember ViT training checkpoint (no \"state\" in its metadata)");
+  const json j =
+      parse_object(meta, "state", file, "not an ember ViT training checkpoint (no \"state\" in its metadata)");
   const Fields f(j, file, "stored training state");
   constexpr int64_t kMaxCount = std::numeric_limits<int64_t>::max();
   TrainState s;

@@ -32,7 +32,7 @@ struct Config {
   uint64_t seed = 0;
   int threads = 0;
   bool eval_only = false, quiet = false;
-  bool check = false;  // --check: validate and build, then exit (not stored)
+  bool check = false;        // --check: validate and build, then exit (not stored)
   bool distributed = false;  // data-parallel over the launcher's processes (not stored)
   // model
   int64_t patch = 7, width = 64, depth = 4, heads = 4, mlp = 128, stem = 0;
@@ -53,14 +53,14 @@ struct EpochRecord {
 
 // Where training stands; stored in the checkpoint next to the tensors.
 struct TrainState {
-  int64_t epoch = 0;  // epochs completed
-  int64_t batch = 0;  // batches of the current epoch completed (non-zero only after Ctrl-C)
+  int64_t epoch = 0;                      // epochs completed
+  int64_t batch = 0;                      // batches of the current epoch completed (non-zero only after Ctrl-C)
   double loss_sum = 0, step_seconds = 0;  // of the current, partial epoch
   int64_t seen = 0;
   std::vector<EpochRecord> history;  // one per completed epoch
   double data_wait_seconds = 0, eval_seconds = 0;
   uint64_t generator_seed = 0, generator_offset = 0;  // the default generator's, at the save
-  int world_size = 1;  // processes of a --distributed run (absent in older files: 1)
+  int world_size = 1;                                 // processes of a --distributed run (absent in older files: 1)
 };
 
 // A lower bound of the model's parameter count (nn::VisionTransformer), from

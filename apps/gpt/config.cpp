@@ -22,19 +22,15 @@ void add_flags(CLI::App& app, Config& c) {
       ->check(CLI::IsMember({"nanogpt-cpu"}));
   app::input_file(app.add_option("--data", c.data, "a text file to train on (default: the fortunes corpus)"));
   app.add_option("--layers", c.layers, "transformer blocks (default 4)")->check(app::int_range(1, 64));
-  app.add_option("--heads", c.heads, "attention heads; must divide --width (default 4)")
-      ->check(app::int_range(1, 64));
+  app.add_option("--heads", c.heads, "attention heads; must divide --width (default 4)")->check(app::int_range(1, 64));
   app.add_option("--width", c.width, "embedding width (default 192)")->check(app::int_range(1, 4096));
-  app.add_option("--context", c.context, "context length in characters (default 128)")
-      ->check(app::int_range(1, 8192));
-  app.add_option("--batch-size", c.batch, "windows per step (default 12)")
-      ->check(app::int_range(1, 4096));
+  app.add_option("--context", c.context, "context length in characters (default 128)")->check(app::int_range(1, 8192));
+  app.add_option("--batch-size", c.batch, "windows per step (default 12)")->check(app::int_range(1, 4096));
   app.add_option("--iters", c.iters, "training steps (default 1500)")->check(app::int_range(1, 10000000));
   app.add_option("--lr", c.lr, "AdamW's peak learning rate (default 1e-3)")->check(app::finite_range(1e-12, 10.0));
   app.add_option("--min-lr", c.min_lr, "learning rate at the end of the cosine (default 1e-4)")
       ->check(app::finite_range(0.0, 10.0));
-  app.add_option("--warmup", c.warmup, "linear warm-up steps (default 100)")
-      ->check(app::int_range(0, 1000000000));
+  app.add_option("--warmup", c.warmup, "linear warm-up steps (default 100)")->check(app::int_range(0, 1000000000));
   app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay on 2-D weights (default 0.1)")
       ->check(app::finite_range(0.0, 100.0));
   app.add_option("--dropout", c.dropout, "dropout (default 0)")->check(app::finite_range(0.0, 0.95));
@@ -48,13 +44,14 @@ void add_flags(CLI::App& app, Config& c) {
       ->check(app::finite_range(0.0, 100.0));
   app.add_option("--top-k", c.top_k, "sample among the k most likely characters; 0 = all (default 0)")
       ->check(app::int_range(0, 1000000000));
-  app.add_option("--top-p", c.top_p, "nucleus sampling mass in (0, 1] (default 1)")->check(app::finite_range(1e-9, 1.0));
+  app.add_option("--top-p", c.top_p, "nucleus sampling mass in (0, 1] (default 1)")
+      ->check(app::finite_range(1e-9, 1.0));
   // uint64_any refuses a sign (CLI11 alone would read "-1" as 2^64 - 1).
   app::add_seed(app, c.seed, "random seed (default 1337)");
   app::add_threads(app, c.threads);
   app::add_out(app, c.out);
-  app::input_file(
-      app.add_option("--resume", c.resume, "continue the run saved in this checkpoint.safetensors (its configuration)"));
+  app::input_file(app.add_option("--resume", c.resume,
+                                 "continue the run saved in this checkpoint.safetensors (its configuration)"));
   app.add_option("--stop-after", c.stop_after, "stop after this many steps with a checkpoint, as if interrupted")
       ->check(app::int_range(0, 1000000000));
   app.add_flag("--eval-only", c.eval_only, "score --weights on the validation split of the corpus and exit");
@@ -78,7 +75,8 @@ void finish_flags(const CLI::App& app, Config& c) {
   for (double v : {c.lr, c.min_lr, c.weight_decay, c.dropout, c.temperature, c.top_p})
     if (!std::isfinite(v)) throw app::UsageError("a numeric flag is not finite");
   if (c.width % c.heads != 0)
-    throw app::UsageError("--width " + std::to_string(c.width) + " is not divisible by --heads " + std::to_string(c.heads));
+    throw app::UsageError("--width " + std::to_string(c.width) + " is not divisible by --heads " +
+                          std::to_string(c.heads));
   if (c.eval_only + c.generate + !c.resume.empty() > 1)
     throw app::UsageError("--eval-only, --generate and --resume are separate modes; give one");
   if ((c.eval_only || c.generate) && c.weights.empty())

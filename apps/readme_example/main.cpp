@@ -1,6 +1,6 @@
+#include <ember/ember.h>
 #include <cmath>
 #include <cstdio>
-#include <ember/ember.h>
 using namespace ember;
 
 int main() {

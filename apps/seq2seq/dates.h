@@ -56,8 +56,9 @@ inline int64_t to_days(int y, int m, int d) {
   return era * 146097 + doe - 719468;
 }
 
-inline const std::array<const char*, 12> kMonths = {"January", "February", "March",     "April",   "May",      "June",
-                                                    "July",    "August",   "September", "October", "November", "December"};
+inline const std::array<const char*, 12> kMonths = {"January",   "February", "March",    "April",
+                                                    "May",       "June",     "July",     "August",
+                                                    "September", "October",  "November", "December"};
 inline const std::array<const char*, 7> kWeekdays = {"Monday", "Tuesday",  "Wednesday", "Thursday",
                                                      "Friday", "Saturday", "Sunday"};
 
@@ -75,7 +76,11 @@ inline std::string two(int v) {
   return b;
 }
 inline std::string ordinal(int d) {  // 1st 2nd 3rd 4th ... 11th 12th 13th ... 21st 22nd 23rd
-  const char* sfx = (d % 100 >= 11 && d % 100 <= 13) ? "th" : d % 10 == 1 ? "st" : d % 10 == 2 ? "nd" : d % 10 == 3 ? "rd" : "th";
+  const char* sfx = (d % 100 >= 11 && d % 100 <= 13) ? "th"
+                    : d % 10 == 1                    ? "st"
+                    : d % 10 == 2                    ? "nd"
+                    : d % 10 == 3                    ? "rd"
+                                                     : "th";
   return std::to_string(d) + sfx;
 }
 
@@ -89,26 +94,46 @@ inline std::string format(const Date& d, int f) {
   const std::string day = std::to_string(d.day), mon = std::to_string(d.month), Y = std::to_string(d.year);
   const std::string yy = two(d.year);
   switch (f) {
-    case 0: return day + " " + M + " " + Y;                       // 3 May 1999
-    case 1: return two(d.day) + " " + M + " " + Y;                // 03 May 1999
-    case 2: return M + " " + day + ", " + Y;                      // May 3, 1999
-    case 3: return M + " " + ordinal(d.day) + " " + Y;            // May 3rd 1999
-    case 4: return W + ", " + M + " " + ordinal(d.day) + " " + Y; // Monday, May 3rd 1999
-    case 5: return Wd + ", " + day + " " + Mon + " " + Y;         // Mon, 3 May 1999
-    case 6: return two(d.month) + "/" + two(d.day) + "/" + yy;    // 05/03/99 (US: month first)
-    case 7: return mon + "/" + day + "/" + Y;                     // 5/3/1999
-    case 8: return two(d.day) + "." + two(d.month) + "." + Y;     // 03.05.1999 (day first)
-    case 9: return day + " " + lower(Mon) + " " + yy;             // 3 may 99
-    case 10: return upper(M) + " " + day + ", " + Y;              // MAY 3, 1999
-    case 11: return ordinal(d.day) + " of " + M + ", " + Y;       // 3rd of May, 1999
-    case 12: return iso(d);                                       // 1999-05-03
-    case 13: return W + " " + day + " " + M + " " + Y;            // Monday 3 May 1999
-    case 14: return Mon + " " + two(d.day) + " " + Y;             // May 03 1999
-    case 15: return day + "-" + Mon + "-" + yy;                   // 3-May-99
-    case 16: return Y + two(d.month) + two(d.day);                // 19990503
-    case 17: return Y + "/" + two(d.month) + "/" + two(d.day);    // 1999/05/03
-    case 18: return lower(Wd) + " " + lower(Mon) + " " + day + " " + Y;  // mon may 3 1999
-    default: return upper(Mon) + " " + two(d.day) + " " + yy;     // MAY 03 99
+    case 0:
+      return day + " " + M + " " + Y;  // 3 May 1999
+    case 1:
+      return two(d.day) + " " + M + " " + Y;  // 03 May 1999
+    case 2:
+      return M + " " + day + ", " + Y;  // May 3, 1999
+    case 3:
+      return M + " " + ordinal(d.day) + " " + Y;  // May 3rd 1999
+    case 4:
+      return W + ", " + M + " " + ordinal(d.day) + " " + Y;  // Monday, May 3rd 1999
+    case 5:
+      return Wd + ", " + day + " " + Mon + " " + Y;  // Mon, 3 May 1999
+    case 6:
+      return two(d.month) + "/" + two(d.day) + "/" + yy;  // 05/03/99 (US: month first)
+    case 7:
+      return mon + "/" + day + "/" + Y;  // 5/3/1999
+    case 8:
+      return two(d.day) + "." + two(d.month) + "." + Y;  // 03.05.1999 (day first)
+    case 9:
+      return day + " " + lower(Mon) + " " + yy;  // 3 may 99
+    case 10:
+      return upper(M) + " " + day + ", " + Y;  // MAY 3, 1999
+    case 11:
+      return ordinal(d.day) + " of " + M + ", " + Y;  // 3rd of May, 1999
+    case 12:
+      return iso(d);  // 1999-05-03
+    case 13:
+      return W + " " + day + " " + M + " " + Y;  // Monday 3 May 1999
+    case 14:
+      return Mon + " " + two(d.day) + " " + Y;  // May 03 1999
+    case 15:
+      return day + "-" + Mon + "-" + yy;  // 3-May-99
+    case 16:
+      return Y + two(d.month) + two(d.day);  // 19990503
+    case 17:
+      return Y + "/" + two(d.month) + "/" + two(d.day);  // 1999/05/03
+    case 18:
+      return lower(Wd) + " " + lower(Mon) + " " + day + " " + Y;  // mon may 3 1999
+    default:
+      return upper(Mon) + " " + two(d.day) + " " + yy;  // MAY 03 99
   }
 }
 

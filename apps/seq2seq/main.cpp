@@ -78,7 +78,8 @@ struct Vocab {
   int64_t tgt_size() const { return 3 + static_cast<int64_t>(kTargetChars.size()); }
   int64_t src_id(char c) const {
     const size_t k = alphabet.find(c);
-    EMBER_CHECK(k != std::string::npos, ValueError, "seq2seq: character '", std::string(1, c), "' is not in the alphabet");
+    EMBER_CHECK(k != std::string::npos, ValueError, "seq2seq: character '", std::string(1, c),
+                "' is not in the alphabet");
     return static_cast<int64_t>(k) + 1;
   }
   int64_t tgt_id(char c) const { return 3 + static_cast<int64_t>(kTargetChars.find(c)); }
@@ -233,7 +234,8 @@ void save_heatmap(const Tensor& w, const dates::Example& ex, const std::string& 
   hm.cols = static_cast<int>(cols);
   hm.values = as_doubles(w.narrow(0, 0, rows).narrow(1, 0, cols));
   for (char c : ex.source) hm.col_labels.push_back(c == ' ' ? "_" : std::string(1, c));
-  for (int64_t r = 0; r < rows; ++r) hm.row_labels.push_back(r < static_cast<int64_t>(pred.size()) ? std::string(1, pred[r]) : "<eos>");
+  for (int64_t r = 0; r < rows; ++r)
+    hm.row_labels.push_back(r < static_cast<int64_t>(pred.size()) ? std::string(1, pred[r]) : "<eos>");
   hm.label_every = 1;
   const int width = std::max(560, 110 + 150 + 22 * static_cast<int>(cols));
   plot::render(hm, width, 560).save_png(path);
@@ -291,11 +293,13 @@ Saved load_saved(Config& c) {
   }
   c.embed = parse_field<int64_t>(meta, c.weights, "embed_size", 1, kMaxEmbed);
   c.hidden = parse_field<int64_t>(meta, c.weights, "num_hiddens", 2, kMaxHidden);
-  if (c.hidden % 2 != 0) throw IOError(c.weights + ": metadata 'num_hiddens' = " + std::to_string(c.hidden) + " is odd");
+  if (c.hidden % 2 != 0)
+    throw IOError(c.weights + ": metadata 'num_hiddens' = " + std::to_string(c.hidden) + " is odd");
   c.seed = parse_field<uint64_t>(meta, c.weights, "seed", 0, std::numeric_limits<uint64_t>::max());
   c.train_size = parse_field<int64_t>(meta, c.weights, "train_size", 1, kMaxTrainSize);
   c.test_size = parse_field<int64_t>(meta, c.weights, "test_size", 1, kMaxTestSize);
-  if (meta.count("test_exact_match")) s.recorded_exact = parse_field<double>(meta, c.weights, "test_exact_match", 0.0, 1.0);
+  if (meta.count("test_exact_match"))
+    s.recorded_exact = parse_field<double>(meta, c.weights, "test_exact_match", 0.0, 1.0);
   // The tensors must hold what the metadata's model has (and not more): the
   // model is built from the metadata and then loaded strictly.
   int64_t stored = 0;
@@ -304,11 +308,12 @@ Saved load_saved(Config& c) {
   // weights, 3 gates of hidden x (embed + hidden) each way; for the
   // Transformer each layer's packed in-projection, 3 hidden x hidden. A model
   // needs at least that many values.
-  const int64_t at_least =
-      c.model == "gru" ? 3 * (c.hidden / 2) * (c.embed + c.hidden / 2) : 3 * c.hidden * c.hidden;
+  const int64_t at_least = c.model == "gru" ? 3 * (c.hidden / 2) * (c.embed + c.hidden / 2) : 3 * c.hidden * c.hidden;
   if (stored < at_least)
-    throw IOError(c.weights + ": its " + std::to_string(stored) + " stored values cannot hold the model its metadata "
-                  "describes (embed_size " + std::to_string(c.embed) + ", num_hiddens " + std::to_string(c.hidden) + ")");
+    throw IOError(c.weights + ": its " + std::to_string(stored) +
+                  " stored values cannot hold the model its metadata "
+                  "describes (embed_size " +
+                  std::to_string(c.embed) + ", num_hiddens " + std::to_string(c.hidden) + ")");
   return s;
 }
 
@@ -364,8 +369,9 @@ struct History {
 };
 
 // One pass over the training split in bucketed batches; the mean batch loss.
-double train_one_epoch(seq2seq_app::DatesModel& model, optim::Optimizer& opt, optim::LRScheduler& sched, const Data& train,
-                       int64_t batch_size, Generator& g, app::ProgressBar& bar, int epoch, int epochs) {
+double train_one_epoch(seq2seq_app::DatesModel& model, optim::Optimizer& opt, optim::LRScheduler& sched,
+                       const Data& train, int64_t batch_size, Generator& g, app::ProgressBar& bar, int epoch,
+                       int epochs) {
   model.module().train();
   const std::vector<Tensor> batches = bucketed_batches(train, batch_size, g);
   const auto nb = static_cast<int64_t>(batches.size());
@@ -379,7 +385,8 @@ double train_one_epoch(seq2seq_app::DatesModel& model, optim::Optimizer& opt, op
     opt.step();
     sched.step();
     total += loss.item();
-    bar.update(app::fmt("epoch %2d/%d", epoch, epochs), b + 1, nb, app::fmt("loss %.4f", total / static_cast<double>(b + 1)));
+    bar.update(app::fmt("epoch %2d/%d", epoch, epochs), b + 1, nb,
+               app::fmt("loss %.4f", total / static_cast<double>(b + 1)));
   }
   bar.clear();
   return total / static_cast<double>(nb);
@@ -442,7 +449,8 @@ void write_report(const Config& c, nn::Module& model, const Vocab& v, const Spli
   app::write_text((out / "predictions.csv").string(), csv);
   for (const auto& [k, w] : te.weights) {
     const std::string name = k < c.heatmaps ? "attention_" + std::to_string(k) + ".png" : "attention_longest.png";
-    save_heatmap(w, test.examples[static_cast<size_t>(k)], te.predictions[static_cast<size_t>(k)], (out / name).string());
+    save_heatmap(w, test.examples[static_cast<size_t>(k)], te.predictions[static_cast<size_t>(k)],
+                 (out / name).string());
   }
   if (c.heatmaps > 0 && longest < c.heatmaps)  // the longest is also among the first: save it under both names
     save_heatmap(te.weights.at(longest), test.examples[static_cast<size_t>(longest)],
@@ -463,10 +471,16 @@ void write_report(const Config& c, nn::Module& model, const Vocab& v, const Spli
   ac.series = {{ep, h.val_exact, "validation", 2, true, 3}};
   plot::render(ac).save_png((out / "exact_match.png").string());
   nn::save(model, (out / "model.safetensors").string(),
-           {{"task", "dates -> ISO"}, {"model", c.model}, {"alphabet", v.alphabet}, {"target_chars", kTargetChars},
-            {"embed_size", std::to_string(c.embed)}, {"num_hiddens", std::to_string(c.hidden)},
-            {"seed", std::to_string(c.seed)}, {"train_size", std::to_string(c.train_size)},
-            {"test_size", std::to_string(c.test_size)}, {"test_exact_match", nlohmann::json(te.exact).dump()}});
+           {{"task", "dates -> ISO"},
+            {"model", c.model},
+            {"alphabet", v.alphabet},
+            {"target_chars", kTargetChars},
+            {"embed_size", std::to_string(c.embed)},
+            {"num_hiddens", std::to_string(c.hidden)},
+            {"seed", std::to_string(c.seed)},
+            {"train_size", std::to_string(c.train_size)},
+            {"test_size", std::to_string(c.test_size)},
+            {"test_exact_match", nlohmann::json(te.exact).dump()}});
 }
 
 // Load (--eval-only), generate the data, build the model; then train epoch
@@ -496,8 +510,8 @@ int run(Config c) {
   // ----
   model.to(dev);  // initialised on the CPU (the same weights on every device), then moved
   if (!c.quiet)
-    std::printf("model: %lld parameters, %d threads, %s\n", static_cast<long long>(model.num_parameters()), num_threads(),
-                dev.str().c_str());
+    std::printf("model: %lld parameters, %d threads, %s\n", static_cast<long long>(model.num_parameters()),
+                num_threads(), dev.str().c_str());
   if (c.eval_only) return evaluate_saved(c, *dates_model, saved, sp.test, v);
 
   optim::Adam opt(model.parameters(), optim::AdamOptions{c.lr});
@@ -536,8 +550,9 @@ int run(Config c) {
 
 int main(int argc, char** argv) {
   Config c;
-  CLI::App cli{"Sequence to sequence with Bahdanau attention: rewrite dates written in many human formats as ISO "
-               "dates (\"Monday, May 3rd 1999\" -> 1999-05-03), character by character"};
+  CLI::App cli{
+      "Sequence to sequence with Bahdanau attention: rewrite dates written in many human formats as ISO "
+      "dates (\"Monday, May 3rd 1999\" -> 1999-05-03), character by character"};
   cli.add_option("--epochs", c.epochs, "training epochs (default 6)")->check(app::int_range(1, 100000));
   cli.add_option("--batch-size", c.batch, "examples per batch (default 64; at most the training examples)")
       ->check(app::int_range(1, kMaxTrainSize));
@@ -551,16 +566,21 @@ int main(int argc, char** argv) {
       ->check(app::int_range(1, kMaxTrainSize));
   cli.add_option("--test-size", c.test_size, "validation and test examples each (default 2000, at most 100000)")
       ->check(app::int_range(1, kMaxTestSize));
-  cli.add_option("--hidden", c.hidden, "decoder state size, even; the encoder runs half per direction (default 64, at most 4096)")
+  cli.add_option("--hidden", c.hidden,
+                 "decoder state size, even; the encoder runs half per direction (default 64, at most 4096)")
       ->check(app::int_range(2, kMaxHidden));
-  cli.add_option("--heatmaps", c.heatmaps, "attention heatmaps of the first test examples, plus the longest source (default 4)")
+  cli.add_option("--heatmaps", c.heatmaps,
+                 "attention heatmaps of the first test examples, plus the longest source (default 4)")
       ->check(app::int_range(0, 1000));
-  CLI::Option* eval_only = cli.add_flag("--eval-only", c.eval_only, "score --weights on the test split again and exit (writes eval.json)");
+  CLI::Option* eval_only =
+      cli.add_flag("--eval-only", c.eval_only, "score --weights on the test split again and exit (writes eval.json)");
   app::input_file(cli.add_option("--weights", c.weights,
                                  "model.safetensors for --eval-only (its metadata gives the model size, seed and split "
-                                 "sizes); NaN/Inf in it are reported as a warning"))->needs(eval_only);
+                                 "sizes); NaN/Inf in it are reported as a warning"))
+      ->needs(eval_only);
   app::add_quiet(cli, c.quiet);
-  cli.add_option("--model", c.model, "gru (default: Bahdanau attention) or transformer (nn::Transformer; --hidden is d_model)")
+  cli.add_option("--model", c.model,
+                 "gru (default: Bahdanau attention) or transformer (nn::Transformer; --hidden is d_model)")
       ->check(CLI::IsMember({"gru", "transformer"}));
   cli.add_option("--beam", c.beam, "beam width for decoding; 1 (default) is greedy; GNMT length penalty, alpha 0.6")
       ->check(app::int_range(1, 64));

@@ -68,7 +68,8 @@ Tensor TransformerSeq2Seq::next_log_probs(const Tensor& tokens, nn::TransformerD
   return log_softmax((*generator)(transformer->decoder->step(x, cache)).squeeze(1), 1);
 }
 
-std::pair<Tensor, Tensor> TransformerSeq2Seq::greedy(const Tensor& src, const Tensor& lens, int64_t bos, int64_t steps) {
+std::pair<Tensor, Tensor> TransformerSeq2Seq::greedy(const Tensor& src, const Tensor& lens, int64_t bos,
+                                                     int64_t steps) {
   const Tensor kpm = padding_mask(src, lens);
   nn::TransformerDecoderCache cache = transformer->decoder->init_cache(encode(src, kpm), kpm);
   auto& last = transformer->decoder->layer(transformer->decoder->layers->size() - 1);

@@ -26,13 +26,13 @@ namespace seq2seq_app {
 
 /// The model's sizes.
 struct TransformerSeq2SeqOptions {
-  int64_t src_vocab = 0, tgt_vocab = 0;  ///< token counts (0 = padding in both)
-  int64_t d_model = 64;                  ///< model width
-  int64_t nhead = 4;                     ///< attention heads
+  int64_t src_vocab = 0, tgt_vocab = 0;            ///< token counts (0 = padding in both)
+  int64_t d_model = 64;                            ///< model width
+  int64_t nhead = 4;                               ///< attention heads
   int64_t encoder_layers = 2, decoder_layers = 2;  ///< depths
-  int64_t dim_feedforward = 256;         ///< MLP width
-  double dropout = 0.0;                  ///< in every layer (see the file's comment)
-  int64_t max_len = 128;                 ///< longest sequence the positional table covers
+  int64_t dim_feedforward = 256;                   ///< MLP width
+  double dropout = 0.0;                            ///< in every layer (see the file's comment)
+  int64_t max_len = 128;                           ///< longest sequence the positional table covers
 };
 
 /// Names: src_embed.weight, tgt_embed.weight, transformer.encoder.layers.0...,
@@ -50,11 +50,11 @@ class TransformerSeq2Seq : public ember::nn::Module, public DatesModel {
   using ember::nn::Module::forward;
   std::string type_name() const override { return "TransformerSeq2Seq"; }
 
-  TransformerSeq2SeqOptions opts;                          ///< the options given
-  std::shared_ptr<ember::nn::Embedding> src_embed, tgt_embed;  ///< token embeddings
+  TransformerSeq2SeqOptions opts;                                ///< the options given
+  std::shared_ptr<ember::nn::Embedding> src_embed, tgt_embed;    ///< token embeddings
   std::shared_ptr<ember::nn::SinusoidalPositionalEncoding> pos;  ///< constant, not in the state dict
-  std::shared_ptr<ember::nn::Transformer> transformer;     ///< batch first, pre-norm
-  std::shared_ptr<ember::nn::Linear> generator;            ///< d_model -> tgt_vocab
+  std::shared_ptr<ember::nn::Transformer> transformer;           ///< batch first, pre-norm
+  std::shared_ptr<ember::nn::Linear> generator;                  ///< d_model -> tgt_vocab
 
  private:
   /// Embedded tokens (B, T) at positions offset.. (scaled, plus positions, dropout).

@@ -35,7 +35,8 @@ inline data::Batch& to_device(data::Batch& b, Device dev) {
 
 // Rank r of N evaluates batches r, r + N, ...; the sums are then added up
 // across the ranks.
-inline Evaluation evaluate(nn::VisionTransformer& model, const data::DataLoader& loader, int64_t num_classes, Device dev) {
+inline Evaluation evaluate(nn::VisionTransformer& model, const data::DataLoader& loader, int64_t num_classes,
+                           Device dev) {
   NoGradGuard no_grad;
   model.eval();
   Evaluation ev;
@@ -70,7 +71,7 @@ inline Evaluation evaluate(nn::VisionTransformer& model, const data::DataLoader&
 
 // The attention rollout of the first 8 test images.
 inline void write_attention(nn::VisionTransformer& model, const data::ImageSet& test, const data::ChannelStats& norm,
-                     const Config& c, const std::string& path, Device dev) {
+                            const Config& c, const std::string& path, Device dev) {
   NoGradGuard no_grad;
   model.eval();
   data::LoaderOptions lo;
@@ -80,7 +81,8 @@ inline void write_attention(nn::VisionTransformer& model, const data::ImageSet& 
   lo.background = false;
   data::Batch b = data::DataLoader(test, lo).batch(0, 0);
   to_device(b, dev);
-  for (size_t i = 0; i < model.blocks->size(); ++i) model.blocks->at<nn::TransformerEncoderLayer>(i).keep_attention_weights = true;
+  for (size_t i = 0; i < model.blocks->size(); ++i)
+    model.blocks->at<nn::TransformerEncoderLayer>(i).keep_attention_weights = true;
   const std::vector<int64_t> pred = argmax(model(b.images), 1).to_vector<int64_t>();
   std::vector<Tensor> weights;
   for (size_t i = 0; i < model.blocks->size(); ++i) {
@@ -97,7 +99,7 @@ inline void write_attention(nn::VisionTransformer& model, const data::ImageSet& 
         p == y ? test.class_names[static_cast<size_t>(p)]
                : test.class_names[static_cast<size_t>(p)] + " (" + test.class_names[static_cast<size_t>(y)] + ")";
     rollout_tiles(test, i, rollout(weights, i, gh, gw), gh, gw, caption,
-                       p == y ? plot::Color{0, 130, 0} : plot::Color{200, 0, 0}, tiles);
+                  p == y ? plot::Color{0, 130, 0} : plot::Color{200, 0, 0}, tiles);
   }
   plot::render_grid(tiles, 4, 5, c.data + ": [CLS] attention rollout").save_png(path);
   model.train();

@@ -58,12 +58,12 @@ using json = nlohmann::ordered_json;
 using ember::app::fmt;
 using ember::app::UsageError;
 using vit::Config;
-using vit::Evaluation;
 using vit::evaluate;
+using vit::Evaluation;
 using vit::to_device;
-using vit::write_attention;
-using vit::TrainState;
 using vit::to_json;
+using vit::TrainState;
+using vit::write_attention;
 
 namespace {
 
@@ -160,8 +160,12 @@ int evaluate_only(const Config& c, nn::VisionTransformer& model, const Loaded& l
   model.load_state_dict(weights.empty() ? l.tensors : weights);
   if (c.check) return app::kExitOk;
   const Evaluation ev = evaluate(model, test_loader, d.test.num_classes(), dev);
-  json m = {{"weights", c.weights}, {"test_accuracy", ev.accuracy}, {"test_loss", ev.loss}, {"test_images", d.test.n},
-            {"recorded_test_accuracy", l.recorded ? json(*l.recorded) : json()}, {"config", to_json(c)}};
+  json m = {{"weights", c.weights},
+            {"test_accuracy", ev.accuracy},
+            {"test_loss", ev.loss},
+            {"test_images", d.test.n},
+            {"recorded_test_accuracy", l.recorded ? json(*l.recorded) : json()},
+            {"config", to_json(c)}};
   app::write_json((fs::path(c.out) / "eval.json").string(), m);
   vit::plot_confusion(ev.confusion, d.test.class_names, (fs::path(c.out) / "confusion.png").string(),
                       "ViT on " + c.data + ": confusion matrix (test)");
@@ -173,15 +177,16 @@ int evaluate_only(const Config& c, nn::VisionTransformer& model, const Loaded& l
 
 // --resume: model, optimizer and scheduler exactly as saved (or an error
 // naming what would differ), the position in training and the RNG.
-TrainState resume(const Config& c, const Loaded& l, nn::Module& model, optim::Optimizer& opt,
-                  optim::LRScheduler& sched, int64_t steps_per_epoch, int world) {
+TrainState resume(const Config& c, const Loaded& l, nn::Module& model, optim::Optimizer& opt, optim::LRScheduler& sched,
+                  int64_t steps_per_epoch, int world) {
   nn::load_training_checkpoint(l.tensors, c.resume, model, opt, sched);
   TrainState s = vit::read_train_state(l.meta, c.resume);
   // Every parameter of the ViT trains: after a step each has both Adam
   // moments (a parameter with neither would silently restart from zero).
   if (s.epoch > 0 || s.batch > 0) {
     size_t moments = 0;
-    for (const auto& [name, t] : opt.state_dict()) moments += name.size() > 10 && name.rfind("exp_avg_sq") == name.size() - 10;
+    for (const auto& [name, t] : opt.state_dict())
+      moments += name.size() > 10 && name.rfind("exp_avg_sq") == name.size() - 10;
     if (moments != model.parameters().size())
       throw IOError(c.resume + ": the optimizer state holds Adam moments for " + std::to_string(moments) + " of the " +
                     std::to_string(model.parameters().size()) + " parameters");
@@ -196,8 +201,9 @@ TrainState resume(const Config& c, const Loaded& l, nn::Module& model, optim::Op
   default_generator().manual_seed(s.generator_seed);
   default_generator().set_offset(s.generator_offset);
   if (!c.quiet)
-    std::printf("resuming %s at epoch %lld, batch %lld of %lld\n", c.resume.c_str(), static_cast<long long>(s.epoch + 1),
-                static_cast<long long>(s.batch), static_cast<long long>(steps_per_epoch));
+    std::printf("resuming %s at epoch %lld, batch %lld of %lld\n", c.resume.c_str(),
+                static_cast<long long>(s.epoch + 1), static_cast<long long>(s.batch),
+                static_cast<long long>(steps_per_epoch));
   return s;
 }
 
@@ -226,7 +232,8 @@ struct Trainer {
     int64_t best_epoch = 0;
     for (size_t i = 0; i < s.history.size(); ++i) {
       train_seconds += s.history[i].train_seconds;
-      if (s.history[i].test_accuracy > best) best = s.history[i].test_accuracy, best_epoch = static_cast<int64_t>(i + 1);
+      if (s.history[i].test_accuracy > best)
+        best = s.history[i].test_accuracy, best_epoch = static_cast<int64_t>(i + 1);
     }
     const double images = static_cast<double>(s.history.size()) * static_cast<double>(steps_per_epoch * global_batch);
     json per = json::object();
@@ -296,8 +303,8 @@ struct Trainer {
         const double eta = static_cast<double>((steps_per_epoch - s.batch) * global_batch) / ips;
         bar.update(fmt("epoch %3lld", static_cast<long long>(epoch + 1)) + "/" + std::to_string(c.epochs), s.batch,
                    steps_per_epoch,
-                   fmt("loss %.4f", s.loss_sum / static_cast<double>(s.seen)) + fmt("  lr %.2e", sched.get_last_lr()[0]) +
-                       fmt("  %.0f img/s", ips) + fmt("  ETA %.0fs", eta));
+                   fmt("loss %.4f", s.loss_sum / static_cast<double>(s.seen)) +
+                       fmt("  lr %.2e", sched.get_last_lr()[0]) + fmt("  %.0f img/s", ips) + fmt("  ETA %.0fs", eta));
       }
       if (interrupted) {
         bar.clear();
@@ -329,7 +336,8 @@ struct Trainer {
     if (lead) {
       save_checkpoint(ckpt_path, c, *model, opt, sched, s);
       nn::save(*model, (fs::path(c.out) / "model.safetensors").string(),
-               {{"config", to_json(c).dump()}, {"epoch", std::to_string(s.epoch)},
+               {{"config", to_json(c).dump()},
+                {"epoch", std::to_string(s.epoch)},
                 {"test_accuracy", fmt("%.6f", last.accuracy)}});
       write_metrics(s.epoch == c.epochs);
       vit::plot_curves(s.history, c.out, "ViT on " + c.data);
@@ -353,7 +361,8 @@ struct Trainer {
     double train_seconds = 0, best = 0;
     for (const auto& e : s.history) train_seconds += e.train_seconds, best = std::max(best, e.test_accuracy);
     std::printf(
-        "vit: %s test accuracy %.2f%% (best %.2f%%) after %zu epochs, %.1fs training (%.0f img/s, %d threads%s) -> %s\n",
+        "vit: %s test accuracy %.2f%% (best %.2f%%) after %zu epochs, %.1fs training (%.0f img/s, %d threads%s) -> "
+        "%s\n",
         c.data.c_str(), 100 * s.history.back().test_accuracy, 100 * best, s.history.size(), train_seconds,
         static_cast<double>(s.history.size() * steps_per_epoch * global_batch) / train_seconds, num_threads(),
         c.distributed ? (" x " + std::to_string(world) + " processes").c_str() : "", c.out.c_str());
@@ -367,11 +376,11 @@ void check_model_size(const Config& c) {
     throw UsageError("--width " + std::to_string(c.width) + " is not divisible by --heads " + std::to_string(c.heads));
   const double params = vit::parameter_lower_bound(c);
   if (params > vit::kMaxParameters)
-    throw UsageError(fmt("--width %lld, --depth %lld, --mlp %lld, --patch-size %lld and --hybrid %lld make a model of "
-                         "at least %.3g parameters, more than this demo builds (%.3g)",
-                         static_cast<long long>(c.width), static_cast<long long>(c.depth),
-                         static_cast<long long>(c.mlp), static_cast<long long>(c.patch), static_cast<long long>(c.stem),
-                         params, vit::kMaxParameters));
+    throw UsageError(
+        fmt("--width %lld, --depth %lld, --mlp %lld, --patch-size %lld and --hybrid %lld make a model of "
+            "at least %.3g parameters, more than this demo builds (%.3g)",
+            static_cast<long long>(c.width), static_cast<long long>(c.depth), static_cast<long long>(c.mlp),
+            static_cast<long long>(c.patch), static_cast<long long>(c.stem), params, vit::kMaxParameters));
 }
 
 // Load (a checkpoint, the data), build (model, loaders, optimizer,
@@ -392,8 +401,8 @@ int run(Config c, const CLI::App& cli) {
   manual_seed(c.seed);  // initialisation, then dropout
   auto model = make_model(c, d.train);
   // A distributed run on "cuda" puts each rank on its own GPU.
-  const Device dev = c.distributed && c.device == "cuda" ? Device(DeviceType::CUDA, distributed::local_rank())
-                                                          : Device(c.device);
+  const Device dev =
+      c.distributed && c.device == "cuda" ? Device(DeviceType::CUDA, distributed::local_rank()) : Device(c.device);
   model->to(dev);  // before the optimizer takes its handles; checkpoints load into it across devices
   data::LoaderOptions eo;
   eo.batch_size = c.eval_batch;
@@ -442,23 +451,40 @@ int run(Config c, const CLI::App& cli) {
   s.world_size = world;
 
   if (!c.quiet)
-    std::printf("ViT on %s: %lld training / %lld test images %lldx%lldx%lld, %lld parameters, %d epochs of %lld steps, "
-                "%d threads, %s%s (data loaded in %.1fs; channel mean %.4f std %.4f)\n",
-                c.data.c_str(), static_cast<long long>(d.train.n), static_cast<long long>(d.test.n),
-                static_cast<long long>(d.train.channels), static_cast<long long>(d.train.height),
-                static_cast<long long>(d.train.width), static_cast<long long>(model->num_parameters()), c.epochs,
-                static_cast<long long>(steps_per_epoch), num_threads(), dev.str().c_str(),
-                c.distributed ? (", " + std::to_string(world) + " processes of " + std::to_string(c.batch_size) +
-                                 " images per step each").c_str()
-                              : "",
-                d.load_seconds, d.norm.mean[0], d.norm.std[0]);
+    std::printf(
+        "ViT on %s: %lld training / %lld test images %lldx%lldx%lld, %lld parameters, %d epochs of %lld steps, "
+        "%d threads, %s%s (data loaded in %.1fs; channel mean %.4f std %.4f)\n",
+        c.data.c_str(), static_cast<long long>(d.train.n), static_cast<long long>(d.test.n),
+        static_cast<long long>(d.train.channels), static_cast<long long>(d.train.height),
+        static_cast<long long>(d.train.width), static_cast<long long>(model->num_parameters()), c.epochs,
+        static_cast<long long>(steps_per_epoch), num_threads(), dev.str().c_str(),
+        c.distributed
+            ? (", " + std::to_string(world) + " processes of " + std::to_string(c.batch_size) + " images per step each")
+                  .c_str()
+            : "",
+        d.load_seconds, d.norm.mean[0], d.norm.std[0]);
 
   std::signal(SIGINT, on_sigint);
   // mpirun ends the job on Ctrl-C but forwards SIGUSR1 to every rank:
   // `kill -USR1 <mpirun's pid>` saves and stops a distributed run.
   std::signal(SIGUSR1, on_sigint);
-  Trainer t{c,     d,     model, dev, world, lead, loader, test_loader, opt, sched, ddp.get(), s, steps_per_epoch,
-            global_batch, (fs::path(c.out) / "checkpoint.safetensors").string(), app::ProgressBar(!c.quiet), {}};
+  Trainer t{c,
+            d,
+            model,
+            dev,
+            world,
+            lead,
+            loader,
+            test_loader,
+            opt,
+            sched,
+            ddp.get(),
+            s,
+            steps_per_epoch,
+            global_batch,
+            (fs::path(c.out) / "checkpoint.safetensors").string(),
+            app::ProgressBar(!c.quiet),
+            {}};
   for (int64_t epoch = s.epoch; epoch < c.epochs; ++epoch) {
     if (!t.train_one_epoch(epoch)) return app::kExitInterrupted;
     t.save_epoch();
@@ -469,7 +495,8 @@ int run(Config c, const CLI::App& cli) {
       return app::kExitOk;
     }
   }
-  if (s.history.empty()) throw UsageError("nothing to train: the checkpoint has finished all " + std::to_string(c.epochs) + " epochs");
+  if (s.history.empty())
+    throw UsageError("nothing to train: the checkpoint has finished all " + std::to_string(c.epochs) + " epochs");
   t.report();
   return app::kExitOk;
 }
@@ -481,9 +508,10 @@ int main(int argc, char** argv) {
   CLI::App cli{"Train a Vision Transformer on Fashion-MNIST (default), MNIST or CIFAR-10"};
   cli.add_option("--data", c.data, "data set: fashion-mnist (default), mnist or cifar10")
       ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10"}));
-  app::input_dir(cli.add_option("--data-dir", c.data_dir,
-                                "directory of the data files (default: /usr/share/datasets/fashion-mnist for "
-                                "fashion-mnist, data/<name> otherwise; IDX files plain or .gz, CIFAR-10 binary batches)"));
+  app::input_dir(
+      cli.add_option("--data-dir", c.data_dir,
+                     "directory of the data files (default: /usr/share/datasets/fashion-mnist for "
+                     "fashion-mnist, data/<name> otherwise; IDX files plain or .gz, CIFAR-10 binary batches)"));
   cli.add_option("--epochs", c.epochs, "training epochs (default 8, at most 100000)")->check(app::int_range(1, 100000));
   cli.add_option("--batch-size", c.batch_size,
                  "images per step (default 128, at most 65536); with --distributed, per process: a step of N "
@@ -495,10 +523,12 @@ int main(int argc, char** argv) {
       ->check(app::finite_range(0.0, 1e3));
   cli.add_option("--warmup-epochs", c.warmup_epochs, "linear warm-up length in epochs, then cosine decay (default 1)")
       ->check(app::finite_range(0.0, 1e5));
-  cli.add_option("--min-lr", c.min_lr, "learning rate at the end of the cosine (default 1e-5)")->check(app::finite_range(0.0, 1e3));
+  cli.add_option("--min-lr", c.min_lr, "learning rate at the end of the cosine (default 1e-5)")
+      ->check(app::finite_range(0.0, 1e3));
   cli.add_option("--label-smoothing", c.label_smoothing, "label smoothing of the training loss (default 0.1)")
       ->check(app::finite_range(0.0, 0.99));
-  cli.add_option("--clip", c.clip, "gradient clipping: max global norm, 0 = off (default 1)")->check(app::finite_range(0.0, 1e9));
+  cli.add_option("--clip", c.clip, "gradient clipping: max global norm, 0 = off (default 1)")
+      ->check(app::finite_range(0.0, 1e9));
   app::add_seed(cli, c.seed, "random seed (default 0); runs are deterministic for a seed and thread count");
   app::add_threads(cli, c.threads);
   app::add_device(cli, c.device,
@@ -512,7 +542,8 @@ int main(int argc, char** argv) {
   CLI::Option* eval_only = cli.add_flag("--eval-only", c.eval_only, "evaluate --weights on the test set and exit");
   app::input_file(cli.add_option("--weights", c.weights,
                                  "checkpoint.safetensors or model.safetensors for --eval-only (NaN/Inf in it are "
-                                 "reported as a warning)"))->needs(eval_only);
+                                 "reported as a warning)"))
+      ->needs(eval_only);
   app::add_quiet(cli, c.quiet);
   app::add_check(cli, c.check);
   cli.add_flag("--distributed", c.distributed,
@@ -528,16 +559,20 @@ int main(int argc, char** argv) {
       ->check(app::int_range(1, 65536));
   cli.add_option("--mlp", c.mlp, "MLP hidden width (default 128, at most 262144)")->check(app::int_range(1, 262144));
   cli.add_option("--dropout", c.dropout, "dropout in the encoder (default 0)")->check(app::finite_range(0.0, 0.95));
-  cli.add_option("--hybrid", c.stem,
-                 "hybrid ViT: a 3x3 conv stem with this many channels before the patches (default 0: off, at most 4096)")
+  cli.add_option(
+         "--hybrid", c.stem,
+         "hybrid ViT: a 3x3 conv stem with this many channels before the patches (default 0: off, at most 4096)")
       ->check(app::int_range(0, 4096));
-  cli.add_option("--crop-padding", c.crop_padding, "random crop with this zero padding, 0 = off (default 0, at most 64)")
+  cli.add_option("--crop-padding", c.crop_padding,
+                 "random crop with this zero padding, 0 = off (default 0, at most 64)")
       ->check(app::int_range(0, 64));
   cli.add_option("--hflip", c.hflip, "random horizontal flip: auto (default: on except for mnist), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
   cli.add_option("--erase", c.erase, "random erasing probability (default 0)")->check(app::finite_range(0.0, 1.0));
-  cli.add_option("--mixup", c.mixup, "mixup Beta(alpha, alpha), 0 = off (default 0)")->check(app::finite_range(0.0, 1e3));
-  cli.add_option("--cutmix", c.cutmix, "cutmix Beta(alpha, alpha), 0 = off (default 0)")->check(app::finite_range(0.0, 1e3));
+  cli.add_option("--mixup", c.mixup, "mixup Beta(alpha, alpha), 0 = off (default 0)")
+      ->check(app::finite_range(0.0, 1e3));
+  cli.add_option("--cutmix", c.cutmix, "cutmix Beta(alpha, alpha), 0 = off (default 0)")
+      ->check(app::finite_range(0.0, 1e3));
   cli.add_option("--limit-train", c.limit_train, "use only the first N training images (smoke runs; 0 = all)")
       ->check(app::int_range(0, std::numeric_limits<int64_t>::max()));
   cli.add_option("--limit-test", c.limit_test, "use only the first N test images (smoke runs; 0 = all)")
@@ -548,11 +583,13 @@ int main(int argc, char** argv) {
       ->check(app::int_range(1, 65536));
   const int rc = app::run_main("vit", cli, argc, argv, [&] {
     if (c.eval_only && c.weights.empty()) throw UsageError("--eval-only needs --weights CHECKPOINT");
-    if (!c.eval_only && !c.weights.empty()) throw UsageError("--weights is for --eval-only (use --resume to continue training)");
+    if (!c.eval_only && !c.weights.empty())
+      throw UsageError("--weights is for --eval-only (use --resume to continue training)");
     if (c.eval_only && !c.resume.empty()) throw UsageError("--eval-only and --resume do not go together");
     if (c.eval_only && c.distributed) throw UsageError("--eval-only runs in one process; drop --distributed");
     return run(c, cli);
   });
-  if (rc == app::kExitOk || rc == app::kExitInterrupted) distributed::finalize();  // before exit, while the CUDA runtime is still up (NCCL)
+  if (rc == app::kExitOk || rc == app::kExitInterrupted)
+    distributed::finalize();  // before exit, while the CUDA runtime is still up (NCCL)
   return rc;
 }

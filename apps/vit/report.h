@@ -58,7 +58,11 @@ inline void plot_confusion(const std::vector<int64_t>& counts, const std::vector
   for (int64_t c : counts) hm.values.push_back(static_cast<double>(c));
   // Short names, so that ten labels fit along the axes.
   for (const std::string& n : names)
-    hm.row_labels.push_back(n == "T-shirt/top" ? "top" : n == "ankle boot" ? "boot" : n == "automobile" ? "car" : n == "airplane" ? "plane" : n);
+    hm.row_labels.push_back(n == "T-shirt/top"  ? "top"
+                            : n == "ankle boot" ? "boot"
+                            : n == "automobile" ? "car"
+                            : n == "airplane"   ? "plane"
+                                                : n);
   hm.col_labels = hm.row_labels;
   hm.annotate = true;
   plot::render(hm, 1100, 860).save_png(path);
@@ -118,7 +122,8 @@ inline void rollout_tiles(const nn::data::ImageSet& set, int64_t index, const st
     for (int64_t x = 0; x < W; ++x) {
       // Greyscale of the image, and the patch's rollout value (nearest).
       float grey = 0;
-      for (int64_t c = 0; c < C; ++c) grey += img.pixels[static_cast<size_t>((c * H + y) * W + x)] / static_cast<float>(C);
+      for (int64_t c = 0; c < C; ++c)
+        grey += img.pixels[static_cast<size_t>((c * H + y) * W + x)] / static_cast<float>(C);
       const auto t = static_cast<float>(cls[static_cast<size_t>((y * gh / H) * gw + x * gw / W)]);
       const float heat[3] = {std::min(1.0f, 2 * t), std::max(0.0f, 2 * t - 1), 0.0f};  // black-red-yellow
       for (int c = 0; c < 3; ++c)

@@ -80,8 +80,8 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                            const float* alpha, const float* A, int lda, const float* B, int ldb, const float* beta,
                            float* C, int ldc);
 cublasStatus_t cublasDgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                           const double* alpha, const double* A, int lda, const double* B, int ldb,
-                           const double* beta, double* C, int ldc);
+                           const double* alpha, const double* A, int lda, const double* B, int ldb, const double* beta,
+                           double* C, int ldc);
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                          int k, const float* alpha, const float* A, int lda, long long strideA,
                                          const float* B, int ldb, long long strideB, const float* beta, float* C,

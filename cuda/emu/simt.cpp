@@ -49,7 +49,6 @@ void __asan_unpoison_memory_region(const volatile void* addr, size_t size);
 #define EMBER_EMU_ASAN 0
 #endif
 
-
 namespace ember::emu {
 
 thread_local constinit std::atomic<const BlockInfo*> t_block{nullptr};
@@ -107,13 +106,13 @@ void prepare(Context& c, char* stack_top, void (*entry)(void*), void* arg) {
   // call in fiber_start leaves the callee's stack as the ABI wants it.
   auto top = reinterpret_cast<uintptr_t>(stack_top) & ~uintptr_t{15};
   auto* slots = reinterpret_cast<void**>(top - 16 - 7 * sizeof(void*));
-  slots[0] = nullptr;                                                  // r15
-  slots[1] = nullptr;                                                  // r14
-  slots[2] = nullptr;                                                  // r13
-  slots[3] = reinterpret_cast<void*>(entry);                           // r12
-  slots[4] = arg;                                                      // rbx
-  slots[5] = nullptr;                                                  // rbp
-  slots[6] = reinterpret_cast<void*>(&ember_emu_fiber_start);          // ret
+  slots[0] = nullptr;                                          // r15
+  slots[1] = nullptr;                                          // r14
+  slots[2] = nullptr;                                          // r13
+  slots[3] = reinterpret_cast<void*>(entry);                   // r12
+  slots[4] = arg;                                              // rbx
+  slots[5] = nullptr;                                          // rbp
+  slots[6] = reinterpret_cast<void*>(&ember_emu_fiber_start);  // ret
   c.sp = slots;
 }
 inline void switch_to(Context& from, Context& to) { ember_emu_switch(&from.sp, to.sp); }
@@ -397,8 +396,8 @@ void launch(const LaunchConfig& cfg, const std::function<void()>& body) {
   const uint64_t nthreads = uint64_t{bd.x} * bd.y * bd.z;
   const uint64_t nblocks = uint64_t{g.x} * g.y * g.z;
   auto bad = [&](const std::string& why) {
-    throw DeviceError(std::string("CUDA emulator: launch of ") + cfg.name + " with grid " + dim_str(g) +
-                      ", block " + dim_str(bd) + ": invalid configuration argument (" + why + ")");
+    throw DeviceError(std::string("CUDA emulator: launch of ") + cfg.name + " with grid " + dim_str(g) + ", block " +
+                      dim_str(bd) + ": invalid configuration argument (" + why + ")");
   };
   if (nthreads == 0 || nblocks == 0) bad("a zero dimension");
   if (nthreads > kMaxThreads) bad("more than 1024 threads per block");
@@ -482,12 +481,13 @@ void warp_rendezvous(Fiber& f, unsigned mask, const char* what) {
                 " is not in its mask");
   if (mask & ~existing) {
     std::ostringstream os;
-    os << what << ": mask 0x" << std::hex << mask << " names lanes that do not exist in warp " << std::dec
-       << warp_id << " (the block has " << b.nthreads << " threads)";
+    os << what << ": mask 0x" << std::hex << mask << " names lanes that do not exist in warp " << std::dec << warp_id
+       << " (the block has " << b.nthreads << " threads)";
     fail(b, os.str());
   }
   const unsigned arrived = w.arrived_mask.load(std::memory_order_relaxed);
-  if (arrived == 0) w.mask.store(mask, std::memory_order_relaxed);
+  if (arrived == 0)
+    w.mask.store(mask, std::memory_order_relaxed);
   else if (w.mask.load(std::memory_order_relaxed) != mask) {
     std::ostringstream os;
     os << what << ": lanes of warp " << warp_id << " use different masks (0x" << std::hex
@@ -538,10 +538,21 @@ uint64_t shfl(unsigned mask, uint64_t value, int arg, int width, ShflKind kind) 
   const int base = lane & ~(width - 1);
   int src = lane;
   switch (kind) {
-    case ShflKind::Idx: src = base + (arg & (width - 1)); break;
-    case ShflKind::Xor: src = lane ^ arg; if (src < base || src >= base + width) src = lane; break;
-    case ShflKind::Down: src = lane + arg; if (src >= base + width) src = lane; break;
-    case ShflKind::Up: src = lane - arg; if (src < base) src = lane; break;
+    case ShflKind::Idx:
+      src = base + (arg & (width - 1));
+      break;
+    case ShflKind::Xor:
+      src = lane ^ arg;
+      if (src < base || src >= base + width) src = lane;
+      break;
+    case ShflKind::Down:
+      src = lane + arg;
+      if (src >= base + width) src = lane;
+      break;
+    case ShflKind::Up:
+      src = lane - arg;
+      if (src < base) src = lane;
+      break;
   }
   if (!(mask & (1u << src)))
     fail(b, "__shfl_sync: lane " + std::to_string(lane) + " reads lane " + std::to_string(src) +
@@ -565,7 +576,8 @@ unsigned ballot(unsigned mask, bool pred) {
 
 void* dynamic_shared() {
   Worker& w = worker();
-  if (!w.running.load(std::memory_order_relaxed)) throw DeviceError("CUDA emulator: dynamic shared memory used outside a kernel launch");
+  if (!w.running.load(std::memory_order_relaxed))
+    throw DeviceError("CUDA emulator: dynamic shared memory used outside a kernel launch");
   auto p = reinterpret_cast<uintptr_t>(w.dyn_shared.data());
   return reinterpret_cast<void*>((p + 127) & ~uintptr_t{127});
 }

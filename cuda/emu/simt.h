@@ -75,9 +75,9 @@ extern thread_local constinit std::atomic<const ThreadInfo*> t_thread;
 /// name for error messages.
 struct LaunchConfig {
   ///@{
-  dim3 grid, block;          ///< <<<grid, block>>>
+  dim3 grid, block;  ///< <<<grid, block>>>
   ///@}
-  size_t shared_bytes = 0;   ///< dynamic shared memory per block (at most 48 KiB)
+  size_t shared_bytes = 0;      ///< dynamic shared memory per block (at most 48 KiB)
   const char* name = "kernel";  ///< the kernel, as errors name it
 };
 
@@ -172,9 +172,13 @@ inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_s
 /// Atomics: real atomics, since blocks run on several OS threads at once.
 ///@{
 template <class T>
-T atomicAdd(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v, std::memory_order_relaxed); }
+T atomicAdd(T* p, T v) {
+  return std::atomic_ref<T>(*p).fetch_add(v, std::memory_order_relaxed);
+}
 template <class T>
-T atomicExch(T* p, T v) { return std::atomic_ref<T>(*p).exchange(v, std::memory_order_relaxed); }
+T atomicExch(T* p, T v) {
+  return std::atomic_ref<T>(*p).exchange(v, std::memory_order_relaxed);
+}
 template <class T>
 T atomicCAS(T* p, T expected, T desired) {
   std::atomic_ref<T>(*p).compare_exchange_strong(expected, desired, std::memory_order_relaxed);
@@ -205,10 +209,20 @@ inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 inline float __expf(float x) { return std::exp(x); }
 inline float __logf(float x) { return std::log(x); }
 inline float __fdividef(float a, float b) { return a / b; }
-inline float __int_as_float(int v) { float f; std::memcpy(&f, &v, 4); return f; }
-inline int __float_as_int(float f) { int v; std::memcpy(&v, &f, 4); return v; }
+inline float __int_as_float(int v) {
+  float f;
+  std::memcpy(&f, &v, 4);
+  return f;
+}
+inline int __float_as_int(float f) {
+  int v;
+  std::memcpy(&v, &f, 4);
+  return v;
+}
 template <class T>
-T __ldg(const T* p) { return *p; }
+T __ldg(const T* p) {
+  return *p;
+}
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 inline int __ffs(int v) { return __builtin_ffs(v); }
 ///@}

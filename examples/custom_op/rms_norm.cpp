@@ -31,8 +31,7 @@ namespace myops {
 using namespace ember;
 
 // The tables' names are what errors and the profiler show.
-KernelTable<void(const Tensor& x2, const Tensor& w, double eps, Tensor& y2, Tensor& rstd)> rms_norm_kernel(
-    "rms_norm");
+KernelTable<void(const Tensor& x2, const Tensor& w, double eps, Tensor& y2, Tensor& rstd)> rms_norm_kernel("rms_norm");
 KernelTable<void(const Tensor& g2, const Tensor& x2, const Tensor& w, const Tensor& rstd, Tensor& dx2, Tensor& dw)>
     rms_norm_backward_kernel("rms_norm_backward");
 
@@ -110,12 +109,12 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   EMBER_CHECK(x.dim() >= 1, ShapeError, "rms_norm: expected an input with at least one dim, got shape ",
               x.shape().str());
   const int64_t N = x.size(-1);
-  EMBER_CHECK(weight.dim() == 1 && weight.size(0) == N, ShapeError, "rms_norm: weight of shape ",
-              weight.shape().str(), " does not match the last dim of the input's shape ", x.shape().str());
+  EMBER_CHECK(weight.dim() == 1 && weight.size(0) == N, ShapeError, "rms_norm: weight of shape ", weight.shape().str(),
+              " does not match the last dim of the input's shape ", x.shape().str());
   EMBER_CHECK(weight.dtype() == x.dtype(), DTypeError, "rms_norm: weight dtype ", dtype_name(weight.dtype()),
               " differs from the input's ", dtype_name(x.dtype()));
-  EMBER_CHECK(weight.device() == x.device(), DeviceError, "rms_norm: input on ", x.device().str(),
-              " but weight on ", weight.device().str());
+  EMBER_CHECK(weight.device() == x.device(), DeviceError, "rms_norm: input on ", x.device().str(), " but weight on ",
+              weight.device().str());
   EMBER_CHECK(eps >= 0, ValueError, "rms_norm: eps must be >= 0, got ", eps);
   // bfloat16 / float16: computed in float32 and rounded once, as the
   // built-in ops without a 16-bit kernel do (docs/PRECISION.md); the copies
@@ -139,21 +138,21 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   //    in-place change to them before backward is then an error naming
   //    "rms_norm", not a wrong gradient), and rstd, which only this op sees.
   if (autograd::needs_grad({x, weight})) {
-    autograd::record("rms_norm", {x, weight}, out,
-                     [sx = autograd::SavedTensor(xc), sw = autograd::SavedTensor(wc), rstd, rows,
-                      N](autograd::BackwardContext& ctx) {
-                       const Tensor& xs = sx.get();
-                       const TensorOptions o(xs.dtype(), xs.device());
-                       const Tensor g = ctx.grad_output().contiguous();
-                       // Only the gradients that are wanted (a frozen gain costs nothing).
-                       Tensor dx = ctx.needs_grad(0) ? empty(xs.shape(), o) : Tensor();
-                       Tensor dw = ctx.needs_grad(1) ? empty({N}, o) : Tensor();
-                       Tensor dx2 = dx.defined() ? dx.view({rows, N}) : Tensor();
-                       rms_norm_backward_kernel(xs.device(), g.view({rows, N}), xs.view({rows, N}), sw.get(), rstd,
-                                                dx2, dw);
-                       if (dx.defined()) ctx.set_grad(0, dx);
-                       if (dw.defined()) ctx.set_grad(1, dw);
-                     });
+    autograd::record(
+        "rms_norm", {x, weight}, out,
+        [sx = autograd::SavedTensor(xc), sw = autograd::SavedTensor(wc), rstd, rows,
+         N](autograd::BackwardContext& ctx) {
+          const Tensor& xs = sx.get();
+          const TensorOptions o(xs.dtype(), xs.device());
+          const Tensor g = ctx.grad_output().contiguous();
+          // Only the gradients that are wanted (a frozen gain costs nothing).
+          Tensor dx = ctx.needs_grad(0) ? empty(xs.shape(), o) : Tensor();
+          Tensor dw = ctx.needs_grad(1) ? empty({N}, o) : Tensor();
+          Tensor dx2 = dx.defined() ? dx.view({rows, N}) : Tensor();
+          rms_norm_backward_kernel(xs.device(), g.view({rows, N}), xs.view({rows, N}), sw.get(), rstd, dx2, dw);
+          if (dx.defined()) ctx.set_grad(0, dx);
+          if (dw.defined()) ctx.set_grad(1, dw);
+        });
   }
   return out;
 }

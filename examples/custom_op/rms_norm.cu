@@ -15,9 +15,9 @@
 // order (neighbouring threads read neighbouring addresses; no atomics, so
 // the sums are the same in every run).
 #include <ember/core/dtype_dispatch.h>
-#include <ember/cuda/block_reduce.cuh>
 #include <ember/cuda/common.h>
 #include <ember/ops/functors.h>
+#include <ember/cuda/block_reduce.cuh>
 
 #include "rms_norm_kernels.h"
 
@@ -85,9 +85,8 @@ void cuda_rms_norm(const Tensor& x2, const Tensor& w, double eps, Tensor& y2, Te
     // EMBER_CUDA_LAUNCH(kernel, grid, block, dynamic shared bytes, device, args...):
     // <<<>>> on the device's stream under nvcc, the emulator otherwise; the
     // launch error is checked either way.
-    EMBER_CUDA_LAUNCH(rms_norm_forward_kernel<T>, cuda::blocks_for(rows, 1), kRowThreads, 0,
-                      device, x2.data<T>(), w.data<T>(), static_cast<T>(eps), y2.data<T>(), rstd.data<T>(), rows,
-                      N);
+    EMBER_CUDA_LAUNCH(rms_norm_forward_kernel<T>, cuda::blocks_for(rows, 1), kRowThreads, 0, device, x2.data<T>(),
+                      w.data<T>(), static_cast<T>(eps), y2.data<T>(), rstd.data<T>(), rows, N);
   });
 }
 
@@ -98,8 +97,8 @@ void cuda_rms_norm_backward(const Tensor& g2, const Tensor& x2, const Tensor& w,
   dispatch_floating(x2.dtype(), "rms_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     if (dx2.defined() && rows > 0)
-      EMBER_CUDA_LAUNCH(rms_norm_dx_kernel<T>, cuda::blocks_for(rows, 1), kRowThreads, 0,
-                        device, g2.data<T>(), x2.data<T>(), w.data<T>(), rstd.data<T>(), dx2.data<T>(), rows, N);
+      EMBER_CUDA_LAUNCH(rms_norm_dx_kernel<T>, cuda::blocks_for(rows, 1), kRowThreads, 0, device, g2.data<T>(),
+                        x2.data<T>(), w.data<T>(), rstd.data<T>(), dx2.data<T>(), rows, N);
     if (dw.defined() && N > 0)
       EMBER_CUDA_LAUNCH(rms_norm_dw_kernel<T>, cuda::blocks_for(N, 128, 4096), 128, 0, device, g2.data<T>(),
                         x2.data<T>(), rstd.data<T>(), dw.data<T>(), rows, N);

@@ -118,9 +118,7 @@ void errors() {
 }
 
 // Whether device "cuda" exists in this program; the reason when it does not.
-bool cuda_available(std::string& why) {
-  return !ember::testing::other_backends(why).empty();
-}
+bool cuda_available(std::string& why) { return !ember::testing::other_backends(why).empty(); }
 
 // y = sum of the inputs, through Linear -> RMSNorm -> Linear, 200 Adam steps.
 void training() {

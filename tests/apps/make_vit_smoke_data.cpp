@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
         const int64_t k = (i * 7 + i / 10) % 10;
         lb.push_back(static_cast<uint8_t>(k));
         for (int64_t y = 0; y < 28; ++y)
-          for (int64_t x = 0; x < 28; ++x) px.push_back(y / 2 == k + 2 ? static_cast<uint8_t>(200 + noise() / 2) : noise());
+          for (int64_t x = 0; x < 28; ++x)
+            px.push_back(y / 2 == k + 2 ? static_cast<uint8_t>(200 + noise() / 2) : noise());
       }
       ember::nn::data::write_idx(dir + "/" + split + "-images-idx3-ubyte.gz", {n, 28, 28}, px, true);
       ember::nn::data::write_idx(dir + "/" + split + "-labels-idx1-ubyte.gz", {n}, lb, true);

@@ -71,8 +71,13 @@ TEST_CASE("apps: whatever escapes run() is one line on stderr and the documented
       {[]() -> int { throw app::UsageError("--width 0 is not allowed"); }, 2, "app: --width 0 is not allowed"},
       {[]() -> int { throw IOError("model.safetensors: truncated\nsecond line"); }, 1, "truncated second line"},
       {[]() -> int { throw std::bad_alloc(); }, 1, "out of memory"},
-      {[]() -> int { throw fs::filesystem_error("cannot create directories", fs::path("/x"), std::make_error_code(std::errc::not_a_directory)); }, 1, "cannot create directories"},
-      {[]() -> int { throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again)); }, 1, "system error"},
+      {[]() -> int {
+         throw fs::filesystem_error("cannot create directories", fs::path("/x"),
+                                    std::make_error_code(std::errc::not_a_directory));
+       },
+       1, "cannot create directories"},
+      {[]() -> int { throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again)); }, 1,
+       "system error"},
       {[]() -> int { return std::stoi("abc"); }, 1, "stoi"},
       {[]() -> int { throw 42; }, 1, "unknown exception"},
       {[]() -> int { return 0; }, 0, ""},
@@ -99,19 +104,26 @@ TEST_CASE("apps: bad flags end in one line and exit 2, --flag-table lists option
   app::add_out(cli, out);
   app::input_file(cli.add_option("--weights", weights, "w"));
   cli.add_option("--lr", lr, "lr")->check(app::finite_range(1e-12, 1e3));
-  for (const std::vector<std::string>& bad :
-       std::vector<std::vector<std::string>>{{"--threads", "100000"}, {"--threads", "-1"}, {"--device", "tpu"},
-                                             {"--device", "cuda:x"}, {"--lr", "nan"}, {"--lr", "1e309"},
-                                             {"--lr", "inf"}, {"--lr", "abc"}, {"--bogus"}}) {
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{{"--threads", "100000"},
+                                                                                   {"--threads", "-1"},
+                                                                                   {"--device", "tpu"},
+                                                                                   {"--device", "cuda:x"},
+                                                                                   {"--lr", "nan"},
+                                                                                   {"--lr", "1e309"},
+                                                                                   {"--lr", "inf"},
+                                                                                   {"--lr", "abc"},
+                                                                                   {"--bogus"}}) {
     CLI::App fresh{"test"};
     app::add_threads(fresh, threads);
     app::add_device(fresh, device);
     fresh.add_option("--lr", lr, "lr")->check(app::finite_range(1e-12, 1e3));
-    const Result r = run(bad, [] { return 0; }, &fresh);
+    const Result r = run(
+        bad, [] { return 0; }, &fresh);
     CHECK_MESSAGE(r.code == 2, bad[0]);
     CHECK_MESSAGE(one_line(r.err), r.err);
   }
-  const Result t = run({"--flag-table"}, [] { return 5; }, &cli);
+  const Result t = run(
+      {"--flag-table"}, [] { return 5; }, &cli);
   CHECK(t.code == 0);
   const auto table = nlohmann::json::parse(t.out);
   std::map<std::string, std::string> kinds;

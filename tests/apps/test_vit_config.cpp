@@ -88,15 +88,18 @@ TEST_CASE("vit config: damaged fields are IOErrors naming the file and the field
   CHECK(contains(e, "\"patch_size\" must be an integer from 1 to 2147483648, not 0"));
   CHECK(contains(config_error(with("config", "heads", 0)), "\"heads\" must be an integer from 1"));
   // Was undefined behaviour: 1e300 converted to int.
-  CHECK(contains(config_error(with("config", "epochs", 1e300)), "\"epochs\" must be an integer from 1 to 2147483647, not 1e+300"));
+  CHECK(contains(config_error(with("config", "epochs", 1e300)),
+                 "\"epochs\" must be an integer from 1 to 2147483647, not 1e+300"));
   // Was a json type_error that named no file.
-  CHECK(contains(config_error(with("config", "epochs", "8")), "\"epochs\" must be an integer from 1 to 2147483647, not a string"));
+  CHECK(contains(config_error(with("config", "epochs", "8")),
+                 "\"epochs\" must be an integer from 1 to 2147483647, not a string"));
   CHECK(contains(config_error(with("config", "depth", json::array({1}))), "not a JSON array"));
   CHECK(contains(config_error(with("config", "seed", -1)), "\"seed\" must be a non-negative integer, not -1"));
   CHECK(contains(config_error(with("config", "lr", 0)), "\"lr\" must be a number above 0"));
   CHECK(contains(config_error(with("config", "dropout", 0.96)), "\"dropout\" must be a number from 0 to 0.95"));
   CHECK(contains(config_error(with("config", "hflip", "sideways")), "\"hflip\" must be one of auto, on, off"));
-  CHECK(contains(config_error(with("config", "data", "svhn")), "\"data\" must be one of fashion-mnist, mnist, cifar10"));
+  CHECK(
+      contains(config_error(with("config", "data", "svhn")), "\"data\" must be one of fashion-mnist, mnist, cifar10"));
   CHECK(contains(config_error(with("config", "width", 17)), "width 17 is not divisible by heads 2"));
   vit::Metadata m = vit::checkpoint_metadata(small_config(), two_epochs());
   json j = json::parse(m.at("config"));
@@ -120,13 +123,15 @@ TEST_CASE("vit config: a configuration larger than the file's tensors is refused
   const vit::Metadata m = vit::checkpoint_metadata(small_config(), two_epochs());
   // Width 16, depth 2, MLP 32, patch 7: at least 2 (4 16^2 + 2 16 32) + 16 49 = 4880 parameters.
   CHECK_NOTHROW(vit::read_config(m, kFile, 4880, vit::Config{}));
-  CHECK(contains(config_error(m, 4879), "describes a model of at least 4880 parameters, but the file holds only 4879 values"));
+  CHECK(contains(config_error(m, 4879),
+                 "describes a model of at least 4880 parameters, but the file holds only 4879 values"));
   // A hostile file: a 2^31-wide, 2^31-deep model in a checkpoint of 10 values.
   vit::Config huge = small_config();
   huge.width = huge.depth = huge.heads = int64_t{1} << 31;
   CHECK(contains(config_error(vit::checkpoint_metadata(huge, two_epochs()), 10), "describes a model of at least"));
   huge.width = (int64_t{1} << 31) + 1;
-  CHECK(contains(config_error(vit::checkpoint_metadata(huge, two_epochs())), "\"width\" must be an integer from 1 to 2147483648"));
+  CHECK(contains(config_error(vit::checkpoint_metadata(huge, two_epochs())),
+                 "\"width\" must be an integer from 1 to 2147483648"));
 }
 
 TEST_CASE("vit config: a damaged training state or recorded accuracy is an IOError naming the file") {
@@ -139,14 +144,18 @@ TEST_CASE("vit config: a damaged training state or recorded accuracy is an IOErr
   CHECK(contains(state_error(with("state", "epoch", 3)), "\"history\" holds 2 epochs but \"epoch\" says 3"));
   CHECK(contains(state_error(with("state", "batch", -4)), "\"batch\" must be an integer from 0"));
   CHECK(contains(state_error(with("state", "world_size", 0)), "\"world_size\" must be an integer from 1"));
-  CHECK(contains(state_error(with("state", "generator_offset", 1.5)), "\"generator_offset\" must be a non-negative integer, not 1.5"));
-  CHECK(contains(state_error(with("state", "history", json::array({1, 2}))), "history entry 0: not a JSON object but 1"));
+  CHECK(contains(state_error(with("state", "generator_offset", 1.5)),
+                 "\"generator_offset\" must be a non-negative integer, not 1.5"));
+  CHECK(
+      contains(state_error(with("state", "history", json::array({1, 2}))), "history entry 0: not a JSON object but 1"));
   json bad_entry = vit::to_json(two_epochs().history);
   bad_entry[1]["test_accuracy"] = 1.5;
   CHECK(contains(state_error(with("state", "history", bad_entry)),
                  "history entry 1: field \"test_accuracy\" must be a number from 0 to 1, not 1.5"));
   // Was std::invalid_argument from std::stod, uncaught: the app aborted.
   for (const char* bad : {"abc", "", "0.5abc", "nan", "2"})
-    CHECK(contains(error_of<ember::IOError>([&] { vit::recorded_accuracy({{"test_accuracy", bad}}, kFile); }),
+    CHECK(contains(error_of<ember::IOError>([&] {
+                     vit::recorded_accuracy({{"test_accuracy", bad}}, kFile);
+                   }),
                    "ckpt.safetensors: metadata \"test_accuracy\" must be a number from 0 to 1"));
 }

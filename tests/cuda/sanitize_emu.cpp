@@ -76,8 +76,10 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 128; ++i) in[i] = i;
   for (int rep = 0; rep < 2; ++rep) {
     ember::emu::launch({dim3(2), dim3(64), 0, "neighbour_kernel"}, [&] {
-      if (missing) neighbour_kernel<false>(in.data(), out.data());
-      else neighbour_kernel<true>(in.data(), out.data());
+      if (missing)
+        neighbour_kernel<false>(in.data(), out.data());
+      else
+        neighbour_kernel<true>(in.data(), out.data());
     });
   }
   std::printf("out[0] = %d (%s barrier)\n", out[0], missing ? "missing" : "with");

@@ -118,8 +118,8 @@ TEST_CASE("cuda backend: failed CUDA and cuBLAS calls name the call, the place a
   CHECK(contains(msg, "invalid device ordinal"));
   const std::string bl = error_of<DeviceError>([] {
     float one = 1;
-    EMBER_CUBLAS_CHECK(cublasSgemm(ember::cuda::cublas_handle(0), CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, nullptr,
-                                   1, nullptr, 1, &one, nullptr, 1));  // lda < m
+    EMBER_CUBLAS_CHECK(cublasSgemm(ember::cuda::cublas_handle(0), CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, nullptr, 1,
+                                   nullptr, 1, &one, nullptr, 1));  // lda < m
   });
   CHECK(contains(bl, "cublasSgemm"));
   CHECK(contains(bl, "CUBLAS_STATUS_INVALID_VALUE"));

@@ -166,7 +166,8 @@ TEST_CASE("cuda emulator: warp shuffles and ballot") {
   std::vector<int> xs(threads), ds(threads), bc(threads), up(threads);
   std::vector<unsigned> bal(threads);
   for (uint64_t seed : {0, 3}) {
-    with_seed(seed, [&] { run(shuffle_kernel, 1, threads, 0, xs.data(), ds.data(), bc.data(), up.data(), bal.data()); });
+    with_seed(seed,
+              [&] { run(shuffle_kernel, 1, threads, 0, xs.data(), ds.data(), bc.data(), up.data(), bal.data()); });
     for (int t = 0; t < threads; ++t) {
       const int w = t / 32, lane = t % 32, first = 32 * w + 1;
       const int total = 32 * first + 31 * 32 / 2;  // sum of first .. first+31

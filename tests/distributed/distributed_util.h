@@ -33,7 +33,8 @@ inline std::vector<ember::Device> devices() {
   if (all.item() == 1) {
     out.push_back(gpu);
   } else {
-    MESSAGE("CUDA tensors through NCCL skipped: ", why.empty() ? std::string("another rank has no GPU of its own") : why);
+    MESSAGE("CUDA tensors through NCCL skipped: ",
+            why.empty() ? std::string("another rank has no GPU of its own") : why);
   }
   return out;
 }

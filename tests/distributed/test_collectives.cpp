@@ -28,7 +28,8 @@ TEST_CASE("distributed: the launch gave this process its rank in a world of seve
   CHECK(distributed::backend() == "mpi");
   CHECK(distributed::local_rank() == distributed::rank());  // all on this machine
   // Every rank sees every other's rank exactly once.
-  const std::vector<int64_t> ranks = distributed::all_gather(scalar_tensor(distributed::rank(), kInt64)).to_vector<int64_t>();
+  const std::vector<int64_t> ranks =
+      distributed::all_gather(scalar_tensor(distributed::rank(), kInt64)).to_vector<int64_t>();
   for (int r = 0; r < distributed::world_size(); ++r) CHECK(ranks[static_cast<size_t>(r)] == r);
   distributed::barrier();
 }
@@ -46,8 +47,8 @@ TEST_CASE("distributed: all_reduce, broadcast and all_gather give exact results"
       };
       Tensor t = mine();
       distributed::all_reduce(t, ReduceOp::Sum);
-      CHECK(t.cpu().to_vector<double>() == std::vector<double>{sum_ranks, 2 * sum_ranks, 3 * sum_ranks, 4 * sum_ranks,
-                                                                5 * sum_ranks, 6 * sum_ranks});
+      CHECK(t.cpu().to_vector<double>() ==
+            std::vector<double>{sum_ranks, 2 * sum_ranks, 3 * sum_ranks, 4 * sum_ranks, 5 * sum_ranks, 6 * sum_ranks});
       t = mine();
       distributed::all_reduce(t, ReduceOp::Max);
       CHECK(t.cpu().to_vector<double>() == std::vector<double>{w, 2 * w, 3 * w, 4 * w, 5 * w, 6 * w});
@@ -109,8 +110,7 @@ TEST_CASE("distributed: strided tensors, bool broadcast, the asynchronous all_re
   Tensor a = full({1000}, me + 1.0), b = full({10}, 2.0 * (me + 1));
   distributed::Work wa = distributed::all_reduce_async(a, ReduceOp::Sum);
   distributed::Work wb = distributed::all_reduce_async(b, ReduceOp::Mean);
-  while (!wa.test()) {
-  }
+  while (!wa.test()) {}
   wb.wait();
   CHECK(a.to_vector<double>() == std::vector<double>(1000, s));
   CHECK(b.to_vector<double>() == std::vector<double>(10, world + 1.0));

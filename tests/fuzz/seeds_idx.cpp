@@ -20,8 +20,7 @@ int main(int argc, char** argv) {
       for (int64_t d : dims) n *= d;
       std::vector<uint8_t> data(static_cast<size_t>(n));
       for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 37 % 10);
-      for (bool gz : {false, true})
-        ember::nn::data::write_idx(dir + "/" + name + (gz ? ".gz" : ""), dims, data, gz);
+      for (bool gz : {false, true}) ember::nn::data::write_idx(dir + "/" + name + (gz ? ".gz" : ""), dims, data, gz);
     }
   } catch (const ember::Error& e) {
     std::fprintf(stderr, "seeds_idx: %s\n", e.what());

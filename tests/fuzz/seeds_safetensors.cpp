@@ -33,8 +33,9 @@ int main(int argc, char** argv) {
                     {"empty", zeros({0, 4})}},
                    {{"format", "pt"}, {"step", "12"}});
   save_safetensors(dir + "/empty.safetensors", {});
-  write_raw(dir + "/half.safetensors",
-            R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},"b":{"dtype":"BF16","shape":[2],"data_offsets":[4,8]}})",
-            std::string("\x00\x3c\x01\x00\x80\x3f\x80\xff", 8));
+  write_raw(
+      dir + "/half.safetensors",
+      R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},"b":{"dtype":"BF16","shape":[2],"data_offsets":[4,8]}})",
+      std::string("\x00\x3c\x01\x00\x80\x3f\x80\xff", 8));
   return 0;
 }
