@@ -26,8 +26,10 @@ decltype(masked_scale_kernel) masked_scale_kernel("dropout_backward");
 namespace {
 
 void cpu_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpec& spec, double p) {
-  dispatch_floating(xt.dtype(), "dropout", [&](auto tag) {
+  // 16-bit tensors: each element loaded as float32, scaled, rounded once.
+  dispatch_floating_and_half(xt.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
+    using O = opmath_t<T>;
     const T* x = static_cast<const T*>(xt.data_ptr());
     T* out = static_cast<T*>(outt.data_ptr());
     bool* keep = static_cast<bool*>(keept.data_ptr());
@@ -35,7 +37,7 @@ void cpu_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpec
     // u = (bits >> 8) / 2^24 >= p  <=>  (bits >> 8) >= ceil(p 2^24): the
     // comparison in integers, exactly as rand() >= p would decide it.
     const uint32_t threshold = dropout_threshold(p);
-    const T scale = static_cast<T>(1.0 / (1.0 - p));
+    const O scale = static_cast<O>(1.0 / (1.0 - p));
     // Blocks of 64 Philox counters (256 elements; four interleaved vector
     // chains, core/random.h); counter c covers elements 4c .. 4c+3, word j
     // giving element 4c+j (philox_block's order).
@@ -45,7 +47,7 @@ void cpu_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpec
       // Locals, not captures: a store through out may alias anything the
       // lambda reaches through its captures, so the compiler would reload a
       // captured scale per element instead of vectorising the loop.
-      const T s = scale;
+      const O s = scale;
       const uint32_t th = threshold;
       const uint64_t sd = spec.seed, off = spec.offset;
       alignas(64) uint32_t bits[kBlock];
@@ -63,7 +65,7 @@ void cpu_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpec
           // units convert (GCC leaves unsigned-to-float conversions scalar).
           const int32_t k = (bits[e] >> 8) >= th;
           kb[e] = static_cast<uint8_t>(k);
-          ob[e] = xb[e] * (static_cast<T>(k) * s);
+          ob[e] = static_cast<T>(static_cast<O>(xb[e]) * (static_cast<O>(k) * s));
         }
       }
     });
@@ -71,22 +73,23 @@ void cpu_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpec
 }
 
 void cpu_masked_scale(const Tensor& gt, const Tensor& keept, Tensor& dxt, double scale) {
-  dispatch_floating(gt.dtype(), "dropout_backward", [&](auto tag) {
+  dispatch_floating_and_half(gt.dtype(), "dropout_backward", [&](auto tag) {
     using T = decltype(tag);
+    using O = opmath_t<T>;
     const T* g = static_cast<const T*>(gt.data_ptr());
     const bool* keep = static_cast<const bool*>(keept.data_ptr());
     T* dx = static_cast<T*>(dxt.data_ptr());
-    const T s = static_cast<T>(scale);
+    const O s = static_cast<O>(scale);
     parallel_for(0, gt.numel(), 16384, [&](int64_t lo, int64_t hi) {
       // Locals, and a multiply rather than a select: a store to dx could
       // alias a captured scale, and a branch on a random bit mispredicts one
       // time in ten; this form vectorises.
-      const T sc = s;
+      const O sc = s;
       const T* gp = g;
       const uint8_t* k = reinterpret_cast<const uint8_t*>(keep);
       T* d = dx;
 #pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) d[i] = gp[i] * (static_cast<T>(k[i]) * sc);
+      for (int64_t i = lo; i < hi; ++i) d[i] = static_cast<T>(static_cast<O>(gp[i]) * (static_cast<O>(k[i]) * sc));
     });
   });
 }
@@ -101,7 +104,9 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   EMBER_CHECK(x.is_floating_point(), DTypeError, "dropout: expected a floating-point tensor, got ",
               dtype_name(x.dtype()));
   if (!training || p == 0.0) return x;
-  if (any_half(x)) return dropout(upcast_half(x), p, training, gen).to(x.dtype());  // the float32 masks
+  // The CPU kernels take 16-bit tensors (float32 arithmetic, one rounding);
+  // elsewhere they run on float32 copies (the same masks either way).
+  if (any_half(x) && !x.device().is_cpu()) return dropout(upcast_half(x), p, training, gen).to(x.dtype());
   if (p == 1.0) return mul(x, 0.0);
   Generator& g = gen ? *gen : default_generator();
   const RandomSpec spec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(x.numel()) + 3) / 4), 0.0, 1.0};

@@ -33,6 +33,7 @@
 #include <ember/core/autograd.h>
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/parallel.h>
+#include <ember/ops/bgemm_avx512.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/sgemm_avx512.h>
@@ -117,12 +118,78 @@ void blas_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double
               ldb, beta, c, ldc);
 }
 
+// Element offsets of batch entry t's A, B and C (its index unravelled over
+// d.batch, row-major).
+struct BatchOffsets {
+  int64_t a = 0, b = 0, c = 0;
+};
+BatchOffsets batch_offsets(const GemmDesc& d, int64_t t) {
+  BatchOffsets o;
+  for (int i = static_cast<int>(d.batch.size()) - 1; i >= 0; --i) {
+    const int64_t idx = t % d.batch[i];
+    t /= d.batch[i];
+    o.a += idx * d.a_batch_strides[i];
+    o.b += idx * d.b_batch_strides[i];
+    o.c += idx * d.c_batch_strides[i];
+  }
+  return o;
+}
+
+cpu::GemmElem gemm_elem(const Tensor& t) {
+  return t.dtype() == DType::BFloat16 ? cpu::GemmElem::kBFloat16 : cpu::GemmElem::kFloat32;
+}
+
+// The bfloat16 form: any of A, B, C bfloat16 (the others float32). Each
+// product goes to Ember's bf16 GEMM (ops/bgemm_avx512.h: AVX512_BF16 where
+// the CPU has it, else its float32 fallback), which rounds a float32 operand
+// to bfloat16 as it packs it, accumulates in float32 and rounds a bfloat16 C
+// once. A single product is split over the pool by bgemm itself; a batch is
+// split by entries here, and bgemm runs each inline on its thread.
+void cpu_gemm_bf16(const GemmDesc& d) {
+  const int64_t nbatch = d.batch.numel();
+  const auto* A = static_cast<const char*>(d.a.data_ptr());
+  const auto* B = static_cast<const char*>(d.b.data_ptr());
+  auto* C = static_cast<char*>(d.c.data_ptr());
+  const int64_t ea = d.a.element_size(), eb = d.b.element_size(), ec = d.c.element_size();
+  auto one = [&](int64_t t) {
+    const BatchOffsets o = batch_offsets(d, t);
+    cpu::BgemmArgs g;
+    g.trans_a = d.trans_a;
+    g.trans_b = d.trans_b;
+    g.m = d.m;
+    g.n = d.n;
+    g.k = d.k;
+    g.alpha = static_cast<float>(d.alpha);
+    g.beta = static_cast<float>(d.beta);
+    g.a = A + o.a * ea;
+    g.lda = d.lda;
+    g.a_type = gemm_elem(d.a);
+    g.b = B + o.b * eb;
+    g.ldb = d.ldb;
+    g.b_type = gemm_elem(d.b);
+    g.c = C + o.c * ec;
+    g.ldc = d.ldc;
+    g.c_type = gemm_elem(d.c);
+    if (d.bias.defined()) {
+      g.bias = d.bias.data_ptr();
+      g.bias_type = gemm_elem(d.bias);
+    }
+    cpu::bgemm(g);
+  };
+  if (nbatch == 1) return one(0);
+  const int64_t grain = std::max<int64_t>(1, kParallelWork / std::max<int64_t>(1, d.m * d.n * d.k));
+  parallel_for(0, nbatch, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) one(t);
+  });
+}
+
 void cpu_gemm(const GemmDesc& d) {
+  if (d.a.dtype() == DType::BFloat16 || d.b.dtype() == DType::BFloat16 || d.c.dtype() == DType::BFloat16)
+    return cpu_gemm_bf16(d);
   for (int64_t v : {d.m, d.n, d.k, d.lda, d.ldb, d.ldc})
     EMBER_CHECK(v <= INT_MAX, ValueError, "matmul: size ", v,
                 " exceeds the 32-bit range of the BLAS interface (m=", d.m, ", n=", d.n, ", k=", d.k, ")");
   const int64_t nbatch = d.batch.numel();
-  const int nbd = d.batch.size();
   const Split s = plan_split(nbatch, d.m, d.n, d.k, num_threads());
   const int64_t blocks = s.mb * s.nb;
   dispatch_floating(d.c.dtype(), "matmul", [&](auto tag) {
@@ -137,15 +204,8 @@ void cpu_gemm(const GemmDesc& d) {
     const T beta = bias ? T(1) : static_cast<T>(d.beta);
     parallel_for(0, nbatch * blocks, s.grain, [&](int64_t lo, int64_t hi) {
       for (int64_t t = lo; t < hi; ++t) {
-        // Batch entry: unravel its index into per-operand offsets.
-        int64_t rest = t / blocks, oa = 0, ob = 0, oc = 0;
-        for (int i = nbd - 1; i >= 0; --i) {
-          const int64_t idx = rest % d.batch[i];
-          rest /= d.batch[i];
-          oa += idx * d.a_batch_strides[i];
-          ob += idx * d.b_batch_strides[i];
-          oc += idx * d.c_batch_strides[i];
-        }
+        const BatchOffsets o = batch_offsets(d, t / blocks);
+        const int64_t oa = o.a, ob = o.b, oc = o.c;
         // Block: rows [m0, m1) of A and C, columns [n0, n1) of B and C.
         const int64_t blk = t % blocks;
         const int64_t m0 = (blk / s.nb) * s.rows, m1 = std::min(d.m, m0 + s.rows);
@@ -304,7 +364,39 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b) {
               dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
 }
 
+// Whether a product of a and b into dtype out_dt is the bfloat16 form: every
+// one of the three float32 or bfloat16, at least one bfloat16, on the CPU
+// (whose bf16 GEMM reads either operand type and writes either output type).
+// Autocast's bf16 products take this form with float32 inputs, so the casts
+// of activations and master weights happen inside the GEMM's packing and
+// each gradient comes back in its input's dtype without a cast pass.
+bool bf16_form(const Tensor& a, const Tensor& b, DType out_dt) {
+  auto f32_or_bf16 = [](DType t) { return t == DType::Float32 || t == DType::BFloat16; };
+  return a.defined() && b.defined() && a.device().is_cpu() && b.device().is_cpu() && f32_or_bf16(a.dtype()) &&
+         f32_or_bf16(b.dtype()) && f32_or_bf16(out_dt) &&
+         (a.dtype() == DType::BFloat16 || b.dtype() == DType::BFloat16 || out_dt == DType::BFloat16);
+}
+
+// Whether a 16-bit product must run as float32 copies rounded once (the
+// fallback of docs/PRECISION.md): float16 (no CPU kernel), or 16-bit on a
+// device without 16-bit GEMMs.
+bool half_needs_upcast(const Tensor& a, DType out_dt) {
+  return is_half(a.dtype()) && !(a.dtype() == DType::BFloat16 && out_dt == DType::BFloat16 && a.device().is_cpu());
+}
+
+// The autocast region's product form for a and b: true when autocast asks
+// for bfloat16 on the CPU and both are float32 or bfloat16 (float64 and
+// integer operands take the cast path, which leaves them as they are).
+bool autocast_bf16_form(DType ac, const Tensor& a, const Tensor& b) {
+  return ac == DType::BFloat16 && a.defined() && b.defined() && bf16_form(a, b, DType::BFloat16);
+}
+
 // ---- matmul and its strict forms ----------------------------------------------
+
+Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b, DType out_dt, bool allow_mixed);
+// A product in the gradient formulas: into the dtype of the input whose
+// gradient it is (the bfloat16 form when the operands are mixed).
+Tensor product(const Tensor& a, const Tensor& b, DType out_dt) { return matmul_impl("matmul", a, b, out_dt, true); }
 
 // matmul's backward: C = A B  =>  dA = dC B^T,  dB = A^T dC  (per batch
 // entry). sa / sb: the saved operands (each only when the other one needs a
@@ -323,7 +415,7 @@ void matmul_backward(BackwardContext& ctx, const SavedTensor& sa, const SavedTen
     const Tensor Bn = b1 ? B.unsqueeze(1) : B;
     // [batch.., m, n] @ [.., n, k]: broadcast batch dims of a are summed back
     // by the engine.
-    Tensor dA = matmul(g, Bn.transpose(-1, -2));
+    Tensor dA = product(g, Bn.transpose(-1, -2), ctx.input_meta(0).dtype);
     if (a1) dA = dA.squeeze(dA.dim() - 2);
     ctx.set_grad(0, dA);
   }
@@ -336,10 +428,10 @@ void matmul_backward(BackwardContext& ctx, const SavedTensor& sa, const SavedTen
       // b is one matrix shared by every batch entry: the batch sum folds into
       // the GEMM, dB = A^T dC over all batch * m rows.
       const int64_t rows = leading_numel(An.shape(), 1);
-      dB = matmul(An.reshape({rows, An.size(-1)}).t(), g.reshape({rows, g.size(-1)}));
+      dB = product(An.reshape({rows, An.size(-1)}).t(), g.reshape({rows, g.size(-1)}), ctx.input_meta(1).dtype);
       if (!b1) dB = dB.reshape(b_shape);
     } else {
-      dB = matmul(An.transpose(-1, -2), g);
+      dB = product(An.transpose(-1, -2), g, ctx.input_meta(1).dtype);
     }
     if (b1) dB = dB.squeeze(dB.dim() - 1);
     ctx.set_grad(1, dB);
@@ -348,15 +440,24 @@ void matmul_backward(BackwardContext& ctx, const SavedTensor& sa, const SavedTen
 
 // The shared forward and backward of matmul, mm and bmm (op names the node
 // and the errors; the caller has checked what is specific to mm / bmm).
-Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b) {
+// out_dt: the result's dtype; a's dtype, with a and b of one dtype, except
+// in the bfloat16 form (bf16_form), which only autocast and the gradients of
+// its products use (allow_mixed; the public ops refuse mixed dtypes, as
+// PyTorch's do).
+Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b, DType out_dt, bool allow_mixed) {
   if (auto ac = autocast_dtype_for(op, a)) {  // core/autocast.h
     AutocastSuspend off;
-    return matmul_impl(op, autocast_cast(a, *ac), autocast_cast(b, *ac));
+    if (autocast_bf16_form(*ac, a, b)) return matmul_impl(op, a, b, DType::BFloat16, true);
+    const Tensor ca = autocast_cast(a, *ac), cb = autocast_cast(b, *ac);
+    return matmul_impl(op, ca, cb, ca.dtype(), false);
   }
-  check_operands(op, a, b);
-  // 16-bit operands: the float32 GEMM, result rounded (the fallback of
-  // docs/PRECISION.md until the AVX512_BF16 kernel is wired in).
-  if (any_half(a)) return matmul_impl(op, upcast_half(a), upcast_half(b)).to(a.dtype());
+  const bool mixed = allow_mixed && bf16_form(a, b, out_dt) && (a.dtype() != out_dt || b.dtype() != out_dt);
+  if (!mixed) check_operands(op, a, b);
+  // float16, or 16-bit off the CPU: the float32 GEMM, result rounded once.
+  if (!mixed && half_needs_upcast(a, out_dt)) {
+    const Tensor a32 = upcast_half(a), b32 = upcast_half(b);
+    return matmul_impl(op, a32, b32, a32.dtype(), false).to(out_dt);
+  }
   EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, op, ": both arguments need at least 1 dim, got shapes ",
               a.shape().str(), " and ", b.shape().str());
   const bool a1 = a.dim() == 1, b1 = b.dim() == 1;
@@ -377,7 +478,7 @@ Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b) {
   }
   out_nd.push_back(an.size(-2));
   out_nd.push_back(bn.size(-1));
-  Tensor out = empty(out_nd, TensorOptions(a.dtype(), a.device()));
+  Tensor out = empty(out_nd, TensorOptions(out_dt, a.device()));
   run_gemm(an, bn, out, 1.0, 0.0);
   // Drop the dims that 1-D operands added.
   if (a1 || b1) {
@@ -399,13 +500,15 @@ Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) { return matmul_impl("matmul", a, b); }
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  return matmul_impl("matmul", a, b, a.defined() ? a.dtype() : kFloat32, false);
+}
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   EMBER_CHECK(a.defined() && b.defined(), ValueError, "mm: got an undefined tensor");
   EMBER_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "mm: expected 2-D tensors, got shapes ", a.shape().str(),
               " and ", b.shape().str());
-  return matmul_impl("mm", a, b);
+  return matmul_impl("mm", a, b, a.dtype(), false);
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
@@ -414,7 +517,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
               " and ", b.shape().str());
   EMBER_CHECK(a.size(0) == b.size(0), ShapeError, "bmm: batch sizes of shapes ", a.shape().str(), " and ",
               b.shape().str(), " differ (", a.size(0), " != ", b.size(0), ")");
-  return matmul_impl("bmm", a, b);
+  return matmul_impl("bmm", a, b, a.dtype(), false);
 }
 
 void matmul_into(const Tensor& a, const Tensor& b, Tensor out, double alpha, double beta) {
@@ -437,13 +540,16 @@ void matmul_into(const Tensor& a, const Tensor& b, Tensor out, double alpha, dou
 
 // ---- linear -------------------------------------------------------------------
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (auto ac = autocast_dtype_for("linear", x)) {  // core/autocast.h
-    AutocastSuspend off;
-    return linear(autocast_cast(x, *ac), autocast_cast(weight, *ac), autocast_cast(bias, *ac));
-  }
-  check_operands("linear", x, weight);
-  if (any_half({&x, &bias})) return linear(upcast_half(x), upcast_half(weight), upcast_half(bias)).to(x.dtype());
+namespace {
+
+// linear into dtype out_dt: x's dtype with x, weight and bias of one dtype,
+// or the bfloat16 form (bf16_form), where each of x and weight may be float32
+// or bfloat16 and the bias is rounded to bfloat16 (as autocast's cast would).
+Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, DType out_dt, bool allow_mixed) {
+  const bool mixed = allow_mixed && bf16_form(x, weight, out_dt) && (x.dtype() != out_dt || weight.dtype() != out_dt);
+  if (!mixed) check_operands("linear", x, weight);
+  if (!mixed && (half_needs_upcast(x, out_dt) || (bias.defined() && is_half(bias.dtype()) && !is_half(x.dtype()))))
+    return linear(upcast_half(x), upcast_half(weight), upcast_half(bias)).to(out_dt);
   EMBER_CHECK(weight.dim() == 2, ShapeError, "linear: weight must be 2-D [out_features, in_features], got shape ",
               weight.shape().str());
   EMBER_CHECK(x.dim() >= 1, ShapeError, "linear: input must have at least 1 dim, got shape ", x.shape().str());
@@ -452,27 +558,33 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
               " cannot be multiplied (input's last dim ", x.size(-1), " != in_features ", k, ")");
   Shape out_shape = x.shape();
   out_shape[out_shape.size() - 1] = n;
-  Tensor out = empty(out_shape, TensorOptions(x.dtype(), x.device()));
+  Tensor out = empty(out_shape, TensorOptions(out_dt, x.device()));
   double beta = 0;
   Tensor row_bias;
   if (bias.defined()) {
     check_same_device("linear", x, bias);
-    EMBER_CHECK(bias.dtype() == x.dtype(), DTypeError, "linear: bias has dtype ", dtype_name(bias.dtype()),
+    EMBER_CHECK(mixed || bias.dtype() == x.dtype(), DTypeError, "linear: bias has dtype ", dtype_name(bias.dtype()),
                 " but input and weight have ", dtype_name(x.dtype()));
+    EMBER_CHECK(!mixed || bias.dtype() == DType::Float32 || bias.dtype() == DType::BFloat16, DTypeError,
+                "linear: bias has dtype ", dtype_name(bias.dtype()), " in a bfloat16 product");
     bool fits = bias.dim() <= out_shape.size();
     for (int i = 1; fits && i <= bias.dim(); ++i)
       fits = bias.shape()[bias.dim() - i] == 1 || bias.shape()[bias.dim() - i] == out_shape[out_shape.size() - i];
     EMBER_CHECK(fits, ShapeError, "linear: bias of shape ", bias.shape().str(),
                 " does not broadcast to the output shape ", out_shape.str(), " (input ", x.shape().str(), ", weight ",
                 weight.shape().str(), ")");
+    // In the bfloat16 form the bias is rounded to bfloat16 first, as
+    // PyTorch's autocast casts it, and added in float32 before the output's
+    // one rounding.
+    const Tensor b = mixed ? bias.detach().to(DType::BFloat16) : bias.detach();
     if (bias.dim() == 1 && bias.size(0) == n) {
       // The usual [out] bias goes to the GEMM kernel, which writes it into
       // each block of the output just before that block's product.
-      row_bias = bias.detach().contiguous();
+      row_bias = b.contiguous();
     } else {
       // Any other broadcast: written first, and the GEMM accumulates onto it
       // (beta = 1).
-      out.copy_(bias.detach());
+      out.copy_(b);
       beta = 1;
     }
   }
@@ -483,19 +595,34 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (autograd::needs_grad({x, weight, bias})) {
     // y = x W^T + b  =>  dx = dy W,  dW = dy^T x (summed over every leading
     // index of x, as one GEMM over all rows),  db = dy (the engine sums it
-    // back to the bias's shape).
+    // back to the bias's shape and casts it to the bias's dtype). Each GEMM
+    // writes the dtype of the input whose gradient it is.
     const int64_t rows = leading_numel(x.shape(), 1);
-    autograd::record("linear", {x, weight, bias}, out,
-                     [sx = weight.requires_grad() ? SavedTensor(x) : SavedTensor(),
-                      sw = x.requires_grad() ? SavedTensor(weight) : SavedTensor(), rows, n, k](BackwardContext& ctx) {
-                       const Tensor& g = ctx.grad_output();
-                       if (ctx.needs_grad(0)) ctx.set_grad(0, matmul(g, sw.get()));
-                       if (ctx.needs_grad(1))
-                         ctx.set_grad(1, matmul(g.reshape({rows, n}).t(), sx.get().reshape({rows, k})));
-                       if (ctx.needs_grad(2)) ctx.set_grad(2, g);
-                     });
+    autograd::record(
+        "linear", {x, weight, bias}, out,
+        [sx = weight.requires_grad() ? SavedTensor(x) : SavedTensor(),
+         sw = x.requires_grad() ? SavedTensor(weight) : SavedTensor(), rows, n, k](BackwardContext& ctx) {
+          const Tensor& g = ctx.grad_output();
+          if (ctx.needs_grad(0)) ctx.set_grad(0, product(g, sw.get(), ctx.input_meta(0).dtype));
+          if (ctx.needs_grad(1))
+            ctx.set_grad(1, product(g.reshape({rows, n}).t(), sx.get().reshape({rows, k}), ctx.input_meta(1).dtype));
+          if (ctx.needs_grad(2)) ctx.set_grad(2, g);
+        });
   }
   return out;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (auto ac = autocast_dtype_for("linear", x)) {  // core/autocast.h
+    AutocastSuspend off;
+    if (autocast_bf16_form(*ac, x, weight)) return linear_impl(x, weight, bias, DType::BFloat16, true);
+    const Tensor cx = autocast_cast(x, *ac);
+    return linear_impl(cx, autocast_cast(weight, *ac), autocast_cast(bias, *ac), cx.dtype(), false);
+  }
+  EMBER_CHECK(x.defined() && weight.defined(), ValueError, "linear: got an undefined tensor");
+  return linear_impl(x, weight, bias, x.dtype(), false);
 }
 
 }  // namespace ember

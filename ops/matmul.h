@@ -26,7 +26,11 @@ namespace ember {
 ///   N-D @ N-D  -> batched over the leading dims, which broadcast:
 ///                 (2, 1, 3, 4) @ (5, 4, 6) -> (2, 5, 3, 6).
 /// \endcode
-/// float32 or float64; both operands of one dtype and device.
+/// Any floating dtype; both operands of one dtype and device. bfloat16 runs
+/// on Ember's bf16 GEMM on the CPU (float32 accumulation, one rounding of
+/// the result); float16, and 16-bit on other devices, through float32.
+/// Inside an autocast region (core/autocast.h) float32 operands are
+/// multiplied as bfloat16 (docs/PRECISION.md).
 Tensor matmul(const Tensor& a, const Tensor& b);
 /// [m, k] @ [k, n] -> [m, n], both strictly 2-D (torch.mm).
 Tensor mm(const Tensor& a, const Tensor& b);
@@ -56,7 +60,10 @@ void matmul_into(const Tensor& a, const Tensor& b, Tensor out, double alpha = 1.
 /// where an operand is broadcast. The tensors only carry the base pointer,
 /// dtype and device: their shapes and strides are not used.
 /// Guarantees to kernels: m, n, k >= 1; lda >= cols of the stored A (same for
-/// B, C); a, b, c of one floating dtype on one device; C does not overlap A or B.
+/// B, C); a, b, c on one device, of one floating dtype, except in the CPU's
+/// bfloat16 form: each of a, b, c (and bias) float32 or bfloat16 with at
+/// least one bfloat16, products of bf16-rounded operands accumulated in
+/// float32 (autocast's products and their gradients); C does not overlap A or B.
 struct GemmDesc {
   ///@{
   int64_t m = 0, n = 0, k = 0;  ///< the product's sizes

@@ -1,6 +1,12 @@
 # The training-step workloads of build/bin/bench in PyTorch 1.13, with the same
 # models, batch sizes and optimizers, for side-by-side ratios (make bench).
 #   /usr/bin/python3 tools/bench_torch.py --threads N --steps S --warmup W --json FILE [--workload W]
+#       [--precision fp32,bf16,fp16]
+# 16-bit steps run the forward and loss under torch.autocast("cpu", dtype) and
+# backward outside it (PyTorch's recipe), and their workload names end in
+# " bf16" / " fp16", as bench's. PyTorch 1.13's CPU autocast supports bfloat16
+# only: asked for float16 it warns and disables itself, so its fp16 rows are
+# float32 steps.
 # Prints the same records as bench --json: workload, batch, median_ms, min_ms,
 # max_ms, cpu_ms (process CPU time per step), gflops (model matmul FLOPs
 # counted analytically), peak_rss_mb, rss_growth_mb.
@@ -15,6 +21,7 @@ p.add_argument("--steps", type=int, default=20)
 p.add_argument("--warmup", type=int, default=20)
 p.add_argument("--workload", default="all")
 p.add_argument("--json", default="")
+p.add_argument("--precision", default="fp32,bf16")
 a = p.parse_args()
 torch.set_num_threads(a.threads)
 torch.manual_seed(0)
@@ -103,6 +110,17 @@ def time_steps(body):
 
 
 records = []
+precisions = a.precision.split(",")
+
+
+def autocast(prec):
+    if prec == "fp32":
+        return torch.autocast("cpu", enabled=False)
+    return torch.autocast("cpu", dtype=torch.bfloat16 if prec == "bf16" else torch.float16)
+
+
+def suffix(prec):
+    return "" if prec == "fp32" else " " + prec
 
 
 def record(name, batch, t, gflop):
@@ -114,7 +132,7 @@ def record(name, batch, t, gflop):
 
 
 if a.workload in ("all", "attention_regression"):
-    for batch in (32, 256):
+    for batch, prec in ((b, pr) for b in (32, 256) for pr in precisions):
         m = TokenTransformer()
         opt = torch.optim.Adam(m.parameters(), lr=1e-3, weight_decay=1e-6)
         xs = [torch.rand(batch, 50) * 5 for _ in range(8)]  # 8 batches in turn, as in bench
@@ -125,32 +143,37 @@ if a.workload in ("all", "attention_regression"):
             it[0] += 1
             y = 2 * torch.sin(x) + x ** 0.8
             opt.zero_grad()
-            F.mse_loss(m(x), y).backward()
+            with autocast(prec):
+                loss = F.mse_loss(m(x), y)
+            loss.backward()
             torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
             opt.step()
 
         fl = 3 * (encoder_flops(batch, 50, 64, 4, 256) + linear_flops(batch * 50, 1, 64) + linear_flops(batch * 50, 64, 1))
-        record("attention_regression train step", batch, time_steps(step), fl * 1e-9)
+        record("attention_regression train step" + suffix(prec), batch, time_steps(step), fl * 1e-9)
 
 if a.workload in ("all", "vit"):
-    batch = 128
-    m = ViT()
-    decay = [p for n, p in m.named_parameters() if p.dim() >= 2 and n not in ("cls", "pos")]
-    no_decay = [p for n, p in m.named_parameters() if not (p.dim() >= 2 and n not in ("cls", "pos"))]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}])
-    xs = [(torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,))) for _ in range(8)]
-    it = [0]
+    for prec in precisions:
+        batch = 128
+        m = ViT()
+        decay = [p for n, p in m.named_parameters() if p.dim() >= 2 and n not in ("cls", "pos")]
+        no_decay = [p for n, p in m.named_parameters() if not (p.dim() >= 2 and n not in ("cls", "pos"))]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}])
+        xs = [(torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,))) for _ in range(8)]
+        it = [0]
 
-    def step():
-        x, t = xs[it[0] % 8]
-        it[0] += 1
-        opt.zero_grad()
-        F.cross_entropy(m(x), t, label_smoothing=0.1).backward()
-        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-        opt.step()
+        def step():
+            x, t = xs[it[0] % 8]
+            it[0] += 1
+            opt.zero_grad()
+            with autocast(prec):
+                loss = F.cross_entropy(m(x), t, label_smoothing=0.1)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            opt.step()
 
-    fl = 3 * (4 * encoder_flops(batch, 17, 64, 4, 128) + linear_flops(batch * 16, 49, 64) + linear_flops(batch, 64, 10))
-    record("vit train step", batch, time_steps(step), fl * 1e-9)
+        fl = 3 * (4 * encoder_flops(batch, 17, 64, 4, 128) + linear_flops(batch * 16, 49, 64) + linear_flops(batch, 64, 10))
+        record("vit train step" + suffix(prec), batch, time_steps(step), fl * 1e-9)
 
 if a.workload in ("all", "conv"):
     # conv2d forward+backward at the CNN teacher's shapes, then its training

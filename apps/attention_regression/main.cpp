@@ -24,6 +24,7 @@
 #include "app.h"
 #include "attention_models.h"
 #include "plot.h"
+#include "precision.h"
 #include "train.h"
 
 using namespace ember;
@@ -39,7 +40,7 @@ std::vector<double> values(const Tensor& t) {
 }
 
 struct Config {
-  std::string model = "transformer", out = "out/attention_regression", device = "cpu";
+  std::string model = "transformer", out = "out/attention_regression", device = "cpu", precision = "fp32";
   int epochs = 0;
   int64_t batch = 0;
   double lr = 0;
@@ -156,6 +157,7 @@ Result run_trained(const Config& c, Generator& g) {
   if (c.epochs > 0) rc.epochs = c.epochs;
   if (c.batch > 0) rc.batch = c.batch;
   if (c.lr > 0) rc.lr = c.lr;
+  rc.precision = c.precision;
   // --device cuda: the model and the data move once; the loop runs there.
   const Device dev(c.device);
   model->to(dev);
@@ -165,7 +167,10 @@ Result run_trained(const Config& c, Generator& g) {
 
   NoGradGuard ng;
   r.test_x = x_test.reshape({-1});
-  r.test_pred = (*model)(x_test).reshape({-1});
+  {
+    const AutocastGuard region = ember::app::MixedPrecision(c.precision, dev.type).region();  // tested as trained
+    r.test_pred = (*model)(x_test).reshape({-1}).to(kFloat32);
+  }
   r.test_mse = mse_loss(r.test_pred, f(r.test_x)).item();
   // At most 2000 training points on the chart.
   const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(x.size(0), 2000 / x.size(1)));
@@ -193,6 +198,7 @@ void write_outputs(const Config& c, const Result& r) {
                               {"final_val_loss", h.val.empty() ? 0.0 : h.val.back()},
                               {"test_mse", r.test_mse},
                               {"test_grid", r.test_grid},
+                              {"precision", c.precision},
                               {"train_seconds", h.seconds},
                               {"seconds_per_epoch", h.epochs_run ? h.seconds / h.epochs_run : 0.0},
                               {"threads", num_threads()},
@@ -272,6 +278,7 @@ int main(int argc, char** argv) {
   ember::app::add_device(cli, c.device,
                          "cpu (default) or cuda / cuda:N for single-head, transformer and encoder (needs a build with "
                          "the CUDA backend and a GPU)");
+  ember::app::add_precision(cli, c.precision);
   ember::app::add_out(cli, c.out);
   ember::app::add_quiet(cli, c.quiet);
   ember::app::add_check(cli, c.check);
@@ -279,6 +286,8 @@ int main(int argc, char** argv) {
     if (c.model == "nw-param" && c.epochs == 0) c.epochs = 50;
     if ((c.model == "nw" || c.model == "nw-param") && c.device != "cpu")
       throw ember::app::UsageError("--device " + c.device + ": the nw models run on the cpu only");
+    if ((c.model == "nw" || c.model == "nw-param") && c.precision != "fp32")
+      throw ember::app::UsageError("--precision " + c.precision + ": the nw models run in fp32 only");
     ember::app::apply_threads(c.threads);
     ember::app::prepare_out_dir(c.out);
     if (c.check) {  // the models are small: the flags and --out are what can go wrong

@@ -13,6 +13,7 @@
 
 #include <ember/ember.h>
 
+#include "precision.h"
 #include "progress.h"
 
 namespace ar {
@@ -31,6 +32,7 @@ struct Recipe {
   int early_stop = 0;             // patience in epochs; 0 = train all epochs
   int print_every = 10;
   bool quiet = false;
+  std::string precision = "fp32";  // --precision (apps/common/precision.h)
 };
 
 struct History {
@@ -55,6 +57,7 @@ inline History fit(nn::Module& model, const Tensor& x, const Tensor& y, const Te
   po.min_lr = r.min_lr;
   optim::ReduceLROnPlateau plateau(opt, po);
   ember::app::ProgressBar bar(!r.quiet);
+  ember::app::MixedPrecision mp(r.precision, x.device().type);
 
   History h;
   double best = INFINITY;
@@ -70,10 +73,12 @@ inline History fit(nn::Module& model, const Tensor& x, const Tensor& y, const Te
     for (int64_t b = 0; b < nbatches; ++b) {
       const Tensor idx = perm.narrow(0, b * r.batch, std::min<int64_t>(r.batch, n - b * r.batch)).to(x.device());
       opt.zero_grad();
-      Tensor loss = mse_loss(model(index_select(x, 0, idx)), index_select(y, 0, idx));
-      loss.backward();
-      if (r.clip > 0) optim::clip_grad_norm_(model.parameters(), r.clip);
-      opt.step();
+      Tensor loss;
+      {
+        const AutocastGuard region = mp.region();
+        loss = mse_loss(model(index_select(x, 0, idx)), index_select(y, 0, idx));
+      }
+      mp.backward_step(loss, opt, model.parameters(), r.clip);
       const double l = loss.item();
       // Stop before anything is written: the previous run's model.safetensors
       // stays as it was (outputs are written only after training).
@@ -91,6 +96,7 @@ inline History fit(nn::Module& model, const Tensor& x, const Tensor& y, const Te
     if (x_val.defined()) {
       model.eval();
       NoGradGuard ng;
+      const AutocastGuard region = mp.region();  // validated as it will be used
       val = mse_loss(model(x_val), y_val).item();
     }
     plateau.step(r.plateau_on_train ? train : val);

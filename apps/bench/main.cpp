@@ -21,7 +21,11 @@
 //                         KV cache
 //   overhead              framework cost per op on 1-element tensors
 //
-//   build/bin/bench [--workload all|NAME] [--steps N] [--warmup N] [--threads K] [--device cpu|cuda] [--json FILE]
+//   build/bin/bench [--workload all|NAME] [--steps N] [--warmup N] [--threads K] [--device cpu|cuda]
+//                   [--precision fp32,bf16,fp16] [--json FILE]
+//
+// --precision: the training steps (attention_regression, vit) in each listed
+// precision; a 16-bit step's workload name ends in " bf16" / " fp16".
 //
 // --device cuda runs every workload on the GPU (models, optimizer state and
 // data there; every timed call synchronised) and measures the references on
@@ -40,6 +44,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -49,6 +54,7 @@
 
 #include "app.h"
 #include "attention_models.h"  // apps/common: the attention-regression demo's transformer
+#include "precision.h"         // apps/common: --precision's autocast region and scaled step
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -249,6 +255,30 @@ struct Bench {
   }
 
   int64_t only_batch = 0;  // --batch: one batch size of attention_regression (0: both)
+  // --precision: the training steps' precisions (fp32: plain float32; bf16 /
+  // fp16: forward and loss in an autocast region, core/autocast.h, float32
+  // master weights; fp16 with a GradScaler, as PyTorch's recipe).
+  std::vector<std::string> precisions{"fp32", "bf16"};
+
+  // A training step's forward + loss in precision prec, backward, unscaling
+  // (fp16), clipping at 1 and the optimizer step (app::MixedPrecision). The workload's name gets
+  // " bf16" / " fp16" appended for the 16-bit steps.
+  template <class Forward>
+  void train_steps(const std::string& name, int64_t batch, optim::Optimizer& opt, const std::vector<Tensor>& params,
+                   Forward forward_loss) {
+    for (const std::string& prec : precisions) {
+      app::MixedPrecision mp(prec, g_dev.type);  // apps/common/precision.h
+      step(mp.low() ? name + " " + prec : name, batch, [&] {
+        opt.zero_grad();
+        Tensor loss;
+        {
+          const AutocastGuard region = mp.region();
+          loss = forward_loss();
+        }
+        mp.backward_step(loss, opt, params, 1.0);
+      });
+    }
+  }
 
   void attention_regression() {
     for (int64_t batch : {32, 256}) {
@@ -261,14 +291,10 @@ struct Bench {
       std::vector<Tensor> xs;  // 8 batches in turn, so the model keeps learning
       for (int i = 0; i < 8; ++i) xs.push_back(uniform({batch, 50}, 0, 5, on_dev(), &g));
       int it = 0;
-      step("attention_regression train step", batch, [&] {
+      train_steps("attention_regression train step", batch, opt, model.parameters(), [&] {
         const Tensor& x = xs[it++ % 8];
         const Tensor y = add(mul(sin(x), 2.0), pow(x, 0.8));
-        opt.zero_grad();
-        Tensor loss = mse_loss(model(x), y);
-        loss.backward();
-        optim::clip_grad_norm_(model.parameters(), 1.0);
-        opt.step();
+        return mse_loss(model(x), y);
       });
     }
   }
@@ -285,13 +311,9 @@ struct Bench {
     for (int i = 0; i < 8; ++i)
       data.emplace_back(randn({batch, 1, 28, 28}, on_dev(), &g), randint(0, 10, {batch}, on_dev(kInt64), &g));
     int it = 0;
-    step("vit train step", batch, [&] {
+    train_steps("vit train step", batch, opt, model.parameters(), [&] {
       const auto& [x, t] = data[it++ % 8];
-      opt.zero_grad();
-      Tensor loss = cross_entropy(model(x), t, Reduction::Mean, -100, 0.1);
-      loss.backward();
-      optim::clip_grad_norm_(model.parameters(), 1.0);
-      opt.step();
+      return cross_entropy(model(x), t, Reduction::Mean, -100, 0.1);
     });
   }
 
@@ -676,10 +698,32 @@ int main(int argc, char** argv) {
                          "and the raw OpenBLAS rows stay CPU figures)");
   cli.add_option("--batch", b.only_batch, "attention_regression: run only this batch size (32 or 256)")
       ->check(CLI::IsMember({0, 32, 256}));
+  std::string precision = "fp32,bf16";
+  cli.add_option("--precision", precision,
+                 "training steps in these precisions, comma-separated: fp32, bf16, fp16 (autocast regions with "
+                 "float32 master weights; fp16 adds a GradScaler and on this CPU runs through float32, so it is "
+                 "slower than fp32); default fp32,bf16")
+      ->check([](const std::string& v) -> std::string {
+        std::string item;
+        std::stringstream in(v);
+        int n = 0;
+        while (std::getline(in, item, ','))
+          if (item != "fp32" && item != "bf16" && item != "fp16")
+            return "unknown precision '" + item + "'";
+          else
+            ++n;
+        return n ? "" : "no precision given";
+      });
   ember::app::output_file(cli.add_option("--json", json, "write one record per workload and batch size to this file"));
   ember::app::add_check(cli, check);
   return ember::app::run_main("bench", cli, argc, argv, [&] {
     ember::app::apply_threads(threads);
+    b.precisions.clear();
+    {
+      std::string item;
+      std::stringstream in(precision);
+      while (std::getline(in, item, ',')) b.precisions.push_back(item);
+    }
     if (!json.empty()) ember::app::check_output_file(json, "--json");  // before minutes of measuring
     g_dev = Device(device);
     if (!g_dev.is_cpu()) sync_device();  // no GPU: the clear error now, before the CPU measurements

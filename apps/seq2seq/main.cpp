@@ -37,6 +37,7 @@
 #include "dates.h"
 #include "model.h"  // --model gru|transformer, greedy or --beam K decoding
 #include "plot.h"
+#include "precision.h"
 #include "progress.h"
 
 using namespace ember;
@@ -62,8 +63,9 @@ struct Config {
   int64_t hidden = 64, embed = 32;
   int heatmaps = 4;
   bool quiet = false, check = false;
-  std::string model = "gru";  // --model: gru (nn::Seq2Seq) or transformer (transformer_model.h)
-  int64_t beam = 1;           // --beam: 1 = greedy decoding
+  std::string model = "gru";       // --model: gru (nn::Seq2Seq) or transformer (transformer_model.h)
+  int64_t beam = 1;                // --beam: 1 = greedy decoding
+  std::string precision = "fp32";  // --precision (apps/common/precision.h)
 };
 
 // Source characters: 0 = padding, then the alphabet. Target: padding, <bos>,
@@ -181,9 +183,10 @@ struct Evaluation {
 };
 
 // Teacher-forced loss and greedy exact match over a split, in batches.
-Evaluation evaluate(seq2seq_app::DatesModel& model, const Data& d, const Vocab& v,
+Evaluation evaluate(seq2seq_app::DatesModel& model, const Data& d, const Vocab& v, const app::MixedPrecision& mp,
                     const std::set<int64_t>& keep_weights = {}) {
   NoGradGuard ng;
+  const AutocastGuard region = mp.region();  // evaluated in the precision it trains in
   model.module().eval();
   Evaluation e;
   const int64_t n = d.size(), bs = 500;
@@ -329,7 +332,7 @@ int evaluate_saved(const Config& c, seq2seq_app::DatesModel& model, const Saved&
   }
   app::warn_suspicious("seq2seq", saved.weights, c.weights);
   if (c.check) return check_done();
-  const Evaluation e = evaluate(model, test, v);
+  const Evaluation e = evaluate(model, test, v, app::MixedPrecision(c.precision, Device(c.device).type));
   nlohmann::ordered_json m = {
       {"weights", c.weights},
       {"device", c.device},
@@ -370,8 +373,8 @@ struct History {
 
 // One pass over the training split in bucketed batches; the mean batch loss.
 double train_one_epoch(seq2seq_app::DatesModel& model, optim::Optimizer& opt, optim::LRScheduler& sched,
-                       const Data& train, int64_t batch_size, Generator& g, app::ProgressBar& bar, int epoch,
-                       int epochs) {
+                       const Data& train, int64_t batch_size, Generator& g, app::ProgressBar& bar,
+                       app::MixedPrecision& mp, int epoch, int epochs) {
   model.module().train();
   const std::vector<Tensor> batches = bucketed_batches(train, batch_size, g);
   const auto nb = static_cast<int64_t>(batches.size());
@@ -379,10 +382,12 @@ double train_one_epoch(seq2seq_app::DatesModel& model, optim::Optimizer& opt, op
   for (int64_t b = 0; b < nb; ++b) {
     const Batch batch = gather_batch(train, batches[static_cast<size_t>(b)]);
     opt.zero_grad();
-    Tensor loss = batch_loss(model, batch);
-    loss.backward();
-    optim::clip_grad_norm_(model.module().parameters(), 1.0);
-    opt.step();
+    Tensor loss;
+    {
+      const AutocastGuard region = mp.region();
+      loss = batch_loss(model, batch);
+    }
+    mp.backward_step(loss, opt, model.module().parameters(), 1.0);
     sched.step();
     total += loss.item();
     bar.update(app::fmt("epoch %2d/%d", epoch, epochs), b + 1, nb,
@@ -419,6 +424,7 @@ void write_report(const Config& c, nn::Module& model, const Vocab& v, const Spli
   nlohmann::ordered_json m = {{"task", "dates in human formats -> ISO 8601, character level"},
                               {"model", c.model},
                               {"beam", c.beam},
+                              {"precision", c.precision},
                               {"test_exact_match", te.exact},
                               {"test_loss", te.loss},
                               {"train_seconds", h.train_seconds},
@@ -522,13 +528,14 @@ int run(Config c) {
   optim::CosineAnnealingLR sched(opt, std::max<int64_t>(1, nb * c.epochs));
   if (c.check) return check_done();
   app::ProgressBar bar(!c.quiet);
+  app::MixedPrecision mp(c.precision, dev.type);
   History h;
   for (int epoch = 1; epoch <= c.epochs; ++epoch) {
     const app::Timer t_epoch;
-    h.train_loss.push_back(train_one_epoch(*dates_model, opt, sched, sp.train, batch, g, bar, epoch, c.epochs));
+    h.train_loss.push_back(train_one_epoch(*dates_model, opt, sched, sp.train, batch, g, bar, mp, epoch, c.epochs));
     h.train_seconds += t_epoch.seconds();
     const app::Timer t_val;
-    const Evaluation ev = evaluate(*dates_model, sp.val, v);
+    const Evaluation ev = evaluate(*dates_model, sp.val, v, mp);
     h.validation_seconds += t_val.seconds();
     h.val_loss.push_back(ev.loss);
     h.val_exact.push_back(ev.exact);
@@ -539,7 +546,7 @@ int run(Config c) {
   }
   int64_t longest = 0;
   const std::set<int64_t> shown = heatmap_examples(c, sp.test, longest);
-  const Evaluation te = evaluate(*dates_model, sp.test, v, shown);
+  const Evaluation te = evaluate(*dates_model, sp.test, v, mp, shown);
   write_report(c, model, v, sp, h, te, longest);
   std::printf("seq2seq: test exact match %.4f (%lld dates), %.1fs training (%d epochs, %d threads) -> %s\n", te.exact,
               static_cast<long long>(sp.test.size()), h.train_seconds, c.epochs, num_threads(), c.out.c_str());
@@ -561,6 +568,7 @@ int main(int argc, char** argv) {
   app::add_seed(cli, c.seed, "random seed for the data, the initialisation and the shuffling (default 0)");
   app::add_threads(cli, c.threads);
   app::add_device(cli, c.device, "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU)");
+  app::add_precision(cli, c.precision);
   app::add_out(cli, c.out);
   cli.add_option("--train-size", c.train_size, "training examples (default 12000, at most 400000)")
       ->check(app::int_range(1, kMaxTrainSize));
