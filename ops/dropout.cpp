@@ -12,6 +12,7 @@
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/parallel.h>
+#include <ember/ops/convert.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/random_kernels.h>
@@ -24,6 +25,12 @@ decltype(dropout_kernel) dropout_kernel("dropout");
 decltype(masked_scale_kernel) masked_scale_kernel("dropout_backward");
 
 namespace {
+
+// float32 <-> 16-bit over n elements, by ops/convert.h's vector conversions.
+void to_float(const bfloat16* s, float* d, int64_t n) { cpu::bf16_to_float(s, d, n); }
+void to_float(const float16* s, float* d, int64_t n) { cpu::f16_to_float(s, d, n); }
+void from_float(const float* s, bfloat16* d, int64_t n) { cpu::float_to_bf16(s, d, n); }
+void from_float(const float* s, float16* d, int64_t n) { cpu::float_to_f16(s, d, n); }
 
 void cpu_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpec& spec, double p) {
   // 16-bit tensors: each element loaded as float32, scaled, rounded once.
@@ -54,9 +61,19 @@ void cpu_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpec
       for (int64_t blk = lo; blk < hi; ++blk) {
         philox_block<kLanes>(sd, off + static_cast<uint64_t>(blk * kLanes), bits);
         const int64_t base = blk * kBlock, m = std::min<int64_t>(kBlock, n - base);
-        const T* xb = x + base;
-        T* ob = out + base;
         uint8_t* kb = reinterpret_cast<uint8_t*>(keep + base);
+        // 16-bit: the block through float32 buffers, converted by the vector
+        // conversions (a bit-arithmetic rounding per element would keep the
+        // loop scalar).
+        alignas(64) O xf[is_half_v<T> ? kBlock : 1], of[is_half_v<T> ? kBlock : 1];
+        const O* xb;
+        O* ob;
+        if constexpr (is_half_v<T>) {
+          to_float(x + base, xf, m);
+          xb = xf, ob = of;
+        } else {
+          xb = x + base, ob = out + base;
+        }
         // The byte store to keep may alias anything as far as the compiler
         // knows; the pragma says the iterations are independent.
 #pragma omp simd
@@ -65,8 +82,9 @@ void cpu_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpec
           // units convert (GCC leaves unsigned-to-float conversions scalar).
           const int32_t k = (bits[e] >> 8) >= th;
           kb[e] = static_cast<uint8_t>(k);
-          ob[e] = static_cast<T>(static_cast<O>(xb[e]) * (static_cast<O>(k) * s));
+          ob[e] = xb[e] * (static_cast<O>(k) * s);
         }
+        if constexpr (is_half_v<T>) from_float(of, out + base, m);
       }
     });
   });
@@ -85,11 +103,24 @@ void cpu_masked_scale(const Tensor& gt, const Tensor& keept, Tensor& dxt, double
       // alias a captured scale, and a branch on a random bit mispredicts one
       // time in ten; this form vectorises.
       const O sc = s;
-      const T* gp = g;
       const uint8_t* k = reinterpret_cast<const uint8_t*>(keep);
-      T* d = dx;
+      if constexpr (is_half_v<T>) {
+        // Through float32 buffers, as the forward (vector conversions).
+        constexpr int64_t kChunk = 1024;
+        alignas(64) float gf[kChunk];
+        for (int64_t c = lo; c < hi; c += kChunk) {
+          const int64_t m = std::min(kChunk, hi - c);
+          to_float(g + c, gf, m);
 #pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) d[i] = static_cast<T>(static_cast<O>(gp[i]) * (static_cast<O>(k[i]) * sc));
+          for (int64_t i = 0; i < m; ++i) gf[i] *= static_cast<O>(k[c + i]) * sc;
+          from_float(gf, dx + c, m);
+        }
+      } else {
+        const T* gp = g;
+        T* d = dx;
+#pragma omp simd
+        for (int64_t i = lo; i < hi; ++i) d[i] = gp[i] * (static_cast<T>(k[i]) * sc);
+      }
     });
   });
 }
