@@ -196,10 +196,11 @@ struct Grads {
 };
 
 // dQ, per query row i (a warp), lanes over the keys j of a tile:
-//   P_ij  = exp(q_i . k_j scale - lse_i)            (the forward's weight, recomputed)
-//   dP_ij = dO_i . v_j                              (dP = dO V^T)
-//   dS_ij = P_ij (dP_ij f_ij - Delta_i)             (back through dropout, then softmax)
-//   dQ_i  = scale sum_j dS_ij k_j                   (dQ = dS K scale)
+//   term 1: P_ij  = exp(q_i . k_j scale - lse_i)    (the forward's weight, recomputed)
+//   term 2: dP_ij = dO_i . v_j                      (dP = dO V^T, the gradient of P * f)
+//   term 3: dS_ij = P_ij (dP_ij f_ij - Delta_i)     (dS = P * (dP - D): back through
+//           dropout, then softmax, with D_i = Delta_i from delta_kernel)
+//   term 4: dQ_i  = scale sum_j dS_ij k_j           (dQ = dS K scale)
 // Shared: K and V tiles as the forward, the block's Q and dO rows, one dS row per query.
 template <class T>
 __global__ void dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, Grads<T> gd,
@@ -242,10 +243,10 @@ __global__ void dq_kernel(const T* __restrict__ q, const T* __restrict__ k, cons
         if (nv <= 0) continue;
         T ds = 0;
         if (lane < nv) {
-          const T p = fn::exp_(dot(qs + rr * D, ks + lane * ld, D) * g.scale - gd.lse[t * g.L + i]);
-          T dp = dot(gs + rr * D, vs + lane * ld, D);
+          const T p = fn::exp_(dot(qs + rr * D, ks + lane * ld, D) * g.scale - gd.lse[t * g.L + i]);  // term 1
+          T dp = dot(gs + rr * D, vs + lane * ld, D);                                                 // term 2
           if (g.dropout) dp *= drop_factor(g, t, i, j0 + lane);
-          ds = p * (dp - gd.delta[t * g.L + i]);
+          ds = p * (dp - gd.delta[t * g.L + i]);  // term 3
         }
         dss[rr * 32 + lane] = ds;
         __syncwarp();
@@ -254,7 +255,7 @@ __global__ void dq_kernel(const T* __restrict__ q, const T* __restrict__ k, cons
           const int64_t d = lane + 32 * c;
           if (d >= D) break;
           T a = acc[r][c];
-          for (int64_t j = 0; j < nv; ++j) a += dss[rr * 32 + j] * ks[j * ld + d];
+          for (int64_t j = 0; j < nv; ++j) a += dss[rr * 32 + j] * ks[j * ld + d];  // term 4
           acc[r][c] = a;
         }
       }
@@ -273,9 +274,9 @@ __global__ void dq_kernel(const T* __restrict__ q, const T* __restrict__ k, cons
 
 // dK and dV, per key row j (a warp), lanes over the queries i of a tile
 // (only queries i >= j - (S - L) see key j; earlier query tiles are skipped):
-//   P_ij, dS_ij as in dq_kernel;
-//   dV_j = sum_i (P_ij f_ij) dO_i                   (dV = (P * f)^T dO)
-//   dK_j = scale sum_i dS_ij q_i                    (dK = dS^T Q scale)
+//   terms 1-3: P_ij, dP_ij, dS_ij as in dq_kernel;
+//   term 4: dV_j = sum_i (P_ij f_ij) dO_i           (dV = P^T dO, P with dropout applied)
+//   term 5: dK_j = scale sum_i dS_ij q_i            (dK = dS^T Q scale)
 // Shared: Q and dO tiles (bt x (D + 1)), their lse and Delta, the block's K
 // and V rows, one row of P f and of dS per key.
 template <class T>
@@ -328,11 +329,11 @@ __global__ void dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, co
         T pf = 0, ds = 0;
         if (lane >= first && lane < bq) {
           const int64_t i = i0 + lane;
-          const T p = fn::exp_(dot(qs + lane * ld, ks + rr * D, D) * g.scale - lses[lane]);
+          const T p = fn::exp_(dot(qs + lane * ld, ks + rr * D, D) * g.scale - lses[lane]);  // term 1
           const T f = g.dropout ? drop_factor(g, t, i, j) : T(1);
-          const T dp = dot(gs + lane * ld, vs + rr * D, D);
+          const T dp = dot(gs + lane * ld, vs + rr * D, D);  // term 2
           pf = p * f;
-          ds = p * (dp * f - deltas[lane]);
+          ds = p * (dp * f - deltas[lane]);  // term 3
         }
         pfs[rr * 32 + lane] = pf;
         dss[rr * 32 + lane] = ds;
@@ -343,8 +344,8 @@ __global__ void dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, co
           if (d >= D) break;
           T a = dv[r][c], e = dk[r][c];
           for (int64_t i = first; i < bq; ++i) {
-            a += pfs[rr * 32 + i] * gs[i * ld + d];
-            e += dss[rr * 32 + i] * qs[i * ld + d];
+            a += pfs[rr * 32 + i] * gs[i * ld + d];  // term 4
+            e += dss[rr * 32 + i] * qs[i * ld + d];  // term 5
           }
           dv[r][c] = a;
           dk[r][c] = e;
