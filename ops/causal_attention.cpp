@@ -1,6 +1,8 @@
 // Causal multi-head attention (ops/causal_attention.h): the FlashAttention
 // forward and backward on the CPU for float32 and float64, through kernel
-// tables; other devices run the composed multi_head_attention with a mask.
+// tables (cuda/causal_attention.cu fills them for CUDA); devices, dtypes and
+// head widths without a fused kernel run the composed multi_head_attention
+// with a mask.
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/parallel.h>
@@ -18,6 +20,11 @@
 #include <type_traits>
 
 namespace ember {
+
+using detail::CausalAttentionParams;
+decltype(detail::causal_forward_kernel) detail::causal_forward_kernel("causal_attention");
+decltype(detail::causal_backward_kernel) detail::causal_backward_kernel("causal_attention_backward");
+
 namespace {
 
 // Query and key block sizes. 64 x 64 scores are 16 KB in float32: the
@@ -266,11 +273,7 @@ void backward_kernel(const Args& a, const T* lse, const T* g, int64_t gs0, int64
   });
 }
 
-struct Params {
-  int64_t heads;
-  double scale, p;
-  RandomSpec spec;
-};
+using Params = CausalAttentionParams;
 
 void cpu_causal_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Params& pr, Tensor& out, Tensor& lse) {
   const Args a = make_args(q, k, v, pr.heads, pr.scale, pr.p, pr.spec);
@@ -299,20 +302,19 @@ void cpu_causal_backward(const Tensor& g, const Tensor& q, const Tensor& k, cons
     cpu_causal_backward_t<double>(g, q, k, v, out, lse, pr, dq, dk, dv);
 }
 
-// q, k, v: (N, T, E) with unit last stride; out (N, L, E) and lse (N, H, L)
-// contiguous, of q's dtype; g, out unit last stride; dq, dk, dv: views with
-// unit last stride, or undefined. A backend registers both to take the op
-// over from the composed path.
-KernelTable<void(const Tensor& q, const Tensor& k, const Tensor& v, const Params& pr, Tensor& out, Tensor& lse)>
-    causal_forward_kernel("causal_attention");
-KernelTable<void(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                 const Tensor& lse, const Params& pr, Tensor& dq, Tensor& dk, Tensor& dv)>
-    causal_backward_kernel("causal_attention_backward");
+using detail::causal_backward_kernel;
+using detail::causal_forward_kernel;
 EMBER_REGISTER_KERNEL(causal_forward_kernel, CPU, cpu_causal_forward);
 EMBER_REGISTER_KERNEL(causal_backward_kernel, CPU, cpu_causal_backward);
 
-bool fused(const Tensor& q) {
-  return causal_forward_kernel.has(q.device().type) && (q.dtype() == DType::Float32 || q.dtype() == DType::Float64);
+// Whether the fused kernels take q (width E = H * D): float32 or float64 on
+// a device that registered them; on CUDA only heads up to
+// kCudaCausalMaxHeadDim wide (the kernels keep a row's D accumulators in
+// registers, four per lane), wider ones run the composed path.
+bool fused(const Tensor& q, int64_t H) {
+  if (!causal_forward_kernel.has(q.device().type)) return false;
+  if (q.dtype() != DType::Float32 && q.dtype() != DType::Float64) return false;
+  return q.device().type != DeviceType::CUDA || q.size(2) / H <= detail::kCudaCausalMaxHeadDim;
 }
 
 // The fused path: forward through the table, and a node whose backward runs
@@ -362,7 +364,7 @@ Tensor causal_attention_mask(int64_t L, int64_t S, Device device) {
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t num_heads, double dropout_p,
                         Generator* gen) {
   check("causal_attention", q, k, v, num_heads, dropout_p);
-  if (!fused(q))
+  if (!fused(q, num_heads))
     return multi_head_attention(q, k, v, num_heads, causal_attention_mask(q.size(1), k.size(1), q.device()), dropout_p,
                                 gen);
   const Tensor qp = detail::unit_last(q), kp = detail::unit_last(k), vp = detail::unit_last(v);
@@ -395,7 +397,7 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
   const Tensor packed = detail::unit_last(qkv);
   const Tensor q = packed.narrow(2, 0, E), k = packed.narrow(2, E, E), v = packed.narrow(2, 2 * E, E);
   check("causal_self_attention", q, k, v, num_heads, dropout_p);
-  if (!fused(qkv))
+  if (!fused(q, num_heads))
     return multi_head_self_attention(qkv, num_heads, causal_attention_mask(T, T, qkv.device()), dropout_p, gen);
   Tensor out;
   Saved sv = run_forward(q, k, v, num_heads, dropout_p, gen, out);

@@ -16,12 +16,17 @@
 /// each row's log-sum-exp m + log l is kept for backward (memory linear in
 /// the context, never L x S); backward recomputes each block's weights from
 /// it and redraws the same dropout mask from the same Philox counters.
-/// Devices without a fused kernel (CUDA today) run the composed path
+/// On CUDA (cuda/causal_attention.cu, float32 and float64, head dims up to
+/// detail::kCudaCausalMaxHeadDim) the same algorithm runs one block per
+/// (batch entry, head, query tile), with the same dropout draws. Other
+/// devices and dtypes, and wider heads on CUDA, run the composed path
 /// (multi_head_attention with the mask), which every backend has.
 #pragma once
 
+#include <ember/core/dispatch.h>
 #include <ember/core/random.h>
 #include <ember/core/tensor.h>
+#include <ember/ops/random_kernels.h>
 
 namespace ember {
 
@@ -39,5 +44,33 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
 /// The mask multi_head_attention takes for the same result: bool (L, S),
 /// true where key j > query i + (S - L).
 Tensor causal_attention_mask(int64_t L, int64_t S, Device device = kCPU);
+
+namespace detail {
+/// What the fused kernels take besides tensors: heads, the 1/sqrt(D) scale,
+/// the dropout probability and the Philox stream of its draws (element e of
+/// the (N, H, L, S) weights takes word e % 4 of counter spec.offset + e / 4).
+struct CausalAttentionParams {
+  int64_t heads;
+  double scale, p;
+  RandomSpec spec;
+};
+/// The fused kernels; a backend registers both to take the op over from the
+/// composed path. q, k, v: (N, T, E) with unit last stride; out (N, L, E)
+/// and lse (N, H, L) contiguous, of q's dtype (float32 or float64); g and
+/// out unit last stride; dq, dk, dv: views with unit last stride, or
+/// undefined when that gradient is not wanted.
+///@{
+extern KernelTable<void(const Tensor& q, const Tensor& k, const Tensor& v, const CausalAttentionParams& pr, Tensor& out,
+                        Tensor& lse)>
+    causal_forward_kernel;
+extern KernelTable<void(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const CausalAttentionParams& pr, Tensor& dq, Tensor& dk, Tensor& dv)>
+    causal_backward_kernel;
+///@}
+/// The widest head the CUDA kernels take: a warp's lanes hold a row's D
+/// accumulators four columns each, 4 x 32 = 128. Wider heads on CUDA take
+/// the composed path (its GEMMs have no such limit).
+inline constexpr int64_t kCudaCausalMaxHeadDim = 128;
+}  // namespace detail
 
 }  // namespace ember

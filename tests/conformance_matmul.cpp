@@ -47,7 +47,8 @@ Register rows({
             return multi_head_self_attention(x[0], 3, causal_mask(4, 4, x[0].device()), 0.3, &g);
           }}),
     // Causal attention (ops/causal_attention.h): the fused FlashAttention
-    // kernel on the CPU, the composed path on devices without one.
+    // kernels on the CPU and on CUDA (cuda/causal_attention.cu), compared
+    // with each other on "cuda"; bfloat16/float16 take the composed path.
     gemm({"causal_self_attention with dropout",
           {F({2, 5, 12})},
           [](const In& x) {
@@ -56,6 +57,17 @@ Register rows({
           }}),
     gemm({"causal_attention with fewer queries than keys",
           {F({2, 3, 4}), F({2, 5, 4}), F({2, 5, 4})},
+          [](const In& x) { return causal_attention(x[0], x[1], x[2], 2); }}),
+    // Past one CUDA query tile (16 rows in float32) with a ragged tail,
+    // three heads; and one query against two key tiles (32 keys each).
+    gemm({"causal_self_attention ragged query tiles, dropout",
+          {F({1, 19, 9})},
+          [](const In& x) {
+            Generator g(3);
+            return causal_self_attention(x[0], 3, 0.2, &g);
+          }}),
+    gemm({"causal_attention one query, two key tiles",
+          {F({2, 1, 4}), F({2, 35, 4}), F({2, 35, 4})},
           [](const In& x) { return causal_attention(x[0], x[1], x[2], 2); }}),
 });
 

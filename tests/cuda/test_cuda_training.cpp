@@ -120,3 +120,20 @@ TEST_CASE("cuda training step: LSTM and GRU match the CPU") {
   check_step([o] { return std::make_unique<nn::LSTM>(4, 6, o); }, mse, x, y);
   check_step([o] { return std::make_unique<nn::GRU>(4, 6, o); }, mse, x, y);
 }
+
+// The GPT (nn/gpt.h): causal_self_attention runs the fused CUDA kernels,
+// dropout on the attention weights included; 19 tokens cross a query tile.
+TEST_CASE("cuda training step: GPT matches the CPU") {
+  nn::GPTConfig c;
+  c.vocab_size = 11;
+  c.block_size = 24;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.dropout = 0.1;
+  Generator g(4);
+  const Tensor x = randint(0, 11, {2, 19}, TensorOptions(kInt64), &g);
+  const Tensor t = randint(0, 11, {2, 19}, TensorOptions(kInt64), &g);
+  check_step([c] { return std::make_unique<nn::GPT>(c); },
+             [](nn::Module& m, const Tensor& a, const Tensor& b) { return static_cast<nn::GPT&>(m).loss(a, b); }, x, t);
+}
