@@ -135,3 +135,90 @@ TEST_CASE("cuda emulator: 16-bit arithmetic rounds once, and kernels on CUDA's a
     CHECK(yh[i].x == __half_as_ushort(yhc[i]));
   }
 }
+
+namespace {
+
+const Device kCuda("cuda");
+
+bool emulated_without_devices() {
+  const char* e = std::getenv("EMBER_EMU_DEVICES");
+  return e && std::string(e) == "0";
+}
+
+// One 16-bit GEMM through gemm_kernel on CUDA (cublasGemmStridedBatchedEx),
+// against float64 on the CPU from the same 16-bit values: C_i = alpha
+// op(A_i) op(B_i) + beta C0_i (+ bias), batch dims `batch` with B broadcast
+// over the dims where b_bcast is set, C rows ldc = n + 3 apart.
+void check_gemm(DType in_dt, DType out_dt, bool ta, bool tb, const Shape& batch, const std::vector<bool>& b_bcast,
+                double alpha, double beta, bool with_bias) {
+  const int64_t m = 5, n = 7, k = 6, ldc = n + 3;
+  Generator g(static_cast<uint64_t>(ta * 2 + tb + 10 * batch.size() + 100 * with_bias));
+  Shape a_shape = batch, b_shape, c_shape = batch;
+  for (int i = 0; i < batch.size(); ++i) b_shape.push_back(b_bcast[i] ? 1 : batch[i]);
+  a_shape.push_back(ta ? k : m), a_shape.push_back(ta ? m : k);
+  b_shape.push_back(tb ? n : k), b_shape.push_back(tb ? k : n);
+  c_shape.push_back(m), c_shape.push_back(ldc);
+  const Tensor a = randn(a_shape, {}, &g).to(in_dt), b = randn(b_shape, {}, &g).to(in_dt);
+  const Tensor c0 = randn(c_shape, {}, &g).to(out_dt), bias = randn({n}, {}, &g).to(out_dt);
+  // The strides of each operand's batch dims (0 where broadcast).
+  const auto batch_strides = [&](const Tensor& t, bool is_b) {
+    Shape s;
+    for (int i = 0; i < batch.size(); ++i) s.push_back(is_b && b_bcast[i] ? 0 : t.strides()[i]);
+    return s;
+  };
+  GemmDesc d;
+  d.m = m, d.n = n, d.k = k, d.trans_a = ta, d.trans_b = tb;
+  d.lda = ta ? m : k, d.ldb = tb ? k : n, d.ldc = ldc;
+  d.batch = batch;
+  d.a = a.to(kCuda), d.b = b.to(kCuda), d.c = c0.to(kCuda);
+  d.a_batch_strides = batch_strides(a, false), d.b_batch_strides = batch_strides(b, true);
+  d.c_batch_strides = batch_strides(c0, false);
+  d.alpha = alpha, d.beta = with_bias ? 0.0 : beta;
+  if (with_bias) d.bias = bias.to(kCuda);
+  gemm_kernel(kCuda, d);
+  const Tensor got = d.c.cpu().narrow(-1, 0, n).to(kFloat64);
+
+  const Tensor a64 = a.to(kFloat64), b64 = b.to(kFloat64);
+  Tensor want = mul(matmul(ta ? a64.transpose(-1, -2) : a64, tb ? b64.transpose(-1, -2) : b64), alpha);
+  if (with_bias)
+    want = add(want, bias.to(kFloat64));
+  else
+    want = add(want, mul(c0.narrow(-1, 0, n).to(kFloat64), beta));
+  // float32 accumulation, one rounding to the output dtype (twice with a
+  // bias: rounded into C first, then the sum).
+  const double ulp = out_dt == kBFloat16 ? 1.0 / 128 : (out_dt == kFloat16 ? 1.0 / 1024 : 1e-6);
+  INFO(dtype_name(in_dt) << " -> " << dtype_name(out_dt) << ", trans " << ta << tb << ", batch " << batch.str()
+                         << ", bias " << with_bias);
+  CHECK(got.shape() == want.shape());
+  CHECK(allclose(got, want, ulp, 1e-4));
+  // The padding columns of C are untouched.
+  CHECK(equal(d.c.cpu().narrow(-1, n, ldc - n), c0.narrow(-1, n, ldc - n)));
+}
+
+}  // namespace
+
+TEST_CASE("cuda backend: bf16 and fp16 GEMMs through cublasGemmEx match the CPU") {
+  if (emulated_without_devices()) return;
+  for (DType in : {kBFloat16, kFloat16})
+    for (DType out : {in, kFloat32})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          check_gemm(in, out, ta, tb, Shape{}, {}, 1.0, 0.0, false);                   // one product
+          check_gemm(in, out, ta, tb, Shape{3}, {false}, 0.5, 1.0, false);             // strided batch, accumulate
+          check_gemm(in, out, ta, tb, Shape{3}, {true}, 1.0, 0.0, true);               // B broadcast, bias
+          check_gemm(in, out, ta, tb, Shape{2, 3}, {false, true}, 0.25, -1.0, false);  // an outer batch loop
+        }
+}
+
+TEST_CASE("cuda backend: matmul and linear on 16-bit CUDA tensors") {
+  if (emulated_without_devices()) return;
+  Generator g(5);
+  for (DType dt : {kBFloat16, kFloat16}) {
+    const Tensor x = randn({4, 3, 8}, {}, &g).to(dt), w = randn({6, 8}, {}, &g).to(dt), b = randn({6}, {}, &g).to(dt);
+    const Tensor want = linear(x.to(kFloat32), w.to(kFloat32), b.to(kFloat32));
+    const Tensor got = linear(x.to(kCuda), w.to(kCuda), b.to(kCuda));
+    CHECK(got.dtype() == dt);
+    CHECK(allclose(got.cpu().to(kFloat32), want, dt == kBFloat16 ? 1.0 / 64 : 1.0 / 512, 1e-2));
+  }
+}
+
