@@ -1,8 +1,8 @@
 /// \file
-/// What every CUDA source of the backend includes: the CUDA runtime and
-/// cuBLAS and the 16-bit types __half / __nv_bfloat16 (real, or the emulated ones when EMBER_CUDA_EMULATE is defined),
-/// the checked-call macros, the one launch helper, and the per-device stream
-/// and cuBLAS handle.
+/// What every CUDA source of the backend includes: the CUDA runtime, cuBLAS
+/// and the 16-bit types __half / __nv_bfloat16 (real, or the emulated ones
+/// when EMBER_CUDA_EMULATE is defined), the checked-call macros, the one
+/// launch helper, and the per-device stream and cuBLAS handle.
 ///
 /// The same .cu source is compiled twice: by nvcc into ember_cuda (real
 /// GPUs), and by the host compiler with EMBER_CUDA_EMULATE into
