@@ -20,6 +20,7 @@
 #include <ember/core/dtype_dispatch.h>
 #include <ember/cuda/common.h>
 #include <ember/ops/copy.h>
+#include <ember/ops/half_ops.h>
 #include <ember/ops/matmul.h>
 
 namespace ember::cuda {
@@ -151,5 +152,7 @@ void cuda_gemm(const GemmDesc& d) {
 }  // namespace
 
 EMBER_REGISTER_KERNEL(gemm_kernel, CUDA, cuda_gemm);
+// 16-bit GemmDescs welcome: ops/matmul.cpp may ask takes_half(gemm_kernel, device).
+EMBER_REGISTER_HALF_KERNEL(gemm_kernel, CUDA);
 
 }  // namespace ember::cuda

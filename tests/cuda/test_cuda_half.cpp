@@ -15,6 +15,7 @@
 
 #include <ember/cuda/common.h>
 #include <ember/ember.h>
+#include <ember/ops/half_ops.h>
 #include <ember/ops/matmul.h>
 #include <ember/ops/optimizer_kernels.h>
 
@@ -199,6 +200,7 @@ void check_gemm(DType in_dt, DType out_dt, bool ta, bool tb, const Shape& batch,
 
 TEST_CASE("cuda backend: bf16 and fp16 GEMMs through cublasGemmEx match the CPU") {
   if (emulated_without_devices()) return;
+  CHECK(takes_half(gemm_kernel, kCuda));  // what ops/matmul.cpp can ask before handing down a 16-bit GemmDesc
   for (DType in : {kBFloat16, kFloat16})
     for (DType out : {in, kFloat32})
       for (bool ta : {false, true})
