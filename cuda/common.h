@@ -1,8 +1,8 @@
 /// \file
-/// What every CUDA source of the backend includes: the CUDA runtime and
-/// cuBLAS (real, or the emulated ones when EMBER_CUDA_EMULATE is defined),
-/// the checked-call macros, the one launch helper, and the per-device stream
-/// and cuBLAS handle.
+/// What every CUDA source of the backend includes: the CUDA runtime, cuBLAS
+/// and the 16-bit types __half / __nv_bfloat16 (real, or the emulated ones
+/// when EMBER_CUDA_EMULATE is defined), the checked-call macros, the one
+/// launch helper, and the per-device stream and cuBLAS handle.
 ///
 /// The same .cu source is compiled twice: by nvcc into ember_cuda (real
 /// GPUs), and by the host compiler with EMBER_CUDA_EMULATE into
@@ -18,13 +18,17 @@
 
 #if defined(EMBER_CUDA_EMULATE)
 #include <ember/cuda/emu/cuda_api.h>
+#include <ember/cuda/emu/cuda_half.h>
 #include <ember/cuda/emu/simt.h>
 #else
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #endif
 
 #include <ember/core/device.h>
+#include <ember/core/half.h>
 
 namespace ember::cuda {
 
@@ -70,6 +74,26 @@ void synchronize(int device);
 ///@{
 void set_allow_tf32(bool on);
 bool allow_tf32();
+///@}
+
+/// CUDA's type for an element type of Ember's: __nv_bfloat16 for
+/// ember::bfloat16, __half for ember::float16 (the same 16 bits; for
+/// kernels written with CUDA's types, cast the data pointer), T otherwise.
+///@{
+template <class T>
+struct cuda_type {
+  using type = T;
+};
+template <>
+struct cuda_type<bfloat16> {
+  using type = __nv_bfloat16;
+};
+template <>
+struct cuda_type<float16> {
+  using type = __half;
+};
+template <class T>
+using cuda_type_t = typename cuda_type<T>::type;
 ///@}
 
 /// Blocks for n items at threads per block, capped (kernels use grid-stride

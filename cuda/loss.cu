@@ -9,6 +9,7 @@
 #include <limits>
 
 #include <ember/core/dtype_dispatch.h>
+#include <ember/ops/half_ops.h>
 #include <ember/ops/loss.h>
 #include <ember/cuda/block_reduce.cuh>
 #include <ember/cuda/loops.cuh>
@@ -18,66 +19,74 @@ namespace {
 
 // loss = lse - (1 - eps) x_t - eps / C sum_c x_c (the smoothed target
 // distribution q = (1 - eps) onehot + eps / C against log p = x - lse).
+// Logits of T load as A = opmath_t<T>; loss and lse are A (float32 for the
+// 16-bit types, so the reduction over rows is float32 too).
 template <class T>
-__global__ void cross_entropy_rows_kernel(const T* __restrict__ x, const int64_t* __restrict__ t, T* __restrict__ loss,
-                                          T* __restrict__ lse, int64_t rows, int64_t C, int64_t ignore, T keep,
-                                          T spread, bool smooth) {
-  __shared__ T scratch[32];
+__global__ void cross_entropy_rows_kernel(const T* __restrict__ x, const int64_t* __restrict__ t,
+                                          opmath_t<T>* __restrict__ loss, opmath_t<T>* __restrict__ lse, int64_t rows,
+                                          int64_t C, int64_t ignore, opmath_t<T> keep, opmath_t<T> spread,
+                                          bool smooth) {
+  using A = opmath_t<T>;
+  __shared__ A scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t tr = t[r];
     if (tr == ignore) {  // the same branch for the whole block
-      if (threadIdx.x == 0) loss[r] = lse[r] = T(0);
+      if (threadIdx.x == 0) loss[r] = lse[r] = A(0);
       continue;
     }
     const T* row = x + r * C;
-    T mx = -std::numeric_limits<T>::infinity();
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) mx = row[c] > mx ? row[c] : mx;
-    mx = block_reduce(mx, MaxOp{}, -std::numeric_limits<T>::infinity(), scratch);
-    T s = 0, sx = 0;
+    A mx = -std::numeric_limits<A>::infinity();
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) mx = A(row[c]) > mx ? A(row[c]) : mx;
+    mx = block_reduce(mx, MaxOp{}, -std::numeric_limits<A>::infinity(), scratch);
+    A s = 0, sx = 0;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-      s += fn::exp_(row[c] - mx);
-      if (smooth) sx += row[c];
+      s += fn::exp_(A(row[c]) - mx);
+      if (smooth) sx += A(row[c]);
     }
-    s = block_reduce(s, SumOp{}, T(0), scratch);
-    if (smooth) sx = block_reduce(sx, SumOp{}, T(0), scratch);
+    s = block_reduce(s, SumOp{}, A(0), scratch);
+    if (smooth) sx = block_reduce(sx, SumOp{}, A(0), scratch);
     if (threadIdx.x == 0) {
-      const T l = mx + fn::log_(s);
+      const A l = mx + fn::log_(s);
       lse[r] = l;
-      loss[r] = l - keep * row[tr] - (smooth ? spread * sx : T(0));
+      loss[r] = l - keep * A(row[tr]) - (smooth ? spread * sx : A(0));
     }
   }
 }
 
 template <class T>
-__global__ void cross_entropy_cols_kernel(const T* __restrict__ x, const int64_t* __restrict__ t, T* __restrict__ loss,
-                                          T* __restrict__ lse, int64_t N, int64_t C, int64_t L, int64_t ignore, T keep,
-                                          T spread, bool smooth) {
+__global__ void cross_entropy_cols_kernel(const T* __restrict__ x, const int64_t* __restrict__ t,
+                                          opmath_t<T>* __restrict__ loss, opmath_t<T>* __restrict__ lse, int64_t N,
+                                          int64_t C, int64_t L, int64_t ignore, opmath_t<T> keep, opmath_t<T> spread,
+                                          bool smooth) {
+  using A = opmath_t<T>;
   for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < N * L; r += int64_t(gridDim.x) * blockDim.x) {
     const int64_t tr = t[r];
     if (tr == ignore) {
-      loss[r] = lse[r] = T(0);
+      loss[r] = lse[r] = A(0);
       continue;
     }
     const T* row = x + (r / L) * C * L + r % L;
-    T mx = -std::numeric_limits<T>::infinity();
-    for (int64_t c = 0; c < C; ++c) mx = row[c * L] > mx ? row[c * L] : mx;
-    T s = 0, sx = 0;
+    A mx = -std::numeric_limits<A>::infinity();
+    for (int64_t c = 0; c < C; ++c) mx = A(row[c * L]) > mx ? A(row[c * L]) : mx;
+    A s = 0, sx = 0;
     for (int64_t c = 0; c < C; ++c) {
-      s += fn::exp_(row[c * L] - mx);
-      if (smooth) sx += row[c * L];
+      s += fn::exp_(A(row[c * L]) - mx);
+      if (smooth) sx += A(row[c * L]);
     }
-    const T l = mx + fn::log_(s);
+    const A l = mx + fn::log_(s);
     lse[r] = l;
-    loss[r] = l - keep * row[tr * L] - (smooth ? spread * sx : T(0));
+    loss[r] = l - keep * A(row[tr * L]) - (smooth ? spread * sx : A(0));
   }
 }
 
 // d loss / d x_c = (softmax_c - q_c) g_r scale; one thread per logit.
 template <class T>
 __global__ void cross_entropy_backward_kernel_impl(const T* __restrict__ x, const int64_t* __restrict__ t,
-                                                   const T* __restrict__ lse, const T* __restrict__ g,
-                                                   T* __restrict__ d, int64_t N, int64_t C, int64_t L, int64_t ignore,
-                                                   T keep, T spread, T scale, bool per_row) {
+                                                   const opmath_t<T>* __restrict__ lse,
+                                                   const opmath_t<T>* __restrict__ g, T* __restrict__ d, int64_t N,
+                                                   int64_t C, int64_t L, int64_t ignore, opmath_t<T> keep,
+                                                   opmath_t<T> spread, opmath_t<T> scale, bool per_row) {
+  using A = opmath_t<T>;
   const int64_t total = N * C * L;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t l = i % L, c = (i / L) % C, n = i / (C * L), r = n * L + l, tr = t[r];
@@ -85,8 +94,8 @@ __global__ void cross_entropy_backward_kernel_impl(const T* __restrict__ x, cons
       d[i] = T(0);
       continue;
     }
-    const T gr = g[per_row ? r : 0] * scale;
-    d[i] = (fn::exp_(x[i] - lse[r]) - spread - (c == tr ? keep : T(0))) * gr;
+    const A gr = g[per_row ? r : 0] * scale;
+    d[i] = T((fn::exp_(A(x[i]) - lse[r]) - spread - (c == tr ? keep : A(0))) * gr);
   }
 }
 
@@ -98,17 +107,18 @@ void cuda_cross_entropy(const Tensor& logits3, const Tensor& target, Tensor& los
   if (N * L == 0) return;
   const int dev = logits3.device().index;
   const double keep = 1.0 - eps, spread = C > 0 ? eps / static_cast<double>(C) : 0.0;
-  dispatch_floating(logits3.dtype(), "cross_entropy", [&](auto tag) {
+  dispatch_floating_and_half(logits3.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
+    using A = opmath_t<T>;
     const T* x = static_cast<const T*>(logits3.data_ptr());
-    T* lo = static_cast<T*>(loss.data_ptr());
-    T* ls = static_cast<T*>(lse.data_ptr());
+    A* lo = static_cast<A*>(loss.data_ptr());
+    A* ls = static_cast<A*>(lse.data_ptr());
     if (L == 1)
       EMBER_CUDA_LAUNCH(cross_entropy_rows_kernel<T>, blocks_for(N, 1, 65535), row_threads(C), 0, dev, x,
-                        target.data<int64_t>(), lo, ls, N, C, ignore, T(keep), T(spread), eps > 0);
+                        target.data<int64_t>(), lo, ls, N, C, ignore, A(keep), A(spread), eps > 0);
     else
       EMBER_CUDA_LAUNCH(cross_entropy_cols_kernel<T>, blocks_for(N * L, 128, 4096), 128, 0, dev, x,
-                        target.data<int64_t>(), lo, ls, N, C, L, ignore, T(keep), T(spread), eps > 0);
+                        target.data<int64_t>(), lo, ls, N, C, L, ignore, A(keep), A(spread), eps > 0);
   });
 }
 
@@ -117,12 +127,13 @@ void cuda_cross_entropy_backward(const Tensor& logits3, const Tensor& target, co
   const int64_t N = logits3.size(0), C = logits3.size(1), L = logits3.size(2);
   if (N * C * L == 0) return;
   const double keep = 1.0 - eps, spread = C > 0 ? eps / static_cast<double>(C) : 0.0;
-  dispatch_floating(logits3.dtype(), "cross_entropy_backward", [&](auto tag) {
+  dispatch_floating_and_half(logits3.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
+    using A = opmath_t<T>;
     EMBER_CUDA_LAUNCH(cross_entropy_backward_kernel_impl<T>, blocks_for(N * C * L, 256, 8192), 256, 0,
                       logits3.device().index, static_cast<const T*>(logits3.data_ptr()), target.data<int64_t>(),
-                      static_cast<const T*>(lse.data_ptr()), static_cast<const T*>(grad.data_ptr()),
-                      static_cast<T*>(dlogits3.data_ptr()), N, C, L, ignore, T(keep), T(spread), T(scale),
+                      static_cast<const A*>(lse.data_ptr()), static_cast<const A*>(grad.data_ptr()),
+                      static_cast<T*>(dlogits3.data_ptr()), N, C, L, ignore, A(keep), A(spread), A(scale),
                       grad.numel() != 1);
   });
 }
@@ -230,6 +241,8 @@ void cuda_bce_with_logits_backward(const Tensor& x, const Tensor& t, const Tenso
 
 EMBER_REGISTER_KERNEL(cross_entropy_kernel, CUDA, cuda_cross_entropy);
 EMBER_REGISTER_KERNEL(cross_entropy_backward_kernel, CUDA, cuda_cross_entropy_backward);
+EMBER_REGISTER_HALF_KERNEL(cross_entropy_kernel, CUDA);
+EMBER_REGISTER_HALF_KERNEL(cross_entropy_backward_kernel, CUDA);
 EMBER_REGISTER_KERNEL(nll_loss_kernel, CUDA, cuda_nll_loss);
 EMBER_REGISTER_KERNEL(nll_loss_backward_kernel, CUDA, cuda_nll_loss_backward);
 EMBER_REGISTER_KERNEL(bce_with_logits_kernel, CUDA, cuda_bce_with_logits);

@@ -4,7 +4,9 @@
 // launches as possible (PyTorch's multi-tensor apply: the kernel receives up
 // to kMaxTensors parameters by value and a table mapping each block to a
 // chunk of one of them), and the gradient norm's sum of squares. The formula
-// is the CPU kernel's, term by term.
+// is the CPU kernel's, term by term. bfloat16 and float16 parameters (with
+// moments of their dtype, as PyTorch keeps them) compute in float32; the CPU
+// kernels take float32 and float64 only.
 #include <vector>
 
 #include <ember/core/dtype_dispatch.h>
@@ -22,19 +24,22 @@ struct AdamScalars {
   bool decoupled;
 };
 
-template <class T>
-__device__ __forceinline__ void adam_element(T& p, T g, T& m, T& v, const AdamScalars<T>& c) {
-  T grad = g;
-  T param = p;
+// T: the element type of p, g, m, v; A = opmath_t<T>: the formula (float32
+// for the 16-bit types: each value loaded as float32, p, m and v rounded once
+// on store, as PyTorch's CUDA Adam does for 16-bit parameters).
+template <class T, class A = opmath_t<T>>
+__device__ __forceinline__ void adam_element(T& p, T g, T& m, T& v, const AdamScalars<A>& c) {
+  A grad = A(g);
+  A param = A(p);
   if (c.decoupled)
     param *= c.decay;  // AdamW: decay the weight itself
   else
     grad += c.wd * param;  // Adam: L2 through the gradient
-  const T mi = c.b1 * m + (T(1) - c.b1) * grad;
-  const T vi = c.b2 * v + (T(1) - c.b2) * grad * grad;
-  m = mi;
-  v = vi;
-  p = param - c.step_size * mi / (fn::sqrt_(vi) / c.bc2_sqrt + c.eps);
+  const A mi = c.b1 * A(m) + (A(1) - c.b1) * grad;
+  const A vi = c.b2 * A(v) + (A(1) - c.b2) * grad * grad;
+  m = T(mi);
+  v = T(vi);
+  p = T(param - c.step_size * mi / (fn::sqrt_(vi) / c.bc2_sqrt + c.eps));
 }
 
 // Kernel parameters stay under the classic 4 KiB limit.
@@ -54,7 +59,7 @@ struct AdamChunks {
 };
 
 template <class T>
-__global__ void adam_multi_kernel_impl(AdamChunks<T> list, AdamScalars<T> c) {
+__global__ void adam_multi_kernel_impl(AdamChunks<T> list, AdamScalars<opmath_t<T>> c) {
   const int t = list.tensor[blockIdx.x];
   const int64_t begin = int64_t(list.chunk[blockIdx.x]) * kChunk;
   const int64_t end = begin + kChunk < list.n[t] ? begin + kChunk : list.n[t];
@@ -67,7 +72,7 @@ __global__ void adam_multi_kernel_impl(AdamChunks<T> list, AdamScalars<T> c) {
 
 template <class T>
 __global__ void adam_kernel_impl(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
-                                 int64_t n, AdamScalars<T> c) {
+                                 int64_t n, AdamScalars<opmath_t<T>> c) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     adam_element(p[i], g[i], m[i], v[i], c);
 }
@@ -87,9 +92,9 @@ AdamScalars<T> scalars(const optim::AdamStep& s) {
 void cuda_adam_multi(std::vector<optim::AdamParam>& params, const optim::AdamStep& s) {
   if (params.empty()) return;
   const Device dev = params[0].p.device();
-  dispatch_floating(params[0].p.dtype(), "adam_step", [&](auto tag) {
+  dispatch_floating_and_half(params[0].p.dtype(), "adam_step", [&](auto tag) {
     using T = decltype(tag);
-    const AdamScalars<T> c = scalars<T>(s);
+    const AdamScalars<opmath_t<T>> c = scalars<opmath_t<T>>(s);
     AdamChunks<T> list{};
     int ntensors = 0, nblocks = 0;
     auto flush = [&] {
@@ -122,11 +127,11 @@ void cuda_adam_multi(std::vector<optim::AdamParam>& params, const optim::AdamSte
 void cuda_adam(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const optim::AdamStep& s) {
   const int64_t n = p.numel();
   if (n == 0) return;
-  dispatch_floating(p.dtype(), "adam_step", [&](auto tag) {
+  dispatch_floating_and_half(p.dtype(), "adam_step", [&](auto tag) {
     using T = decltype(tag);
     EMBER_CUDA_LAUNCH(adam_kernel_impl<T>, blocks_for(n, 256, 8192), 256, 0, p.device().index,
                       static_cast<T*>(p.data_ptr()), static_cast<const T*>(g.data_ptr()), static_cast<T*>(m.data_ptr()),
-                      static_cast<T*>(v.data_ptr()), n, scalars<T>(s));
+                      static_cast<T*>(v.data_ptr()), n, scalars<opmath_t<T>>(s));
   });
 }
 
@@ -137,7 +142,7 @@ __global__ void sum_squares_kernel_impl(const T* __restrict__ x, int64_t n, doub
   __shared__ double scratch[32];
   double s = 0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const double v = static_cast<double>(x[i]);
+    const double v = static_cast<double>(static_cast<opmath_t<T>>(x[i]));
     s += v * v;
   }
   s = block_reduce(s, SumOp{}, 0.0, scratch);
@@ -149,7 +154,7 @@ double cuda_sum_squares(const Tensor& x) {
   if (n == 0) return 0.0;
   const unsigned blocks = blocks_for(n, 256, 1024);
   Tensor partial = empty({static_cast<int64_t>(blocks)}, TensorOptions(DType::Float64, x.device()));
-  dispatch_floating(x.dtype(), "sum_squares", [&](auto tag) {
+  dispatch_floating_and_half(x.dtype(), "sum_squares", [&](auto tag) {
     using T = decltype(tag);
     EMBER_CUDA_LAUNCH(sum_squares_kernel_impl<T>, blocks, 256, 0, x.device().index, static_cast<const T*>(x.data_ptr()),
                       n, static_cast<double*>(partial.data_ptr()));

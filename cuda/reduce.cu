@@ -1,19 +1,31 @@
 // CUDA kernel of ops/reduce.cpp: sum over the middle dim of a contiguous
 // [A, R, B] block. B == 1 (rows): one block per row, shuffles then shared
 // memory. B > 1 (columns): one thread per output column, reading a row of B
-// at a time, so neighbouring threads read neighbouring addresses.
+// at a time, so neighbouring threads read neighbouring addresses. bfloat16
+// and float16 accumulate in float32 and round once.
 #include <type_traits>
 
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
+#include <ember/ops/half_ops.h>
 #include <ember/ops/reduce.h>
 #include <ember/cuda/block_reduce.cuh>
 
 namespace ember::cuda {
 namespace {
 
+// The accumulator: int64 for integers, float32 for the 16-bit types
+// (rounded once on store), the type itself otherwise.
 template <class T>
-using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, T>;
+using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, opmath_t<T>>;
+
+// dispatch_numeric plus the 16-bit types.
+template <class F>
+void dispatch_sum(DType dt, F&& f) {
+  if (dt == DType::BFloat16) return f(bfloat16{});
+  if (dt == DType::Float16) return f(float16{});
+  dispatch_numeric(dt, "sum", f);
+}
 
 template <class T>
 __global__ void sum_rows_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t A, int64_t R) {
@@ -21,7 +33,7 @@ __global__ void sum_rows_kernel(const T* __restrict__ x, T* __restrict__ out, in
   for (int64_t a = blockIdx.x; a < A; a += gridDim.x) {
     const T* row = x + a * R;
     Acc<T> s = 0;
-    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) s += row[r];
+    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) s += Acc<T>(row[r]);
     s = block_reduce(s, SumOp{}, Acc<T>(0), scratch);
     if (threadIdx.x == 0) out[a] = static_cast<T>(s);
   }
@@ -34,7 +46,7 @@ __global__ void sum_cols_kernel(const T* __restrict__ x, T* __restrict__ out, in
     const int64_t a = i / B, b = i % B;
     const T* p = x + a * R * B + b;
     Acc<T> s = 0;
-    for (int64_t r = 0; r < R; ++r) s += p[r * B];
+    for (int64_t r = 0; r < R; ++r) s += Acc<T>(p[r * B]);
     out[i] = static_cast<T>(s);
   }
 }
@@ -42,7 +54,7 @@ __global__ void sum_cols_kernel(const T* __restrict__ x, T* __restrict__ out, in
 void cuda_sum(const Tensor& x3, Tensor& out) {
   const int64_t A = x3.size(0), R = x3.size(1), B = x3.size(2);
   const int dev = x3.device().index;
-  dispatch_numeric(x3.dtype(), "sum", [&](auto tag) {
+  dispatch_sum(x3.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(x3.data_ptr());
     T* o = static_cast<T*>(out.data_ptr());
@@ -63,5 +75,6 @@ void cuda_sum(const Tensor& x3, Tensor& out) {
 }  // namespace
 
 EMBER_REGISTER_KERNEL(sum_kernel, CUDA, cuda_sum);
+EMBER_REGISTER_HALF_KERNEL(sum_kernel, CUDA);
 
 }  // namespace ember::cuda

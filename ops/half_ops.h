@@ -11,10 +11,22 @@
 /// \endcode
 /// The pointwise functor kernels (ops/pointwise_kernels.h), copies, fills
 /// and the gather-like indexing kernels handle the 16-bit types natively.
+///
+/// A backend whose kernel of an op computes the 16-bit types itself (load
+/// as float32, compute and accumulate in float32, store rounded) says so
+/// next to its registration, and the op then skips the copies on that
+/// device:
+/// \code
+///   EMBER_REGISTER_KERNEL(sum_kernel, CUDA, cuda_sum);
+///   EMBER_REGISTER_HALF_KERNEL(sum_kernel, CUDA);   // cuda/reduce.cu
+///   if (any_half(x) && !takes_half(sum_kernel, x.device())) return ...upcast...;  // ops/reduce.cpp
+/// \endcode
 #pragma once
 
 #include <initializer_list>
 
+#include <ember/core/device.h>
+#include <ember/core/dispatch.h>
 #include <ember/core/tensor.h>
 
 namespace ember {
@@ -39,4 +51,28 @@ inline DType half_result_dtype(std::initializer_list<const Tensor*> ts) {
   return DType::Float32;
 }
 
+/// Marks table's kernel for device type as taking bfloat16 and float16
+/// tensors natively (at static initialisation, through
+/// EMBER_REGISTER_HALF_KERNEL).
+void register_half_kernel(const void* table, DeviceType type);
+/// Whether table's kernel for device's type was marked so.
+bool takes_half_kernel(const void* table, DeviceType type);
+/// takes_half_kernel for a kernel table (any signature).
+template <class Table>
+bool takes_half(const Table& table, Device device) {
+  return takes_half_kernel(&table, device.type);
+}
+
+/// Registers the mark from a static initialiser.
+struct HalfKernelRegistrar {
+  /// register_half_kernel(table, type).
+  HalfKernelRegistrar(const void* table, DeviceType type) { register_half_kernel(table, type); }
+};
+
 }  // namespace ember
+
+/// Marks table's kernel for DeviceType::device as computing 16-bit tensors
+/// natively (the file comment).
+#define EMBER_REGISTER_HALF_KERNEL(table, device)                                              \
+  static ::ember::HalfKernelRegistrar EMBER_CONCAT(ember_half_kernel_registrar_, __COUNTER__)( \
+      &(table), ::ember::DeviceType::device)

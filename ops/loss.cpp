@@ -269,9 +269,13 @@ Tensor reduce_rows(const Tensor& loss, const Shape& target_shape, Reduction redu
   return loss;
 }
 
+// The dtype of cross_entropy's per-row losses and logsumexps for logits of dt.
+DType lse_dtype(DType dt) { return is_half(dt) ? DType::Float32 : dt; }
+
 // The gradient of a reduced loss w.r.t. each row's loss is g (None: one per
 // row), times 1 / count for the mean. The kernels take g contiguous in the
 // loss's dtype and apply the scale.
+
 Tensor row_grad(BackwardContext& ctx, DType dt) {
   Tensor g = ctx.grad_output();
   if (g.dtype() != dt) g = g.to(dt);
@@ -306,13 +310,21 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
     AutocastSuspend off;
     return cross_entropy(autocast_cast(logits, *ac), target, reduction, ignore_index, label_smoothing);
   }
-  if (any_half(logits))
-    return cross_entropy(upcast_half(logits), target, reduction, ignore_index, label_smoothing).to(logits.dtype());
+  // 16-bit logits: the loss in float32, returned in their dtype; the kernel
+  // reads them itself where the device's kernels take 16-bit tensors (the
+  // per-row losses and logsumexps, and so the reduction, stay float32), on a
+  // float32 copy otherwise.
+  if (any_half(logits)) {
+    if (!takes_half(cross_entropy_kernel, logits.device()) ||
+        !takes_half(cross_entropy_backward_kernel, logits.device()))
+      return cross_entropy(upcast_half(logits), target, reduction, ignore_index, label_smoothing).to(logits.dtype());
+  }
   EMBER_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
               "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
   ClassRows rows = class_rows("cross_entropy", "logits", logits, target, ignore_index);
   const int64_t R = rows.target.numel();
-  const TensorOptions opts(logits.dtype(), logits.device());
+  const DType acc = lse_dtype(logits.dtype());
+  const TensorOptions opts(acc, logits.device());
   Tensor loss = empty({R}, opts), lse = empty({R}, opts);
   if (R > 0) cross_entropy_kernel(logits.device(), rows.x3, rows.target, loss, lse, ignore_index, label_smoothing);
   Tensor out = reduce_rows(loss, target.shape(), reduction, rows.count);
@@ -324,7 +336,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
              // d loss_r / d x_c = softmax_c - (1 - eps) [c == t] - eps / C;
              // times g_r (and 1 / count for the mean); ignored rows get 0.
              const Tensor& x3 = sx.get();
-             Tensor g = row_grad(ctx, x3.dtype());
+             Tensor g = row_grad(ctx, lse_dtype(x3.dtype()));
              Tensor d = empty(x3.shape(), TensorOptions(x3.dtype(), x3.device()));
              if (d.numel() > 0)
                cross_entropy_backward_kernel(x3.device(), x3, st.get(), slse.get(), g, d, ignore_index, label_smoothing,
@@ -332,7 +344,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
              ctx.set_grad(0, d.view(ctx.input_meta(0).shape));
            });
   }
-  return out;
+  return acc == logits.dtype() ? out : out.to(logits.dtype());
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {

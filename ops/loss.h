@@ -60,8 +60,10 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 
 // ---- kernel tables (backends register here) ---------------------------------
 // logits3 / log_probs3 are contiguous [N, C, L]; target is contiguous int64
-// [N * L]; loss, lse are contiguous [N * L] of the logits' dtype; grad is
-// contiguous with 1 element (the same for every row) or N * L. Targets are
+// [N * L]; loss, lse are contiguous [N * L] of the logits' dtype (float32 for
+// 16-bit logits, which only cross_entropy's kernels may take: ops/half_ops.h);
+// grad is contiguous, of the loss's dtype, with 1 element (the same for every
+// row) or N * L. Targets are
 // already checked to be in [0, C) or ignore_index.
 
 /// loss[r] = lse[r] - (1 - eps) x[r, t] - eps / C * sum_c x[r, c]; 0 for ignored rows.

@@ -160,8 +160,15 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     return layer_norm(autocast_cast(x, *ac), normalized_shape, autocast_cast(weight, *ac), autocast_cast(bias, *ac),
                       eps);
   }
-  // 16-bit input, weights of either dtype: computed in float32, returned in the input's dtype.
-  if (any_half({&x, &weight, &bias}))
+  // 16-bit input, weights of either dtype: computed in float32, returned in
+  // the input's dtype; by the kernel itself (statistics in float32) where
+  // the device's kernels take 16-bit tensors and the weights have the
+  // input's dtype, on float32 copies otherwise.
+  const auto same_dtype = [&](const Tensor& t) { return !t.defined() || t.dtype() == x.dtype(); };
+  const bool native_half = is_half(x.dtype()) && same_dtype(weight) && same_dtype(bias) &&
+                           takes_half(layer_norm_kernel, x.device()) &&
+                           takes_half(layer_norm_backward_kernel, x.device());
+  if (any_half({&x, &weight, &bias}) && !native_half)
     return layer_norm(upcast_half(x), normalized_shape, upcast_half(weight), upcast_half(bias), eps)
         .to(is_half(x.dtype()) ? x.dtype() : half_result_dtype({&weight, &bias}));
   EMBER_CHECK(x.is_floating_point(), DTypeError, "layer_norm: expected a floating-point tensor, got ",
@@ -186,7 +193,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   const Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
   const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   Tensor out = empty(x.shape(), opts);
-  Tensor mean = empty({rows}, opts), rstd = empty({rows}, opts);
+  // The statistics in the compute dtype: float32 for a 16-bit input.
+  const TensorOptions stat_opts(is_half(x.dtype()) ? DType::Float32 : x.dtype(), x.device());
+  Tensor mean = empty({rows}, stat_opts), rstd = empty({rows}, stat_opts);
   Tensor y2 = out.view({rows, N});
   layer_norm_kernel(x.device(), xc.view({rows, N}), wc, bc, eps, y2, mean, rstd);
   if (autograd::needs_grad({x, weight, bias})) {

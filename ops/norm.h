@@ -24,7 +24,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 
 /// layer_norm's kernels (a backend registers these). x2, y2: [rows, N]
 /// contiguous; w, b: [N] or undefined; mean, rstd: [rows], the statistics
-/// backward reuses.
+/// backward reuses, in the compute dtype (float32 for a 16-bit x, whose
+/// w and b then have x's dtype: ops/half_ops.h).
 extern KernelTable<void(const Tensor& x2, const Tensor& w, const Tensor& b, double eps, Tensor& y2, Tensor& mean,
                         Tensor& rstd)>
     layer_norm_kernel;

@@ -134,7 +134,9 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
     AutocastSuspend off;
     return sum(autocast_cast(x, *ac), dims, keepdim);
   }
-  if (any_half(x)) return sum(upcast_half(x), dims, keepdim).to(x.dtype());  // accumulated in float32
+  // A 16-bit input is accumulated in float32: by the kernel itself where the
+  // device's kernel takes 16-bit tensors (ops/half_ops.h), on a float32 copy otherwise.
+  if (any_half(x) && !takes_half(sum_kernel, x.device())) return sum(upcast_half(x), dims, keepdim).to(x.dtype());
   Tensor in = x.dtype() == DType::Bool ? x.to(DType::Int64) : x;
   ReduceLayout L = reduce_layout(in, dims, keepdim, "sum");
   Tensor out = empty(L.out_shape, TensorOptions(in.dtype(), in.device()));
@@ -160,7 +162,7 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
     AutocastSuspend off;
     return mean(autocast_cast(x, *ac), dims, keepdim);
   }
-  if (any_half(x)) return mean(upcast_half(x), dims, keepdim).to(x.dtype());
+  if (any_half(x) && !takes_half(sum_kernel, x.device())) return mean(upcast_half(x), dims, keepdim).to(x.dtype());
   EMBER_CHECK(x.is_floating_point(), DTypeError, "mean: expected a floating-point tensor, got ", dtype_name(x.dtype()));
   const Tensor s = sum(x, dims, keepdim);
   const int64_t count = s.numel() ? x.numel() / s.numel() : 0;

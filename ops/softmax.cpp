@@ -237,7 +237,8 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, const Tensor& mask, bool log, 
     AutocastSuspend off;
     return softmax_impl(autocast_cast(x, *ac), dim, mask, log, name);
   }
-  if (any_half(x)) return softmax_impl(upcast_half(x), dim, mask, log, name).to(x.dtype());
+  if (any_half(x) && !(takes_half(softmax_kernel, x.device()) && takes_half(softmax_backward_kernel, x.device())))
+    return softmax_impl(upcast_half(x), dim, mask, log, name).to(x.dtype());
   EMBER_CHECK(x.is_floating_point(), DTypeError, name, ": expected a floating-point tensor, got ",
               dtype_name(x.dtype()));
   const int d = wrap_dim(dim, x.dim(), name);

@@ -20,7 +20,9 @@
 ///      or the SIMT emulator), with contiguous and non-contiguous inputs made
 ///      on that device, against the CPU in float32. An op without a kernel
 ///      there fails, unless its row is cpu_only(row, "why"); a cpu_only op
-///      that does run there fails too, so the mark goes when the kernel comes.
+///      that does run there fails too, so the mark goes when the kernel comes;
+///   4. check_half: bfloat16 and float16 against float32, on the CPU and on
+///      every other backend where the row has kernels.
 #pragma once
 
 #include <cstdint>
@@ -212,22 +214,26 @@ inline void half_tol(DType dt, double& rtol, double& atol) {
   atol = dt == DType::BFloat16 ? 2e-2 : 3e-3;
 }
 
-/// 4. bfloat16 and float16 on the CPU: the row's floating inputs rounded to
-/// the 16-bit dtype, the op run on them and on the same values in float32;
-/// the 16-bit result and gradients must come back in the 16-bit dtype and
-/// within its tolerance (half_tol, scaled by half_tol_scale) of the float32
-/// ones. A row opts out with a reason in half_skip.
-inline void check_half(const OpCase& c, DType dt, Report& r) {
+/// 4. bfloat16 and float16 on device d (the CPU, and every other backend
+/// where the row has kernels): the row's floating inputs rounded to the
+/// 16-bit dtype, the op run on them on d and on the same values in float32
+/// on the CPU; the 16-bit result and gradients must come back in the 16-bit
+/// dtype and within its tolerance (half_tol, scaled by half_tol_scale) of the
+/// float32 ones. A row opts out with a reason in half_skip.
+inline void check_half(const OpCase& c, DType dt, Report& r, Device d = kCPU) {
   if (!c.half_skip.empty()) return;
-  const std::string in_dt = std::string(" in ") + dtype_name(dt);
-  In in16 = make_inputs(c, dt, false);
+  if (!d.is_cpu() && !c.cpu_only.empty()) return;  // no kernels there (check_backend holds the row to that)
+  const std::string in_dt = std::string(" in ") + dtype_name(dt) + (d.is_cpu() ? "" : " on " + d.str());
+  In in16 = make_inputs(c, dt, false, d);
   In in32;
   for (const Tensor& t : in16) {
-    Tensor u = is_half(t.dtype()) ? t.detach().to(DType::Float32) : t;
+    Tensor u = t.detach().cpu();
+    if (is_half(u.dtype())) u = u.to(DType::Float32);
     if (t.requires_grad()) u.requires_grad_();
     in32.push_back(u);
   }
-  const Tensor a = c.fn(in32), b = c.fn(in16);
+  const Tensor a = c.fn(in32);
+  const Tensor b = c.fn(in16).cpu();
   if (a.dtype() == DType::Float32 && b.dtype() != dt)
     r.fail(c, "returned " + std::string(dtype_name(b.dtype())) + in_dt);
   double rtol, atol;
@@ -240,10 +246,10 @@ inline void check_half(const OpCase& c, DType dt, Report& r) {
   if (!c.differentiable || !a.requires_grad()) return;
   const Tensor w16 = rand(a.shape()).to(dt), w32 = w16.to(DType::Float32);
   sum(mul(a, w32)).backward();
-  sum(mul(b, w16)).backward();
+  sum(mul(b, w16)).backward();  // b is on the CPU: the copy's backward takes the gradient back to d
   for (size_t i = 0; i < in16.size(); ++i) {
     if (!in16[i].requires_grad()) continue;
-    const Tensor g16 = in16[i].grad(), g32 = in32[i].grad();
+    const Tensor g16 = in16[i].grad().defined() ? in16[i].grad().cpu() : Tensor(), g32 = in32[i].grad();
     const std::string which = "grad of input " + std::to_string(i) + in_dt;
     if (!g16.defined()) {
       r.fail(c, which + ": none");
@@ -283,8 +289,10 @@ inline Report check_rows(const std::vector<OpCase>& rows) {
       check_gradients(c, r);
       check_strided(c, r);
       for (const DType dt : {DType::BFloat16, DType::Float16}) check_half(c, dt, r);
-      for (const Device& d : devices)
+      for (const Device& d : devices) {
         for (const bool strided : {false, true}) check_backend(c, d, strided, r);
+        for (const DType dt : {DType::BFloat16, DType::Float16}) check_half(c, dt, r, d);
+      }
     } catch (const std::exception& e) {
       r.fail(c, std::string("threw: ") + e.what());
     }

@@ -173,6 +173,30 @@ TEST_CASE("conformance: every backend matches the CPU") {
         }
 }
 
+// bfloat16 and float16 on every backend besides the CPU against float32 on
+// the CPU, for every row with kernels there (check_half with a device): the
+// 16-bit kernels (cuda/: pointwise, sum, softmax, layer_norm, cross_entropy)
+// and the ops that convert to float32 there alike.
+TEST_CASE("conformance: every backend's bfloat16 and float16 within their tolerance of float32") {
+  const std::vector<Device> devices = other_backends();
+  int ran = 0;
+  for (const Device& d : devices)
+    for (const OpCase& c : registry()) {
+      if (!c.half_skip.empty() || !c.cpu_only.empty()) continue;
+      for (const DType dt : {DType::BFloat16, DType::Float16}) {
+        ember::testing::Report r;
+        try {
+          ember::testing::check_half(c, dt, r, d);
+          ++ran;
+        } catch (const std::exception& e) {
+          r.fail(c, std::string("threw in ") + dtype_name(dt) + " on " + d.str() + ": " + e.what());
+        }
+        check(r);
+      }
+    }
+  MESSAGE(ran, " row/dtype cases run on other backends");
+}
+
 // The backend check itself: a row whose op lost its CUDA kernel fails (here
 // amax's table with its CUDA slot emptied for the test, as if cuda/reduce.cu
 // never registered it), a cpu_only row passes on that ground, and a

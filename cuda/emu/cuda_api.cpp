@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
+#include <ember/core/half.h>
 #include <ember/core/parallel.h>
 
 namespace {
@@ -153,6 +155,8 @@ const char* cublasGetStatusString(cublasStatus_t s) {
       return "CUBLAS_STATUS_NOT_INITIALIZED";
     case CUBLAS_STATUS_INVALID_VALUE:
       return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
   }
   return "CUBLAS_STATUS_UNKNOWN";
 }
@@ -230,4 +234,87 @@ cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          int ldc, long long strideC, int batch) {
   return batched<double>(h, ta, tb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch,
                          cblas_dgemm);
+}
+
+// ---- cublasGemmEx: 16-bit operands, float32 compute -----------------------------------
+
+namespace {
+
+size_t type_size(cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; }
+
+float load(const void* p, cudaDataType t, int64_t i) {
+  switch (t) {
+    case CUDA_R_16BF:
+      return static_cast<float>(static_cast<const ember::bfloat16*>(p)[i]);
+    case CUDA_R_16F:
+      return static_cast<float>(static_cast<const ember::float16*>(p)[i]);
+    default:
+      return static_cast<const float*>(p)[i];
+  }
+}
+
+// Rounded to nearest even, NaN to CUDA's canonical 0x7FFF.
+void store(void* p, cudaDataType t, int64_t i, float v) {
+  const bool nan = v != v;
+  if (t == CUDA_R_16BF)
+    static_cast<ember::bfloat16*>(p)[i] = nan ? ember::bfloat16::from_bits(0x7FFF) : ember::bfloat16(v);
+  else
+    static_cast<ember::float16*>(p)[i] = nan ? ember::float16::from_bits(0x7FFF) : ember::float16(v);
+}
+
+// A stored column-major rows x cols matrix with leading dimension ld, as a
+// dense float32 one (leading dimension rows).
+std::vector<float> to_float(const void* p, cudaDataType t, int rows, int cols, int ld) {
+  std::vector<float> out(static_cast<size_t>(rows) * cols);
+  for (int j = 0; j < cols; ++j)
+    for (int i = 0; i < rows; ++i) out[static_cast<size_t>(j) * rows + i] = load(p, t, int64_t(j) * ld + i);
+  return out;
+}
+
+}  // namespace
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                          int k, const void* alpha, const void* A, cudaDataType Atype, int lda,
+                                          long long strideA, const void* B, cudaDataType Btype, int ldb,
+                                          long long strideB, const void* beta, void* C, cudaDataType Ctype, int ldc,
+                                          long long strideC, int batch, cublasComputeType_t compute, cublasGemmAlgo_t) {
+  if (!valid(h, ta, tb, m, n, k, lda, ldb, ldc) || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  // cuBLAS's float32-compute combinations: A and B of one type, C of that
+  // type or float32 (float32 in and out: as cublasSgemm).
+  const bool half_in = Atype == CUDA_R_16BF || Atype == CUDA_R_16F;
+  if ((compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32) || Atype != Btype ||
+      !(Atype == CUDA_R_32F || half_in) || !(Ctype == Atype || (half_in && Ctype == CUDA_R_32F)))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
+  const int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+  const int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+  const size_t as = type_size(Atype), bs = type_size(Btype), cs = type_size(Ctype);
+  ember::parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const void* Ai = static_cast<const char*>(A) + i * strideA * static_cast<long long>(as);
+      const void* Bi = static_cast<const char*>(B) + i * strideB * static_cast<long long>(bs);
+      void* Ci = static_cast<char*>(C) + i * strideC * static_cast<long long>(cs);
+      const std::vector<float> fa = to_float(Ai, Atype, ar, ac, lda), fb = to_float(Bi, Btype, br, bc, ldb);
+      if (Ctype == CUDA_R_32F) {
+        cblas_sgemm(CblasColMajor, op(ta), op(tb), m, n, k, a, fa.data(), std::max(1, ar), fb.data(), std::max(1, br),
+                    b, static_cast<float*>(Ci), ldc);
+        continue;
+      }
+      // beta == 0: C's old contents are not read (they may be NaN), as in cuBLAS.
+      std::vector<float> fc = b != 0.0f ? to_float(Ci, Ctype, m, n, ldc) : std::vector<float>(size_t(m) * n, 0.0f);
+      cblas_sgemm(CblasColMajor, op(ta), op(tb), m, n, k, a, fa.data(), std::max(1, ar), fb.data(), std::max(1, br), b,
+                  fc.data(), std::max(1, m));
+      for (int j = 0; j < n; ++j)
+        for (int r = 0; r < m; ++r) store(Ci, Ctype, int64_t(j) * ldc + r, fc[size_t(j) * m + r]);
+    }
+  });
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void* alpha, const void* A, cudaDataType Atype, int lda, const void* B,
+                            cudaDataType Btype, int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+  return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype, ldc,
+                                    0, 1, compute, algo);
 }

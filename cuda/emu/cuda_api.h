@@ -6,7 +6,12 @@
 /// EMBER_EMU_DEVICES says otherwise.
 ///
 /// defines: cudaError_t, cudaMalloc/Free, cudaMemcpy(Async), cudaMemsetAsync,
-/// streams, device queries, cublasHandle_t, cublas{S,D}gemm(StridedBatched).
+/// streams, device queries, cublasHandle_t, cublas{S,D}gemm(StridedBatched),
+/// cublasGemmEx and cublasGemmStridedBatchedEx (16-bit or float32 inputs,
+/// float32 compute: each operand converted to float32 exactly, one float32
+/// sgemm, a 16-bit C read as float32 and the result rounded once to nearest
+/// even; other combinations give CUBLAS_STATUS_NOT_SUPPORTED, as cuBLAS does
+/// for combinations it lacks).
 #pragma once
 
 #include <cstddef>
@@ -66,6 +71,7 @@ enum cublasStatus_t {
   CUBLAS_STATUS_SUCCESS = 0,
   CUBLAS_STATUS_NOT_INITIALIZED = 1,
   CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_NOT_SUPPORTED = 15,
 };
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
 enum cublasMath_t { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TF32_TENSOR_OP_MATH = 3 };
@@ -86,6 +92,25 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          int k, const float* alpha, const float* A, int lda, long long strideA,
                                          const float* B, int ldb, long long strideB, const float* beta, float* C,
                                          int ldc, long long strideC, int batch);
+enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16F = 2, CUDA_R_16BF = 14 };
+using cudaDataType = cudaDataType_t;
+enum cublasComputeType_t {
+  CUBLAS_COMPUTE_16F = 64,
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_64F = 70,
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+};
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99 };
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void* alpha, const void* A, cudaDataType Atype, int lda, const void* B,
+                            cudaDataType Btype, int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t computeType, cublasGemmAlgo_t algo);
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                          int k, const void* alpha, const void* A, cudaDataType Atype, int lda,
+                                          long long strideA, const void* B, cudaDataType Btype, int ldb,
+                                          long long strideB, const void* beta, void* C, cudaDataType Ctype, int ldc,
+                                          long long strideC, int batchCount, cublasComputeType_t computeType,
+                                          cublasGemmAlgo_t algo);
 cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                          int k, const double* alpha, const double* A, int lda, long long strideA,
                                          const double* B, int ldb, long long strideB, const double* beta, double* C,
