@@ -103,10 +103,13 @@ struct FusedArgs {
 // puts 16 rows across the vector lanes, measured faster (0.80 against 1.18 ms
 // forward and backward for 128 x 4 heads on one core); at the demo
 // transformer's 50 the fused one is (15.0-15.4 against 17.8 ms for 256 x 4).
-bool fused_fits(const Tensor& q, const Tensor& k, int64_t H, const Tensor& mask) {
+bool fused_shape_fits(const Tensor& q, const Tensor& k, int64_t H, const Tensor& mask) {
   const int64_t D = q.size(2) / H;
-  return cpu::kHaveSgemmAvx512 && q.device().is_cpu() && q.dtype() == DType::Float32 && !mask.defined() &&
-         q.size(1) <= 64 && k.size(1) >= 32 && k.size(1) <= 64 && D <= 64 && q.numel() > 0 && k.numel() > 0;
+  return cpu::kHaveSgemmAvx512 && q.device().is_cpu() && !mask.defined() && q.size(1) <= 64 && k.size(1) >= 32 &&
+         k.size(1) <= 64 && D <= 64 && q.numel() > 0 && k.numel() > 0;
+}
+bool fused_fits(const Tensor& q, const Tensor& k, int64_t H, const Tensor& mask) {
+  return q.dtype() == DType::Float32 && fused_shape_fits(q, k, H, mask);
 }
 
 FusedArgs fused_args(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, double scale, double p,
@@ -305,6 +308,9 @@ Forward forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, co
                 Generator* gen, double scale) {
   const int64_t N = q.size(0), L = q.size(1), S = k.size(1), E = q.size(2);
   const TensorOptions o(q.dtype(), q.device());
+  // Scores, weights and their gradients: float32 for bfloat16 q, k, v (the
+  // composed path's bf16 form, bf16_path), else q's dtype.
+  const TensorOptions wo(q.dtype() == DType::BFloat16 ? DType::Float32 : q.dtype(), q.device());
   const Shape ws{N, H, L, S}, rows{N * H * L, S, 1};  // softmax over S, one row per (n, h, query)
   Forward f;
   f.out = empty({N, L, E}, o);
@@ -318,10 +324,10 @@ Forward forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, co
     attention_forward_kernel(q.device(), q, k, v, FusedParams{H, scale, p, f.spec}, f.out, f.lse);
     return f;
   }
-  f.w = empty(ws, o);
+  f.w = empty(ws, wo);
   if (f.out.numel() == 0) return f;
   {
-    Tensor scores = empty(ws, o);
+    Tensor scores = empty(ws, wo);
     matmul_into(heads(q, H), heads_t(k, H), scores, scale);
     const Tensor m3 = mask.defined() ? broadcast_view(mask, ws).contiguous().view(rows) : Tensor();
     Tensor w3 = f.w.view(rows);
@@ -332,7 +338,7 @@ Forward forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, co
     Generator& g = gen ? *gen : default_generator();
     const RandomSpec spec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(f.w.numel()) + 3) / 4), 0.0,
                           1.0};
-    f.wd = empty(ws, o);
+    f.wd = empty(ws, wo);
     f.keep = empty(ws, TensorOptions(DType::Bool, q.device()));
     dropout_kernel(q.device(), f.w, f.wd, f.keep, spec, p);
   }
@@ -373,6 +379,20 @@ void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v
   if (dk.defined()) matmul_into(ds.transpose(-2, -1), heads(q, H), heads(dk, H), scale);  // dK = dS^T Q / sqrt(D)
 }
 
+// bfloat16 q, k, v on the CPU where the composed path runs (short key
+// sequences, or a mask): the products read the bf16 inputs in place and
+// write the bf16 output through the bf16 GEMM (ops/bgemm_avx512.h), with the
+// scores, softmax, dropout and their gradients in float32 buffers; the
+// weights are rounded to bfloat16 as the GEMM packs them, as PyTorch's
+// autocast runs the softmax output through a bf16 bmm. Saves converting
+// the packed projection and the output both ways. The fused kernel (and
+// float16) still take float32 copies.
+bool bf16_path(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, const Tensor& mask) {
+  return q.device().is_cpu() && q.dtype() == DType::BFloat16 && k.dtype() == DType::BFloat16 &&
+         v.dtype() == DType::BFloat16 && (!mask.defined() || mask.dtype() == DType::Bool) &&
+         !fused_shape_fits(q, k, H, mask);
+}
+
 double scale_of(const Tensor& q, int64_t H) { return 1.0 / std::sqrt(static_cast<double>(q.size(2) / H)); }
 
 }  // namespace
@@ -385,7 +405,7 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, i
                                 autocast_cast(mask, *ac), dropout_p, gen);
   }
   detail::check_attention_inputs("multi_head_attention", q, k, v, num_heads, mask, dropout_p);
-  if (any_half({&q, &k, &v, &mask}))  // the float32 path (fused where it applies), rounded once
+  if (any_half({&q, &k, &v, &mask}) && !bf16_path(q, k, v, num_heads, mask))  // float32 copies, rounded once
     return multi_head_attention(upcast_half(q), upcast_half(k), upcast_half(v), num_heads, upcast_half(mask), dropout_p,
                                 gen)
         .to(q.dtype());
@@ -425,7 +445,7 @@ Tensor multi_head_self_attention(const Tensor& qkv, int64_t num_heads, const Ten
   const int64_t E = qkv.size(2) / 3, H = num_heads;
   const Tensor q = packed.narrow(2, 0, E), k = packed.narrow(2, E, E), v = packed.narrow(2, 2 * E, E);
   detail::check_attention_inputs("multi_head_self_attention", q, k, v, H, mask, dropout_p);
-  if (any_half({&qkv, &mask}))
+  if (any_half({&qkv, &mask}) && !bf16_path(q, k, v, H, mask))
     return multi_head_self_attention(upcast_half(qkv), num_heads, upcast_half(mask), dropout_p, gen).to(qkv.dtype());
   const double scale = scale_of(q, H);
   Forward f = forward(q, k, v, H, mask, dropout_p, gen, scale);

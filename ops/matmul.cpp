@@ -378,10 +378,13 @@ bool bf16_form(const Tensor& a, const Tensor& b, DType out_dt) {
 }
 
 // Whether a 16-bit product must run as float32 copies rounded once (the
-// fallback of docs/PRECISION.md): float16 (no CPU kernel), or 16-bit on a
-// device without 16-bit GEMMs.
+// fallback of docs/PRECISION.md): float16 on the CPU (no kernel), or 16-bit
+// on a device whose GEMM kernel is not marked for 16-bit operands (CUDA's
+// is: cublasGemmEx with float32 compute, cuda/matmul.cu).
 bool half_needs_upcast(const Tensor& a, DType out_dt) {
-  return is_half(a.dtype()) && !(a.dtype() == DType::BFloat16 && out_dt == DType::BFloat16 && a.device().is_cpu());
+  if (!is_half(a.dtype())) return false;
+  if (a.device().is_cpu()) return !(a.dtype() == DType::BFloat16 && out_dt == DType::BFloat16);
+  return !(out_dt == a.dtype() && takes_half(gemm_kernel, a.device()));
 }
 
 // The autocast region's product form for a and b: true when autocast asks
@@ -521,10 +524,23 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 void matmul_into(const Tensor& a, const Tensor& b, Tensor out, double alpha, double beta) {
-  check_operands("matmul_into", a, b);
+  // One dtype, or the CPU's bfloat16 form (bf16_form: float32 and bfloat16
+  // mixed, e.g. float32 attention weights times bfloat16 values).
+  const bool mixed = out.defined() && bf16_form(a, b, out.dtype()) && out.device().is_cpu() &&
+                     (a.dtype() != out.dtype() || b.dtype() != out.dtype());
+  if (!mixed) check_operands("matmul_into", a, b);
   check_same_device("matmul_into", a, out);
-  EMBER_CHECK(out.dtype() == a.dtype(), DTypeError, "matmul_into: output dtype ", dtype_name(out.dtype()),
+  if (mixed) check_same_device("matmul_into", a, b);
+  EMBER_CHECK(mixed || out.dtype() == a.dtype(), DTypeError, "matmul_into: output dtype ", dtype_name(out.dtype()),
               " differs from the operands' ", dtype_name(a.dtype()));
+  if (!mixed && half_needs_upcast(a, out.dtype())) {
+    // float16 on the CPU: float32 copies, the result rounded into out.
+    Tensor o32 = empty(out.shape(), TensorOptions(DType::Float32, out.device()));
+    if (beta != 0) o32.copy_(out);
+    matmul_into(upcast_half(a), upcast_half(b), o32, alpha, beta);
+    out.copy_(o32);
+    return;
+  }
   EMBER_CHECK(
       a.dim() >= 2 && b.dim() >= 2 && out.dim() >= 2 && a.size(-1) == b.size(-2) && out.size(-2) == a.size(-2) &&
           out.size(-1) == b.size(-1) && a.dim() <= out.dim() && b.dim() <= out.dim(),

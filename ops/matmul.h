@@ -46,6 +46,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 /// and b [..., k, n] are read in place where BLAS can address them; their
 /// batch dims broadcast to out's [..., m, n]; out may be any view whose
 /// matrices are row-major (contiguous rows, any row and batch strides).
+/// a, b and out share one dtype, except on the CPU, where float32 and
+/// bfloat16 may be mixed (at least one of the three bfloat16): products of
+/// bf16-rounded operands accumulated in float32 (ops/bgemm_avx512.h).
 void matmul_into(const Tensor& a, const Tensor& b, Tensor out, double alpha = 1.0, double beta = 0.0);
 
 /// One batched GEMM in row-major BLAS terms. For every index i of `batch`

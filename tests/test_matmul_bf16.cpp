@@ -141,3 +141,29 @@ TEST_CASE("bgemm: the public ops still refuse operands of two dtypes") {
                        }),
                        "bias"));
 }
+
+TEST_CASE("bgemm: multi-head self-attention on bfloat16 inputs (the composed path's bf16 form) against float32") {
+  manual_seed(7);
+  // 17 tokens (the ViT's): the composed path, whose products read the bf16
+  // projection in place; a mask and dropout take the same path.
+  for (const bool masked : {false, true}) {
+    const Tensor qkv = r({3, 17, 48}, kBFloat16).requires_grad_();
+    const Tensor q32 = qkv.detach().to(kFloat32).requires_grad_();
+    const Tensor mask = masked ? gt(rand({17, 17}), 0.7) : Tensor();
+    const Tensor y = multi_head_self_attention(qkv, 4, mask);
+    const Tensor y32 = multi_head_self_attention(q32, 4, mask);
+    REQUIRE(y.dtype() == kBFloat16);
+    CHECK(allclose(y.to(kFloat32), y32, 1.0 / 64, 2e-2));
+    const Tensor gy = r({3, 17, 16});
+    sum(mul(y, gy.to(kBFloat16))).backward();
+    sum(mul(y32, gy.to(kBFloat16).to(kFloat32))).backward();
+    REQUIRE(qkv.grad().dtype() == kBFloat16);
+    CHECK(allclose(qkv.grad().to(kFloat32), q32.grad(), 1.0 / 32, 5e-2));
+  }
+  // Dropout draws the same masks as the float32 path for the same seed.
+  const Tensor x = r({2, 17, 24}, kBFloat16);
+  Generator g1(11), g2(11);
+  const Tensor a = multi_head_self_attention(x, 2, Tensor(), 0.3, &g1);
+  const Tensor b = multi_head_self_attention(x.to(kFloat32), 2, Tensor(), 0.3, &g2);
+  CHECK(allclose(a.to(kFloat32), b, 1.0 / 64, 2e-2));
+}
