@@ -58,7 +58,7 @@ namespace {
 
 // --device: where every workload's tensors and models live. On a GPU each
 // timed call ends by reading one element back, which waits for the stream
-// (a ~10 us copy included in the times).
+// (that small copy is included in the times).
 Device g_dev = kCPU;
 TensorOptions on_dev(DType dt = kFloat32) { return TensorOptions(dt, g_dev); }
 void sync_device() {
@@ -193,9 +193,9 @@ struct Bench {
       });
     });
     triad_gbs = 3.0 * 4 * m / (tt.median_ms * 1e-3) * 1e-9;  // STREAM's count: 3 arrays, no write-allocate
-    // Ember's own kernel at its best shape: on an AVX-512 machine it reaches
-    // about twice OpenBLAS's Haswell kernel, so "of peak" (against OpenBLAS,
-    // the reference the targets name) can pass 100% on a single GEMM.
+    // Ember's own kernel at its best shape: on an AVX-512 machine it outruns
+    // OpenBLAS's Haswell kernel (docs/PERFORMANCE.md), so "of peak" (against
+    // OpenBLAS, the reference the targets name) can pass 100% on a single GEMM.
     {
       const Tensor ea = randn({16384, 256}), eb = randn({256, 256});
       const Timing te = time_steps(1, 7, [&] { (void)matmul(ea, eb); });
