@@ -91,7 +91,10 @@ void launch(const char* file, int line, const char* name, void (*kernel)(P...), 
   (void)line;
   ::ember::emu::launch({grid, block, smem, name}, [&] { kernel(args...); });
 #else
-  kernel<<<grid, block, smem, st> > >(std::forward<A>(args)...);
+  // clang-format treats a .h as C++ and would split the launch brackets into "> > >".
+  // clang-format off
+  kernel<<<grid, block, smem, st>>>(std::forward<A>(args)...);
+  // clang-format on
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) throw_cuda_error(name, file, line, e);
 #endif
