@@ -256,7 +256,7 @@ struct Bench {
       ar::TokenTransformer model;
       model.to(g_dev);
       model.train();
-      optim::Adam opt(model.parameters(), optim::AdamOptions{1e-3, 0.9, 0.999, 1e-8, 1e-6});
+      optim::Adam opt(model.parameters(), optim::AdamOptions{.lr = 1e-3, .weight_decay = 1e-6});
       Generator g(1);
       std::vector<Tensor> xs;  // 8 batches in turn, so the model keeps learning
       for (int i = 0; i < 8; ++i) xs.push_back(uniform({batch, 50}, 0, 5, on_dev(), &g));
@@ -325,7 +325,8 @@ struct Bench {
     nn::ResNet model;
     model.to(g_dev);
     model.train();
-    optim::SGD opt(model.parameters(), optim::SGDOptions{0.05, 0.9, 0, 5e-4, true});
+    optim::SGD opt(model.parameters(),
+                   optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
     Generator g(3);
     std::vector<std::pair<Tensor, Tensor>> data;  // 4 batches in turn
     for (int i = 0; i < 4; ++i)

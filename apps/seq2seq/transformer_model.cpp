@@ -9,15 +9,14 @@ namespace seq2seq_app {
 using namespace ember;
 
 TransformerSeq2Seq::TransformerSeq2Seq(const TransformerSeq2SeqOptions& o) : opts(o) {
-  nn::TransformerOptions to;
-  to.d_model = o.d_model;
-  to.nhead = o.nhead;
-  to.num_encoder_layers = o.encoder_layers;
-  to.num_decoder_layers = o.decoder_layers;
-  to.dim_feedforward = o.dim_feedforward;
-  to.dropout = o.dropout;
-  to.batch_first = true;
-  to.norm_first = true;
+  const nn::TransformerOptions to{.d_model = o.d_model,
+                                  .nhead = o.nhead,
+                                  .num_encoder_layers = o.encoder_layers,
+                                  .num_decoder_layers = o.decoder_layers,
+                                  .dim_feedforward = o.dim_feedforward,
+                                  .dropout = o.dropout,
+                                  .batch_first = true,
+                                  .norm_first = true};
   src_embed = register_module("src_embed", std::make_shared<nn::Embedding>(o.src_vocab, o.d_model, 0));
   tgt_embed = register_module("tgt_embed", std::make_shared<nn::Embedding>(o.tgt_vocab, o.d_model, 0));
   pos = register_module("pos", std::make_shared<nn::SinusoidalPositionalEncoding>(o.d_model, o.max_len, o.dropout));
