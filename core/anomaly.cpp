@@ -39,7 +39,8 @@ struct EnvSwitch {
 // True when n contiguous values are all finite. A value is NaN or infinite
 // exactly when its exponent bits are all ones. Checked block by block
 // without branches, so the loop vectorises (an element-by-element isfinite
-// loop with an early exit made anomaly mode cost 30% of a training step).
+// loop with an early exit made anomaly mode cost a large part of a training
+// step: docs/PERFORMANCE.md, "Figures behind the code's comments").
 template <class T>
 bool run_all_finite(const T* p, int64_t n) {
   using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;

@@ -24,13 +24,14 @@ thread_local bool t_in_parallel = false;
 // shared machine) leaves its remaining chunks to the others instead of
 // holding up the whole job.
 constexpr int64_t kChunksPerThread = 4;
-// Spins, in pause instructions (about 50 ns each on this machine's Zen 5):
-// a caller waiting for the last chunks spins about 100 us before it yields;
-// an idle worker spins about 50 us for the next job before it sleeps on the
-// condition variable. Short spins keep back-to-back ops free of wake-up
-// latency; long ones burn the time slice a busy machine would give to the
-// thread that has work (measured under load 7: a ViT step at 2 threads took
-// 105 ms with workers spinning ~1 ms, 63-73 ms with ~25-100 us).
+// Spins, in pause instructions: a caller waiting for the last chunks spins
+// twice as long before it yields as an idle worker spins for the next job
+// before it sleeps on the condition variable. Short spins keep back-to-back
+// ops free of wake-up latency; long ones burn the time slice a busy machine
+// would give to the thread that has work. The counts were chosen for tens of
+// microseconds on the build machine, where a step with spins ten times
+// longer took much longer under load (docs/PERFORMANCE.md, "Figures behind
+// the code's comments": the pause's cost and the timings).
 constexpr int kSpinsBeforeYield = 2000;
 constexpr int kWorkerSpins = 1000;
 
@@ -103,8 +104,8 @@ class Pool {
   // The caller waits for the last chunks the other threads are finishing,
   // which takes microseconds: spin first, and only then yield. Yielding at
   // once hands the core to another process for a whole time slice whenever
-  // the machine is busy (measured: a 2-thread training step then took longer
-  // than a 1-thread one).
+  // the machine is busy (a 2-thread training step then took longer than a
+  // 1-thread one: docs/PERFORMANCE.md, "Figures behind the code's comments").
   template <class Counter>
   static void wait_until_zero(const Counter& c) {
     for (int spins = 0; c.load(std::memory_order_acquire) > 0; ++spins) {

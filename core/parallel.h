@@ -4,8 +4,8 @@
 /// All parallelism in Ember goes through this pool, GEMMs included: OpenBLAS
 /// is pinned to one thread and Ember splits large products across the pool
 /// itself (ops/matmul.cpp). So there is only one set of threads, and Ember's
-/// loops and BLAS's threads never fight over the cores (on this machine that
-/// fight costs PyTorch 2.3x).
+/// loops and BLAS's threads never fight over the cores (what that fight costs
+/// PyTorch: docs/PERFORMANCE.md, "Figures behind the code's comments").
 ///
 /// parallel_for(begin, end, grain, f) calls f(lo, hi) on disjoint chunks
 /// covering [begin, end); ranges smaller than grain run inline on the caller

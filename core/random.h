@@ -176,8 +176,9 @@ inline void philox_lanes<16>(uint64_t seed, uint64_t c0, uint32_t (&out)[4][16])
 
 /// Element order by a 4x16 transpose in registers per sixteen counters. 64
 /// counters run as four interleaved chains: the rounds' multiply latencies
-/// overlap, and dropout (one block per 256 elements) went from 0.73 to
-/// 0.27 ns per element on one core, its masks unchanged.
+/// overlap, which makes dropout (one block per 256 elements) several times
+/// faster per element, its masks unchanged (docs/PERFORMANCE.md, "Figures
+/// behind the code's comments").
 ///@{
 template <>
 inline void philox_block<16>(uint64_t seed, uint64_t c0, uint32_t (&out)[64]) {

@@ -83,7 +83,8 @@ ResNet::ResNet(const ResNetOptions& o) : opts(o) {
   // torchvision's ResNet init: convs kaiming_normal (fan_out, relu); batch
   // norms start at weight 1, bias 0 (their default).
   for (auto& [name, m] : named_modules())
-    if (auto* conv = dynamic_cast<Conv2d*>(m)) init::kaiming_normal_(conv->weight, 0, "fan_out", "relu");
+    if (auto* conv = dynamic_cast<Conv2d*>(m))
+      init::kaiming_normal_(conv->weight, 0, init::FanMode::FanOut, init::Nonlinearity::ReLU);
 }
 
 Tensor ResNet::forward(const Tensor& x) {

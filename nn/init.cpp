@@ -18,13 +18,59 @@ std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& t) {
   return {t.size(1) * receptive, t.size(0) * receptive};
 }
 
-double calculate_gain(const std::string& nl, double param) {
-  if (nl == "linear" || nl == "sigmoid" || nl.rfind("conv", 0) == 0) return 1.0;
-  if (nl == "tanh") return 5.0 / 3.0;
-  if (nl == "relu") return std::sqrt(2.0);
-  if (nl == "leaky_relu") return std::sqrt(2.0 / (1.0 + param * param));
-  if (nl == "selu") return 3.0 / 4.0;
-  throw ValueError("calculate_gain: unsupported nonlinearity '" + nl + "'");
+namespace {
+constexpr std::pair<Nonlinearity, const char*> kNonlinearityNames[] = {
+    {Nonlinearity::Linear, "linear"},
+    {Nonlinearity::Conv1d, "conv1d"},
+    {Nonlinearity::Conv2d, "conv2d"},
+    {Nonlinearity::Conv3d, "conv3d"},
+    {Nonlinearity::ConvTranspose1d, "conv_transpose1d"},
+    {Nonlinearity::ConvTranspose2d, "conv_transpose2d"},
+    {Nonlinearity::ConvTranspose3d, "conv_transpose3d"},
+    {Nonlinearity::Sigmoid, "sigmoid"},
+    {Nonlinearity::Tanh, "tanh"},
+    {Nonlinearity::ReLU, "relu"},
+    {Nonlinearity::LeakyReLU, "leaky_relu"},
+    {Nonlinearity::SELU, "selu"},
+};
+}  // namespace
+
+Nonlinearity nonlinearity(const std::string& name) {
+  std::string choices;
+  for (const auto& [nl, n] : kNonlinearityNames) {
+    if (name == n) return nl;
+    choices += choices.empty() ? n : std::string(", ") + n;
+  }
+  throw ValueError("init: unsupported nonlinearity '" + name + "' (one of " + choices + ")");
+}
+
+const char* nonlinearity_name(Nonlinearity nl) {
+  for (const auto& [k, n] : kNonlinearityNames)
+    if (k == nl) return n;
+  return "?";
+}
+
+FanMode fan_mode(const std::string& name) {
+  if (name == "fan_in") return FanMode::FanIn;
+  if (name == "fan_out") return FanMode::FanOut;
+  throw ValueError("kaiming init: mode must be fan_in or fan_out, got '" + name + "'");
+}
+
+const char* fan_mode_name(FanMode mode) { return mode == FanMode::FanIn ? "fan_in" : "fan_out"; }
+
+double calculate_gain(Nonlinearity nl, double param) {
+  switch (nl) {
+    case Nonlinearity::Tanh:
+      return 5.0 / 3.0;
+    case Nonlinearity::ReLU:
+      return std::sqrt(2.0);
+    case Nonlinearity::LeakyReLU:
+      return std::sqrt(2.0 / (1.0 + param * param));
+    case Nonlinearity::SELU:
+      return 3.0 / 4.0;
+    default:  // linear, the convolutions, sigmoid
+      return 1.0;
+  }
 }
 
 Tensor& constant_(Tensor& t, double value) {
@@ -70,21 +116,19 @@ Tensor& xavier_normal_(Tensor& t, double gain, Generator* gen) {
 }
 
 namespace {
-double kaiming_std(const Tensor& t, double a, const std::string& mode, const std::string& nl) {
+double kaiming_std(const Tensor& t, double a, FanMode mode, Nonlinearity nl) {
   const auto [fi, fo] = fan_in_and_fan_out(t);
-  EMBER_CHECK(mode == "fan_in" || mode == "fan_out", ValueError, "kaiming init: mode must be fan_in or fan_out, got ",
-              mode);
-  const double fan = static_cast<double>(mode == "fan_in" ? fi : fo);
+  const double fan = static_cast<double>(mode == FanMode::FanIn ? fi : fo);
   return calculate_gain(nl, a) / std::sqrt(fan);
 }
 }  // namespace
 
-Tensor& kaiming_uniform_(Tensor& t, double a, const std::string& mode, const std::string& nl, Generator* gen) {
+Tensor& kaiming_uniform_(Tensor& t, double a, FanMode mode, Nonlinearity nl, Generator* gen) {
   const double bound = std::sqrt(3.0) * kaiming_std(t, a, mode, nl);
   return init::uniform_(t, -bound, bound, gen);
 }
 
-Tensor& kaiming_normal_(Tensor& t, double a, const std::string& mode, const std::string& nl, Generator* gen) {
+Tensor& kaiming_normal_(Tensor& t, double a, FanMode mode, Nonlinearity nl, Generator* gen) {
   return init::normal_(t, 0.0, kaiming_std(t, a, mode, nl), gen);
 }
 

@@ -12,12 +12,42 @@
 
 namespace ember::nn::init {
 
+/// The nonlinearity a gain is computed for (torch.nn.init's names).
+enum class Nonlinearity {
+  Linear,
+  Conv1d,
+  Conv2d,
+  Conv3d,
+  ConvTranspose1d,
+  ConvTranspose2d,
+  ConvTranspose3d,
+  Sigmoid,
+  Tanh,
+  ReLU,
+  LeakyReLU,
+  SELU
+};
+/// PyTorch's spelling ("linear", "conv2d", "conv_transpose2d", "sigmoid",
+/// "tanh", "relu", "leaky_relu", "selu") to the enum, for flags and configs;
+/// ValueError naming the choices otherwise.
+Nonlinearity nonlinearity(const std::string& name);
+/// The enum's PyTorch spelling.
+const char* nonlinearity_name(Nonlinearity nl);
+
+/// Which fan a Kaiming init preserves the variance of: the forward pass's
+/// (FanIn) or the backward pass's (FanOut).
+enum class FanMode { FanIn, FanOut };
+/// "fan_in" or "fan_out" to the enum; ValueError otherwise.
+FanMode fan_mode(const std::string& name);
+/// "fan_in" or "fan_out".
+const char* fan_mode_name(FanMode mode);
+
 /// (fan_in, fan_out) of a weight: (in, out) of a (out, in) matrix, times the receptive field for
 /// convolutions (PyTorch's rule).
 std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& t);
-/// gain for a nonlinearity: "linear"/"sigmoid" 1, "tanh" 5/3, "relu" sqrt 2,
-/// "leaky_relu" sqrt(2 / (1 + a^2)).
-double calculate_gain(const std::string& nonlinearity, double param = 0.01);
+/// gain for a nonlinearity: linear, convolutions and sigmoid 1, tanh 5/3,
+/// relu sqrt 2, leaky_relu sqrt(2 / (1 + param^2)), selu 3/4.
+double calculate_gain(Nonlinearity nonlinearity, double param = 0.01);
 
 /// In-place fills (under no grad), returning t: zeros, ones, a constant, U(low, high), N(mean, std).
 ///@{
@@ -34,12 +64,13 @@ Tensor& trunc_normal_(Tensor& t, double mean = 0, double std = 1, double a = -2,
 Tensor& xavier_uniform_(Tensor& t, double gain = 1, Generator* gen = nullptr);
 Tensor& xavier_normal_(Tensor& t, double gain = 1, Generator* gen = nullptr);
 ///@}
-/// mode "fan_in" or "fan_out"; nonlinearity as calculate_gain, with a its param.
+/// std = gain / sqrt(fan), the gain as calculate_gain with a its param
+/// (the negative slope for LeakyReLU).
 ///@{
-Tensor& kaiming_uniform_(Tensor& t, double a = 0, const std::string& mode = "fan_in",
-                         const std::string& nonlinearity = "leaky_relu", Generator* gen = nullptr);
-Tensor& kaiming_normal_(Tensor& t, double a = 0, const std::string& mode = "fan_in",
-                        const std::string& nonlinearity = "leaky_relu", Generator* gen = nullptr);
+Tensor& kaiming_uniform_(Tensor& t, double a = 0, FanMode mode = FanMode::FanIn,
+                         Nonlinearity nonlinearity = Nonlinearity::LeakyReLU, Generator* gen = nullptr);
+Tensor& kaiming_normal_(Tensor& t, double a = 0, FanMode mode = FanMode::FanIn,
+                        Nonlinearity nonlinearity = Nonlinearity::LeakyReLU, Generator* gen = nullptr);
 ///@}
 
 }  // namespace ember::nn::init

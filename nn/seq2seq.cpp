@@ -24,11 +24,8 @@ void check_options(const Seq2SeqOptions& o) {
 Seq2SeqEncoder::Seq2SeqEncoder(const Seq2SeqOptions& o) : bidirectional(o.bidirectional_encoder) {
   check_options(o);
   embedding = register_module("embedding", std::make_shared<Embedding>(o.src_vocab, o.embed_size));
-  RNNOptions ro;
-  ro.num_layers = o.num_layers;
-  ro.batch_first = true;
-  ro.dropout = o.dropout;
-  ro.bidirectional = o.bidirectional_encoder;
+  const RNNOptions ro{
+      .num_layers = o.num_layers, .batch_first = true, .dropout = o.dropout, .bidirectional = o.bidirectional_encoder};
   rnn = register_module("rnn",
                         std::make_shared<GRU>(o.embed_size, bidirectional ? o.num_hiddens / 2 : o.num_hiddens, ro));
 }
@@ -53,10 +50,8 @@ Seq2SeqAttentionDecoder::Seq2SeqAttentionDecoder(const Seq2SeqOptions& o) {
   const int64_t H = o.num_hiddens;
   embedding = register_module("embedding", std::make_shared<Embedding>(o.tgt_vocab, o.embed_size));
   attention = register_module("attention", std::make_shared<AdditiveAttention>(H, H, H, 0.0));
-  RNNOptions ro;
-  ro.num_layers = o.num_layers;
-  ro.dropout = o.dropout;
-  rnn = register_module("rnn", std::make_shared<GRU>(o.embed_size + H, H, ro));
+  rnn = register_module(
+      "rnn", std::make_shared<GRU>(o.embed_size + H, H, RNNOptions{.num_layers = o.num_layers, .dropout = o.dropout}));
   dense = register_module("dense", std::make_shared<Linear>(H, o.tgt_vocab));
 }
 

@@ -159,7 +159,14 @@ struct TransformerOptions {
   bool norm_first = false;                   ///< pre-norm layers when true
   /// The layers' options from these.
   TransformerEncoderLayerOptions layer() const {
-    return {d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first};
+    return {.d_model = d_model,
+            .nhead = nhead,
+            .dim_feedforward = dim_feedforward,
+            .dropout = dropout,
+            .activation = activation,
+            .layer_norm_eps = layer_norm_eps,
+            .batch_first = batch_first,
+            .norm_first = norm_first};
   }
 };
 

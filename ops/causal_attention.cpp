@@ -350,6 +350,24 @@ void check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, in
               k.shape().str());
 }
 
+// The fused kernel's backward: it recomputes each block's weights from the
+// saved log-sum-exp (and redraws the dropout mask from sv.pr's counters);
+// q, k, v are the unit-stride copies the forward ran on, out its output.
+void causal_attention_backward(autograd::BackwardContext& ctx, const autograd::SavedTensor& sq,
+                               const autograd::SavedTensor& sk, const autograd::SavedTensor& svv,
+                               const autograd::SavedTensor& so, const Saved& sv) {
+  const Tensor &q = sq.get(), &k = sk.get(), &v = svv.get();
+  auto grad = [&](int i, const Tensor& like) {
+    return ctx.needs_grad(i) ? empty(like.shape(), TensorOptions(like.dtype(), like.device())) : Tensor();
+  };
+  Tensor dq = grad(0, q), dk = grad(1, k), dv = grad(2, v);
+  causal_backward_kernel(q.device(), detail::unit_last(ctx.grad_output()), q, k, v, so.get(), sv.lse, sv.pr, dq, dk,
+                         dv);
+  if (dq.defined()) ctx.set_grad(0, dq);
+  if (dk.defined()) ctx.set_grad(1, dk);
+  if (dv.defined()) ctx.set_grad(2, dv);
+}
+
 }  // namespace
 
 Tensor causal_attention_mask(int64_t L, int64_t S, Device device) {
@@ -374,17 +392,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64
     autograd::record("causal_attention", {q, k, v}, out,
                      [sq = autograd::SavedTensor(qp), sk = autograd::SavedTensor(kp), svv = autograd::SavedTensor(vp),
                       so = autograd::SavedTensor(out), sv = std::move(sv)](autograd::BackwardContext& ctx) {
-                       const Tensor &q = sq.get(), &k = sk.get(), &v = svv.get();
-                       auto grad = [&](int i, const Tensor& like) {
-                         return ctx.needs_grad(i) ? empty(like.shape(), TensorOptions(like.dtype(), like.device()))
-                                                  : Tensor();
-                       };
-                       Tensor dq = grad(0, q), dk = grad(1, k), dv = grad(2, v);
-                       causal_backward_kernel(q.device(), detail::unit_last(ctx.grad_output()), q, k, v, so.get(),
-                                              sv.lse, sv.pr, dq, dk, dv);
-                       if (dq.defined()) ctx.set_grad(0, dq);
-                       if (dk.defined()) ctx.set_grad(1, dk);
-                       if (dv.defined()) ctx.set_grad(2, dv);
+                       causal_attention_backward(ctx, sq, sk, svv, so, sv);
                      });
   return out;
 }

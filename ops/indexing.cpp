@@ -403,6 +403,44 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return out;
 }
 
+namespace {
+
+// out = x + S src with S the 0/1 scatter: dx = g, dsrc = S^T g = gather(g)
+// on the covered part, zero on the rest of src. si holds the index when src
+// needs a gradient; xshape and sshape are x's and src's shapes (1-D for 0-dim).
+void scatter_add_backward(BackwardContext& ctx, const SavedTensor& si, int d, const Shape& xshape,
+                          const Shape& sshape) {
+  const Tensor& g = ctx.grad_output();
+  if (ctx.needs_grad(0)) ctx.set_grad(0, g);
+  if (!ctx.needs_grad(1)) return;
+  const Tensor& idx = si.get();
+  Tensor gs = gather_impl(g.reshape(xshape), d, idx);
+  if (gs.shape() != sshape) {
+    Tensor full = zeros(sshape, TensorOptions(gs.dtype(), gs.device()));
+    Tensor region = full;
+    for (int i = 0; i < region.dim(); ++i) region = region.narrow(i, 0, idx.size(i));
+    region.copy_(gs);
+    gs = full;
+  }
+  ctx.set_grad(1, gs.reshape(ctx.input_meta(1).shape));
+}
+
+// Row m of embedding's output is row indices[m] of weight (V x D, M rows
+// looked up): the weight gradient adds each output row's gradient into that
+// row (index_add over dim 0), except the padding row, which is a constant
+// and stays zero. A 16-bit gradient is summed in float32 and rounded once.
+void embedding_backward(BackwardContext& ctx, const SavedTensor& flat, int64_t V, int64_t D, int64_t M, int64_t pad) {
+  const Tensor g = upcast_half(ctx.grad_output());
+  Tensor gw = zeros({V, D}, TensorOptions(g.dtype(), g.device()));
+  if (M > 0 && D > 0) {
+    Tensor gw3 = gw.view({1, V, D});
+    index_add_kernel(g.device(), gw3, flat.get(), g.contiguous().view({1, M, D}), pad);
+  }
+  ctx.set_grad(0, gw.to(ctx.grad_output().dtype()));
+}
+
+}  // namespace
+
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   const int d = check_gather_shapes("scatter_add", x, dim, index);
   check_same_device("scatter_add", x, src);
@@ -430,24 +468,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   if (needs_grad({x, src}))
     record("scatter_add", {x, src}, out,
            [si = needs_grad({src}) ? SavedTensor(iv) : SavedTensor(), d, xshape = xv.shape(),
-            sshape = sv.shape()](BackwardContext& ctx) {
-             // out = x + S src with S the 0/1 scatter: dx = g, dsrc = S^T g =
-             // gather(g) on the covered part, zero on the rest of src.
-             const Tensor& g = ctx.grad_output();
-             if (ctx.needs_grad(0)) ctx.set_grad(0, g);
-             if (ctx.needs_grad(1)) {
-               const Tensor& idx = si.get();
-               Tensor gs = gather_impl(g.reshape(xshape), d, idx);
-               if (gs.shape() != sshape) {
-                 Tensor full = zeros(sshape, TensorOptions(gs.dtype(), gs.device()));
-                 Tensor region = full;
-                 for (int i = 0; i < region.dim(); ++i) region = region.narrow(i, 0, idx.size(i));
-                 region.copy_(gs);
-                 gs = full;
-               }
-               ctx.set_grad(1, gs.reshape(ctx.input_meta(1).shape));
-             }
-           });
+            sshape = sv.shape()](BackwardContext& ctx) { scatter_add_backward(ctx, si, d, xshape, sshape); });
   return out;
 }
 
@@ -476,19 +497,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
     index_select_kernel(weight.device(), weight.detach().contiguous().view({1, V, D}), flat, out3);
   }
   if (needs_grad({weight}))
-    record("embedding", {weight}, out, [sf = SavedTensor(flat), V, D, M, pad](BackwardContext& ctx) {
-      // Row m of the output is row indices[m] of weight: the weight gradient
-      // adds each output row's gradient into that row (index_add over dim 0),
-      // except the padding row, which is a constant and stays zero. A
-      // 16-bit gradient is summed in float32 and rounded once.
-      const Tensor g = upcast_half(ctx.grad_output());
-      Tensor gw = zeros({V, D}, TensorOptions(g.dtype(), g.device()));
-      if (M > 0 && D > 0) {
-        Tensor gw3 = gw.view({1, V, D});
-        index_add_kernel(g.device(), gw3, sf.get(), g.contiguous().view({1, M, D}), pad);
-      }
-      ctx.set_grad(0, gw.to(ctx.grad_output().dtype()));
-    });
+    record("embedding", {weight}, out,
+           [sf = SavedTensor(flat), V, D, M, pad](BackwardContext& ctx) { embedding_backward(ctx, sf, V, D, M, pad); });
   return out;
 }
 

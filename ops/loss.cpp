@@ -374,6 +374,27 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
   return out;
 }
 
+namespace {
+
+// loss = (1 - t) x + w softplus(-x) with w = 1 + (pw - 1) t:
+//   d/dx  = (1 - t) - w sigmoid(-x)   (sigmoid(x) - t without pos_weight)
+//   d/dt  = -x + (pw - 1) softplus(-x)
+//   d/dpw = t softplus(-x)            (summed over broadcast dims by the engine)
+void bce_with_logits_backward(BackwardContext& ctx, const SavedTensor& sx, const SavedTensor& st,
+                              const SavedTensor& spw) {
+  const Tensor& x = sx.get();
+  Tensor g = ctx.grad_output();
+  if (g.dtype() != x.dtype()) g = g.to(x.dtype());
+  for (int i = 0; i < 3; ++i) {
+    if (!ctx.needs_grad(i)) continue;
+    Tensor o = empty(x.shape(), TensorOptions(x.dtype(), x.device()));
+    if (o.numel() > 0) bce_with_logits_backward_kernel(x.device(), x, st.get(), spw.get(), g, o, i);
+    ctx.set_grad(i, o);
+  }
+}
+
+}  // namespace
+
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,
                                         const Tensor& pos_weight) {
   const char* op = "binary_cross_entropy_with_logits";
@@ -411,19 +432,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   if (needs_grad({input, target, pos_weight}))
     record(op, {input, target, pos_weight}, out,
            [sx = SavedTensor(x), st = SavedTensor(t), spw = SavedTensor(pw)](BackwardContext& ctx) {
-             // loss = (1 - t) x + w softplus(-x) with w = 1 + (pw - 1) t:
-             //   d/dx  = (1 - t) - w sigmoid(-x)   (sigmoid(x) - t without pos_weight)
-             //   d/dt  = -x + (pw - 1) softplus(-x)
-             //   d/dpw = t softplus(-x)            (summed over broadcast dims by the engine)
-             const Tensor& x = sx.get();
-             Tensor g = ctx.grad_output();
-             if (g.dtype() != x.dtype()) g = g.to(x.dtype());
-             for (int i = 0; i < 3; ++i) {
-               if (!ctx.needs_grad(i)) continue;
-               Tensor o = empty(x.shape(), TensorOptions(x.dtype(), x.device()));
-               if (o.numel() > 0) bce_with_logits_backward_kernel(x.device(), x, st.get(), spw.get(), g, o, i);
-               ctx.set_grad(i, o);
-             }
+             bce_with_logits_backward(ctx, sx, st, spw);
            });
   return reduce_loss(out, reduction);
 }

@@ -148,6 +148,25 @@ void cpu_layer_norm_backward(const Tensor& g2, const Tensor& x2, const Tensor& w
   });
 }
 
+// layer_norm's gradients from the fused kernel (the formulas are at the top
+// of this file): x viewed as (rows, N), the saved per-row mean
+// and 1/std; each gradient only where an input needs it.
+void layer_norm_backward(autograd::BackwardContext& ctx, const autograd::SavedTensor& sx,
+                         const autograd::SavedTensor& sw, const Tensor& mean, const Tensor& rstd, int64_t rows,
+                         int64_t N, bool has_b) {
+  const Tensor& xs = sx.get();
+  const TensorOptions o(xs.dtype(), xs.device());
+  const Tensor g = ctx.grad_output().contiguous();
+  Tensor dx = ctx.needs_grad(0) ? empty(xs.shape(), o) : Tensor();
+  Tensor dw = ctx.needs_grad(1) ? empty({N}, o) : Tensor();
+  Tensor db = has_b && ctx.needs_grad(2) ? empty({N}, o) : Tensor();
+  Tensor dx2 = dx.defined() ? dx.view({rows, N}) : Tensor();
+  layer_norm_backward_kernel(xs.device(), g.view({rows, N}), xs.view({rows, N}), sw.get(), mean, rstd, dx2, dw, db);
+  if (dx.defined()) ctx.set_grad(0, dx);
+  if (dw.defined()) ctx.set_grad(1, dw.view(ctx.input_meta(1).shape));
+  if (db.defined()) ctx.set_grad(2, db.view(ctx.input_meta(2).shape));
+}
+
 }  // namespace
 
 EMBER_REGISTER_KERNEL(layer_norm_kernel, CPU, cpu_layer_norm);
@@ -199,22 +218,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor y2 = out.view({rows, N});
   layer_norm_kernel(x.device(), xc.view({rows, N}), wc, bc, eps, y2, mean, rstd);
   if (autograd::needs_grad({x, weight, bias})) {
-    autograd::record("layer_norm", {x, weight, bias}, out,
-                     [sx = autograd::SavedTensor(xc), sw = autograd::SavedTensor(wc), mean, rstd, rows, N,
-                      has_b = bias.defined()](autograd::BackwardContext& ctx) {
-                       const Tensor& xs = sx.get();
-                       const TensorOptions o(xs.dtype(), xs.device());
-                       const Tensor g = ctx.grad_output().contiguous();
-                       Tensor dx = ctx.needs_grad(0) ? empty(xs.shape(), o) : Tensor();
-                       Tensor dw = ctx.needs_grad(1) ? empty({N}, o) : Tensor();
-                       Tensor db = has_b && ctx.needs_grad(2) ? empty({N}, o) : Tensor();
-                       Tensor dx2 = dx.defined() ? dx.view({rows, N}) : Tensor();
-                       layer_norm_backward_kernel(xs.device(), g.view({rows, N}), xs.view({rows, N}), sw.get(), mean,
-                                                  rstd, dx2, dw, db);
-                       if (dx.defined()) ctx.set_grad(0, dx);
-                       if (dw.defined()) ctx.set_grad(1, dw.view(ctx.input_meta(1).shape));
-                       if (db.defined()) ctx.set_grad(2, db.view(ctx.input_meta(2).shape));
-                     });
+    autograd::record(
+        "layer_norm", {x, weight, bias}, out,
+        [sx = autograd::SavedTensor(xc), sw = autograd::SavedTensor(wc), mean, rstd, rows, N, has_b = bias.defined()](
+            autograd::BackwardContext& ctx) { layer_norm_backward(ctx, sx, sw, mean, rstd, rows, N, has_b); });
   }
   return out;
 }

@@ -102,7 +102,25 @@ Tensor amaxmin(const Tensor& x, const Shape& dims, bool keepdim, bool is_max) {
   return values;
 }
 
-// max/min along one dim: the gradient goes to the returned index.
+// max/min along one dim: the gradient goes to the returned index, as a
+// one-hot of the index along dim (keep: the values' shape with dim kept as
+// 1) times the gradient.
+void minmax_dim_backward(autograd::BackwardContext& ctx, const Tensor& indices, const Shape& keep,
+                         const Shape& in_shape, int d) {
+  const Tensor& g = ctx.grad_output();
+  if (in_shape.size() == 0) {
+    ctx.set_grad(0, g);
+    return;
+  }
+  Shape pos_shape = Shape::filled(in_shape.size(), 1);
+  pos_shape[d] = in_shape[d];
+  const Tensor pos =
+      arange(static_cast<double>(in_shape[d]), TensorOptions(DType::Int64, g.device())).reshape(pos_shape);
+  const Tensor hit = eq(pos, indices.reshape(keep)).to(g.dtype());
+  ctx.set_grad(0, mul(hit, g.reshape(keep)));
+}
+
+// max/min along one dim, with the index of each value.
 ValuesIndices minmax_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
   if (any_half(x)) {
     ValuesIndices r = minmax_dim(upcast_half(x), dim, keepdim, is_max);
@@ -116,18 +134,7 @@ ValuesIndices minmax_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_max
   if (autograd::needs_grad({x})) {
     const Shape keep = L.keep_shape, in_shape = x.shape();
     autograd::record(op, {x}, values, [indices, keep, in_shape, d](autograd::BackwardContext& ctx) {
-      const Tensor& g = ctx.grad_output();
-      if (in_shape.size() == 0) {
-        ctx.set_grad(0, g);
-        return;
-      }
-      // One-hot of the index along dim, times the gradient.
-      Shape pos_shape = Shape::filled(in_shape.size(), 1);
-      pos_shape[d] = in_shape[d];
-      const Tensor pos =
-          arange(static_cast<double>(in_shape[d]), TensorOptions(DType::Int64, g.device())).reshape(pos_shape);
-      const Tensor hit = eq(pos, indices.reshape(keep)).to(g.dtype());
-      ctx.set_grad(0, mul(hit, g.reshape(keep)));
+      minmax_dim_backward(ctx, indices, keep, in_shape, d);
     });
   }
   return {values, indices};

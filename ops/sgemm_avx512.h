@@ -4,12 +4,12 @@
 /// CPU matmul kernel (ops/matmul.cpp) in place of OpenBLAS, and by the fused
 /// attention kernel (ops/attention.cpp) for one head's products.
 ///
-/// Why: Debian's OpenBLAS 0.3.21 runs its Haswell (AVX2) SGEMM kernel on this
-/// machine's AVX-512 CPU, and at the models' shapes it spends a large part of
-/// each call packing: on one core it gave 76-93 GFLOP/s on the demo
-/// transformer's linear layers (12800 x 64 @ 64 x 192 and the like) and 35-65
-/// on one attention head's 50 x 50 x 16 products. This kernel, measured the
-/// same way: 131-191 and 100-126.
+/// Why: Debian's OpenBLAS 0.3.21 runs its Haswell (AVX2) SGEMM kernel on
+/// AVX-512 CPUs, and at the models' shapes (the demo transformer's linear
+/// layers, 12800 x 64 @ 64 x 192 and the like, and one attention head's
+/// 50 x 50 x 16 products) it spends a large part of each call packing. This
+/// kernel is well ahead of it there (docs/PERFORMANCE.md, "Figures behind the
+/// code's comments").
 ///
 /// How: op(B) is copied, per panel of at most 64 columns and 256 rows of the
 /// inner dim, into a zero-padded buffer of whole 16-float vectors; every

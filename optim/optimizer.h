@@ -119,11 +119,7 @@ class Adam : public Optimizer {
 class AdamW final : public Adam {
  public:
   /// AdamW's defaults: Adam's with weight_decay 1e-2.
-  static AdamOptions defaults() {
-    AdamOptions o;
-    o.weight_decay = 1e-2;
-    return o;
-  }
+  static AdamOptions defaults() { return {.weight_decay = 1e-2}; }
   /// One group of params, or several groups with their own lr/weight_decay.
   ///@{
   AdamW(std::vector<Tensor> params, AdamOptions opts = defaults());

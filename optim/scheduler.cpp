@@ -104,7 +104,25 @@ double WarmupCosineLR::lr_at(size_t, double base) const {
   return eta_min_ + (base - eta_min_) * (1 + std::cos(kPi * t)) / 2;
 }
 
-OneCycleLR::OneCycleLR(Optimizer& opt, double max_lr, int64_t total, double pct_start, const std::string& anneal,
+AnnealStrategy anneal_strategy(const std::string& name) {
+  if (name == "cos") return AnnealStrategy::Cos;
+  if (name == "linear") return AnnealStrategy::Linear;
+  throw ValueError("OneCycleLR: anneal_strategy must be cos or linear, got '" + name + "'");
+}
+
+PlateauMode plateau_mode(const std::string& name) {
+  if (name == "min") return PlateauMode::Min;
+  if (name == "max") return PlateauMode::Max;
+  throw ValueError("ReduceLROnPlateau: mode must be min or max, got '" + name + "'");
+}
+
+ThresholdMode threshold_mode(const std::string& name) {
+  if (name == "rel") return ThresholdMode::Rel;
+  if (name == "abs") return ThresholdMode::Abs;
+  throw ValueError("ReduceLROnPlateau: threshold_mode must be rel or abs, got '" + name + "'");
+}
+
+OneCycleLR::OneCycleLR(Optimizer& opt, double max_lr, int64_t total, double pct_start, AnnealStrategy anneal,
                        double div_factor, double final_div_factor)
     : LRScheduler(opt),
       max_lr_(max_lr),
@@ -112,10 +130,9 @@ OneCycleLR::OneCycleLR(Optimizer& opt, double max_lr, int64_t total, double pct_
       min_lr_(max_lr / div_factor / final_div_factor),
       total_(total),
       end_up_(pct_start * static_cast<double>(total) - 1),
-      cos_(anneal == "cos") {
+      cos_(anneal == AnnealStrategy::Cos) {
   EMBER_CHECK(total > 1 && pct_start > 0 && pct_start < 1, ValueError,
               "OneCycleLR: need total_steps > 1 and 0 < pct_start < 1");
-  EMBER_CHECK(anneal == "cos" || anneal == "linear", ValueError, "OneCycleLR: anneal_strategy must be cos or linear");
   for (ParamGroup& g : opt.param_groups()) g.initial_lr = initial_lr_;
   init();
 }
@@ -132,15 +149,14 @@ double OneCycleLR::lr_at(size_t, double) const {
 
 ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, Options o) : opt_(opt), o_(std::move(o)) {
   EMBER_CHECK(o_.factor < 1.0, ValueError, "ReduceLROnPlateau: factor should be < 1.0, got ", o_.factor);
-  EMBER_CHECK(o_.mode == "min" || o_.mode == "max", ValueError, "ReduceLROnPlateau: mode must be min or max");
-  EMBER_CHECK(o_.threshold_mode == "rel" || o_.threshold_mode == "abs", ValueError,
-              "ReduceLROnPlateau: threshold_mode must be rel or abs");
-  best_ = o_.mode == "min" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+  best_ =
+      o_.mode == PlateauMode::Min ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
 }
 
 bool ReduceLROnPlateau::better(double a, double best) const {
-  if (o_.mode == "min") return o_.threshold_mode == "rel" ? a < best * (1 - o_.threshold) : a < best - o_.threshold;
-  return o_.threshold_mode == "rel" ? a > best * (1 + o_.threshold) : a > best + o_.threshold;
+  const bool rel = o_.threshold_mode == ThresholdMode::Rel;
+  if (o_.mode == PlateauMode::Min) return rel ? a < best * (1 - o_.threshold) : a < best - o_.threshold;
+  return rel ? a > best * (1 + o_.threshold) : a > best + o_.threshold;
 }
 
 void ReduceLROnPlateau::step(double metric) {

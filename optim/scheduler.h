@@ -12,6 +12,19 @@
 
 namespace ember::optim {
 
+/// How OneCycleLR moves between its rates: half a cosine or a straight line.
+enum class AnnealStrategy { Cos, Linear };
+/// PyTorch's spelling, "cos" or "linear", to the enum; ValueError otherwise.
+AnnealStrategy anneal_strategy(const std::string& name);
+/// Whether ReduceLROnPlateau's metric improves by falling (a loss) or rising (an accuracy).
+enum class PlateauMode { Min, Max };
+/// "min" or "max" to the enum; ValueError otherwise.
+PlateauMode plateau_mode(const std::string& name);
+/// Whether ReduceLROnPlateau's threshold is relative to the best metric or absolute.
+enum class ThresholdMode { Rel, Abs };
+/// "rel" or "abs" to the enum; ValueError otherwise.
+ThresholdMode threshold_mode(const std::string& name);
+
 /// The base of the epoch-indexed schedulers: a derived class gives the rate
 /// at an epoch (lr_at), and step() advances the epoch and writes it.
 class LRScheduler {
@@ -120,9 +133,9 @@ class WarmupCosineLR final : public LRScheduler {
 /// cosine or linear annealing. Momentum is not cycled (cycle_momentum=False).
 class OneCycleLR final : public LRScheduler {
  public:
-  /// One cycle of total_steps steps peaking at max_lr; anneal_strategy "cos" or "linear".
+  /// One cycle of total_steps steps peaking at max_lr.
   OneCycleLR(Optimizer& opt, double max_lr, int64_t total_steps, double pct_start = 0.3,
-             const std::string& anneal_strategy = "cos", double div_factor = 25.0, double final_div_factor = 1e4);
+             AnnealStrategy anneal = AnnealStrategy::Cos, double div_factor = 25.0, double final_div_factor = 1e4);
 
  private:
   double lr_at(size_t, double base) const override;
@@ -137,14 +150,14 @@ class ReduceLROnPlateau {
  public:
   /// torch.optim.lr_scheduler.ReduceLROnPlateau's arguments.
   struct Options {
-    std::string mode = "min";            ///< "min" (a loss) or "max" (an accuracy)
-    double factor = 0.1;                 ///< the rate is multiplied by this
-    int64_t patience = 10;               ///< steps without improvement tolerated
-    double threshold = 1e-4;             ///< the least change that counts as an improvement
-    std::string threshold_mode = "rel";  ///< "rel" (relative to the best) or "abs"
-    int64_t cooldown = 0;                ///< steps to wait after a cut before counting again
-    double min_lr = 0.0;                 ///< the rate never goes below this
-    double eps = 1e-8;                   ///< a cut smaller than this is skipped
+    PlateauMode mode = PlateauMode::Min;                ///< Min (a loss) or Max (an accuracy)
+    double factor = 0.1;                                ///< the rate is multiplied by this
+    int64_t patience = 10;                              ///< steps without improvement tolerated
+    double threshold = 1e-4;                            ///< the least change that counts as an improvement
+    ThresholdMode threshold_mode = ThresholdMode::Rel;  ///< Rel (relative to the best) or Abs
+    int64_t cooldown = 0;                               ///< steps to wait after a cut before counting again
+    double min_lr = 0.0;                                ///< the rate never goes below this
+    double eps = 1e-8;                                  ///< a cut smaller than this is skipped
   };
   /// Watches a metric for opt's groups.
   ///@{

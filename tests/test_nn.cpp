@@ -92,7 +92,29 @@ TEST_CASE("nn: default initialisation follows PyTorch") {
   CHECK(amax(abs(w), {}).item<double>() <= std::sqrt(6.0 / 500.0));
   nn::init::trunc_normal_(w, 0.0, 1.0, -0.5, 0.5);
   CHECK(amax(abs(w), {}).item<double>() <= 0.5);
-  CHECK(nn::init::calculate_gain("relu") == doctest::Approx(std::sqrt(2.0)));
+  CHECK(nn::init::calculate_gain(nn::init::Nonlinearity::ReLU) == doctest::Approx(std::sqrt(2.0)));
+}
+
+TEST_CASE("nn: init modes are enums, parsed from PyTorch's strings") {
+  using nn::init::FanMode;
+  using nn::init::Nonlinearity;
+  CHECK(nn::init::nonlinearity("relu") == Nonlinearity::ReLU);
+  CHECK(nn::init::nonlinearity("conv_transpose2d") == Nonlinearity::ConvTranspose2d);
+  CHECK(std::string(nn::init::nonlinearity_name(Nonlinearity::LeakyReLU)) == "leaky_relu");
+  CHECK_THROWS_WITH_AS(nn::init::nonlinearity("swish"), doctest::Contains("unsupported nonlinearity 'swish'"),
+                       ValueError);
+  CHECK(nn::init::fan_mode("fan_out") == FanMode::FanOut);
+  CHECK(std::string(nn::init::fan_mode_name(FanMode::FanIn)) == "fan_in");
+  CHECK_THROWS_WITH_AS(nn::init::fan_mode("fan_avg"), doctest::Contains("fan_in or fan_out"), ValueError);
+  CHECK(nn::init::calculate_gain(Nonlinearity::Tanh) == doctest::Approx(5.0 / 3.0));
+  CHECK(nn::init::calculate_gain(Nonlinearity::LeakyReLU, 0.2) == doctest::Approx(std::sqrt(2.0 / 1.04)));
+  CHECK(nn::init::calculate_gain(Nonlinearity::Conv2d) == 1.0);
+  // kaiming_normal_(fan_out, relu) on a (64, 32, 3, 3) conv weight: std = sqrt(2 / (64 * 9)).
+  Generator g(7);
+  Tensor w = empty({64, 32, 3, 3});
+  nn::init::kaiming_normal_(w, 0, FanMode::FanOut, Nonlinearity::ReLU, &g);
+  const double sd = std::sqrt(mean(square(w)).item<double>());
+  CHECK(sd == doctest::Approx(std::sqrt(2.0 / 576.0)).epsilon(0.03));
 }
 
 TEST_CASE("nn: BatchNorm1d uses batch statistics in training and running ones in eval") {

@@ -52,7 +52,7 @@ TEST_CASE("schedulers: OneCycleLR, cosine and linear") {
   check_seq([](auto& o) { return std::make_unique<optim::OneCycleLR>(o, 1.0, 10, 0.25); },
             {0.04, 0.76, 0.9890738440717, 0.90450887915348, 0.750001, 0.5522660225769, 0.34549412084652,
              0.16543803508178, 0.04323109826961, 4e-06});
-  check_seq([](auto& o) { return std::make_unique<optim::OneCycleLR>(o, 1.0, 10, 0.3, "linear"); },
+  check_seq([](auto& o) { return std::make_unique<optim::OneCycleLR>(o, 1.0, 10, 0.3, optim::AnnealStrategy::Linear); },
             {0.04, 0.52, 1.0, 0.85714342857143, 0.71428685714286, 0.57143028571429, 0.42857371428571, 0.28571714285714,
              0.14286057142857, 4e-06});
 }
@@ -79,6 +79,30 @@ TEST_CASE("schedulers: ReduceLROnPlateau with patience, cooldown and min_lr") {
   s2.load_state_dict(s.state_dict());
   CHECK(s2.best() == 0.5);
   CHECK(opt2.param_groups()[0].lr == opt.param_groups()[0].lr);
+}
+
+TEST_CASE("schedulers: ReduceLROnPlateau in max mode with an absolute threshold, modes parsed from strings") {
+  Tensor p = zeros({1}).requires_grad_();
+  optim::SGD opt({p}, optim::SGDOptions{0.1});
+  optim::ReduceLROnPlateau s(opt, {.mode = optim::PlateauMode::Max,
+                                   .factor = 0.5,
+                                   .patience = 1,
+                                   .threshold = 0.1,
+                                   .threshold_mode = optim::ThresholdMode::Abs});
+  // An improvement is a metric above best + 0.1: 0.55 and 0.58 are not (a cut after two), 0.7 is.
+  const std::vector<double> metric = {0.5, 0.55, 0.58, 0.7, 0.65};
+  const std::vector<double> want = {0.1, 0.1, 0.05, 0.05, 0.05};
+  for (size_t i = 0; i < metric.size(); ++i) {
+    s.step(metric[i]);
+    CHECK(std::fabs(opt.param_groups()[0].lr - want[i]) < 1e-12);
+  }
+  CHECK(s.best() == 0.7);
+  CHECK(optim::plateau_mode("max") == optim::PlateauMode::Max);
+  CHECK(optim::threshold_mode("abs") == optim::ThresholdMode::Abs);
+  CHECK(optim::anneal_strategy("linear") == optim::AnnealStrategy::Linear);
+  CHECK_THROWS_WITH_AS(optim::plateau_mode("up"), doctest::Contains("min or max"), ValueError);
+  CHECK_THROWS_WITH_AS(optim::threshold_mode("pct"), doctest::Contains("rel or abs"), ValueError);
+  CHECK_THROWS_WITH_AS(optim::anneal_strategy("cosine"), doctest::Contains("cos or linear"), ValueError);
 }
 
 TEST_CASE("schedulers: state round trip resumes the sequence") {

@@ -79,7 +79,7 @@ Result run_nw(const Config& c, Generator& g, bool learn_w) {
   if (learn_w) {
     // Each training point attends to the others (itself masked out); SGD on
     // 1/2 sum (y - yhat)^2.
-    optim::SGD opt({w}, optim::SGDOptions{0.5});
+    optim::SGD opt({w}, optim::SGDOptions{.lr = 0.5});
     const Tensor self = eye(50, TensorOptions(kBool));
     for (int epoch = 1; epoch <= c.epochs; ++epoch) {
       opt.zero_grad();

@@ -50,12 +50,9 @@ inline StateDict clone_state(const nn::Module& m) {
 // x_val may be undefined: then there is no validation (val = train loss).
 inline History fit(nn::Module& model, const Tensor& x, const Tensor& y, const Tensor& x_val, const Tensor& y_val,
                    const Recipe& r, Generator& g) {
-  optim::Adam opt(model.parameters(), optim::AdamOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay});
-  optim::ReduceLROnPlateau::Options po;
-  po.factor = r.plateau_factor;
-  po.patience = r.plateau_patience;
-  po.min_lr = r.min_lr;
-  optim::ReduceLROnPlateau plateau(opt, po);
+  optim::Adam opt(model.parameters(), {.lr = r.lr, .weight_decay = r.weight_decay});
+  optim::ReduceLROnPlateau plateau(opt,
+                                   {.factor = r.plateau_factor, .patience = r.plateau_patience, .min_lr = r.min_lr});
   ember::app::ProgressBar bar(!r.quiet);
   ember::app::MixedPrecision mp(r.precision, x.device().type);
 

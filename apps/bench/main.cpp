@@ -64,7 +64,7 @@ namespace {
 
 // --device: where every workload's tensors and models live. On a GPU each
 // timed call ends by reading one element back, which waits for the stream
-// (a ~10 us copy included in the times).
+// (that small copy is included in the times).
 Device g_dev = kCPU;
 TensorOptions on_dev(DType dt = kFloat32) { return TensorOptions(dt, g_dev); }
 void sync_device() {
@@ -199,9 +199,9 @@ struct Bench {
       });
     });
     triad_gbs = 3.0 * 4 * m / (tt.median_ms * 1e-3) * 1e-9;  // STREAM's count: 3 arrays, no write-allocate
-    // Ember's own kernel at its best shape: on an AVX-512 machine it reaches
-    // about twice OpenBLAS's Haswell kernel, so "of peak" (against OpenBLAS,
-    // the reference the targets name) can pass 100% on a single GEMM.
+    // Ember's own kernel at its best shape: on an AVX-512 machine it outruns
+    // OpenBLAS's Haswell kernel (docs/PERFORMANCE.md), so "of peak" (against
+    // OpenBLAS, the reference the targets name) can pass 100% on a single GEMM.
     {
       const Tensor ea = randn({16384, 256}), eb = randn({256, 256});
       const Timing te = time_steps(1, 7, [&] { (void)matmul(ea, eb); });
@@ -286,7 +286,7 @@ struct Bench {
       ar::TokenTransformer model;
       model.to(g_dev);
       model.train();
-      optim::Adam opt(model.parameters(), optim::AdamOptions{1e-3, 0.9, 0.999, 1e-8, 1e-6});
+      optim::Adam opt(model.parameters(), optim::AdamOptions{.lr = 1e-3, .weight_decay = 1e-6});
       Generator g(1);
       std::vector<Tensor> xs;  // 8 batches in turn, so the model keeps learning
       for (int i = 0; i < 8; ++i) xs.push_back(uniform({batch, 50}, 0, 5, on_dev(), &g));
@@ -347,7 +347,8 @@ struct Bench {
     nn::ResNet model;
     model.to(g_dev);
     model.train();
-    optim::SGD opt(model.parameters(), optim::SGDOptions{0.05, 0.9, 0, 5e-4, true});
+    optim::SGD opt(model.parameters(),
+                   optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
     Generator g(3);
     std::vector<std::pair<Tensor, Tensor>> data;  // 4 batches in turn
     for (int i = 0; i < 4; ++i)

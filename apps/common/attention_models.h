@@ -95,9 +95,17 @@ struct EncoderRegressor : AttentionModel {
   EncoderRegressor() {
     embed = register_module("embed", std::make_shared<nn::Linear>(1, 64));
     pos = register_module("pos_encoder", std::make_shared<nn::SinusoidalPositionalEncoding>(64, 1000));
-    encoder = register_module("transformer_encoder",
-                              std::make_shared<nn::TransformerEncoder>(
-                                  nn::TransformerEncoderLayerOptions{64, 8, 256, 0.1, "gelu", 1e-5, true, true}, 3));
+    encoder = register_module(
+        "transformer_encoder",
+        std::make_shared<nn::TransformerEncoder>(nn::TransformerEncoderLayerOptions{.d_model = 64,
+                                                                                    .nhead = 8,
+                                                                                    .dim_feedforward = 256,
+                                                                                    .dropout = 0.1,
+                                                                                    .activation = nn::Activation::GELU,
+                                                                                    .layer_norm_eps = 1e-5,
+                                                                                    .batch_first = true,
+                                                                                    .norm_first = true},
+                                                 3));
     out = register_module("output_layer", std::make_shared<nn::Linear>(64, 1));
   }
   Tensor forward(const Tensor& x) override {

@@ -520,7 +520,7 @@ int run(Config c) {
                 num_threads(), dev.str().c_str());
   if (c.eval_only) return evaluate_saved(c, *dates_model, saved, sp.test, v);
 
-  optim::Adam opt(model.parameters(), optim::AdamOptions{c.lr});
+  optim::Adam opt(model.parameters(), optim::AdamOptions{.lr = c.lr});
   // Cosine decay to zero over the run, stepped per batch (a batch larger
   // than the training split is the whole split).
   const int64_t batch = std::min(c.batch, sp.train.size());

@@ -75,22 +75,19 @@ class GruModel : public DatesModel {
 
 std::unique_ptr<DatesModel> make_model(const std::string& kind, const ModelSizes& z) {
   if (kind == "transformer") {
-    TransformerSeq2SeqOptions o;
-    o.src_vocab = z.src_vocab;
-    o.tgt_vocab = z.tgt_vocab;
-    o.d_model = z.hidden;
-    o.nhead = z.hidden % 4 == 0 ? 4 : 2;  // --hidden is even; 4 heads where they divide it
-    o.dim_feedforward = 4 * z.hidden;
-    return std::make_unique<TransformerSeq2Seq>(o);
+    return std::make_unique<TransformerSeq2Seq>(
+        TransformerSeq2SeqOptions{.src_vocab = z.src_vocab,
+                                  .tgt_vocab = z.tgt_vocab,
+                                  .d_model = z.hidden,
+                                  .nhead = z.hidden % 4 == 0 ? 4 : 2,  // --hidden is even; 4 heads where they divide it
+                                  .dim_feedforward = 4 * z.hidden});
   }
   EMBER_CHECK(kind == "gru", ValueError, "seq2seq: unknown model \"", kind, "\" (gru or transformer)");
-  nn::Seq2SeqOptions mo;
-  mo.src_vocab = z.src_vocab;
-  mo.tgt_vocab = z.tgt_vocab;
-  mo.embed_size = z.embed;
-  mo.num_hiddens = z.hidden;
-  mo.bidirectional_encoder = true;
-  return std::make_unique<GruModel>(mo);
+  return std::make_unique<GruModel>(nn::Seq2SeqOptions{.src_vocab = z.src_vocab,
+                                                       .tgt_vocab = z.tgt_vocab,
+                                                       .embed_size = z.embed,
+                                                       .num_hiddens = z.hidden,
+                                                       .bidirectional_encoder = true});
 }
 
 }  // namespace seq2seq_app

@@ -12,12 +12,11 @@
 // decoding run the decoder incrementally (TransformerDecoder's cache): one
 // position of work per generated token.
 //
-// Measured (README, seq2seq section; seed 0, 12,000 training dates, batch 64,
-// lr 3e-3): no dropout, because the task is noiseless and the test dates come
-// from the training distribution: with dropout 0.1 six epochs reached 87.4%
-// test exact match, without it 99.8%. Learned position tables (N(0, 0.02))
-// learned slower than the sinusoids (38.7% against 74.4% validation exact
-// match after two epochs).
+// No dropout, because the task is noiseless and the test dates come from the
+// training distribution: with it, six epochs reached a clearly lower test
+// exact match. Learned position tables (N(0, 0.02)) learned slower than the
+// sinusoids. The figures, and the run that gave them, are in the README's
+// seq2seq section.
 #pragma once
 
 #include "model.h"

@@ -80,28 +80,24 @@ std::shared_ptr<nn::VisionTransformer> make_model(const Config& c, const data::I
   if (set.height % c.patch != 0 || set.width % c.patch != 0)
     throw UsageError("--patch-size " + std::to_string(c.patch) + " does not divide the " + std::to_string(set.height) +
                      "x" + std::to_string(set.width) + " images of " + c.data);
-  nn::VisionTransformerOptions o;
-  o.img_size = {set.height, set.width};
-  o.patch_size = {c.patch, c.patch};
-  o.in_channels = set.channels;
-  o.num_classes = set.num_classes();
-  o.embed_dim = c.width;
-  o.depth = c.depth;
-  o.num_heads = c.heads;
-  o.mlp_dim = c.mlp;
-  o.dropout = c.dropout;
-  o.stem_channels = c.stem;
-  return std::make_shared<nn::VisionTransformer>(o);
+  return std::make_shared<nn::VisionTransformer>(nn::VisionTransformerOptions{.img_size = {set.height, set.width},
+                                                                              .patch_size = {c.patch, c.patch},
+                                                                              .in_channels = set.channels,
+                                                                              .num_classes = set.num_classes(),
+                                                                              .embed_dim = c.width,
+                                                                              .depth = c.depth,
+                                                                              .num_heads = c.heads,
+                                                                              .mlp_dim = c.mlp,
+                                                                              .dropout = c.dropout,
+                                                                              .stem_channels = c.stem});
 }
 
 data::AugmentOptions augment_options(const Config& c) {
-  data::AugmentOptions a;
-  a.crop_padding = c.crop_padding;
-  a.hflip = c.hflip == "on" || (c.hflip == "auto" && c.data != "mnist");
-  a.erase_prob = c.erase;
-  a.mixup_alpha = c.mixup;
-  a.cutmix_alpha = c.cutmix;
-  return a;
+  return {.crop_padding = c.crop_padding,
+          .hflip = c.hflip == "on" || (c.hflip == "auto" && c.data != "mnist"),
+          .erase_prob = c.erase,
+          .mixup_alpha = c.mixup,
+          .cutmix_alpha = c.cutmix};
 }
 
 void save_checkpoint(const std::string& path, const Config& c, const nn::Module& model, const optim::Optimizer& opt,
