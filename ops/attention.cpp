@@ -100,9 +100,8 @@ struct FusedArgs {
 };
 
 // From 32 keys up: at the ViT's 17 tokens the composed path, whose softmax
-// puts 16 rows across the vector lanes, measured faster (0.80 against 1.18 ms
-// forward and backward for 128 x 4 heads on one core); at the demo
-// transformer's 50 the fused one is (15.0-15.4 against 17.8 ms for 256 x 4).
+// puts 16 rows across the vector lanes, measured faster; at the demo
+// transformer's 50 the fused one does (docs/PERFORMANCE.md, "ops/attention.cpp").
 bool fused_shape_fits(const Tensor& q, const Tensor& k, int64_t H, const Tensor& mask) {
   const int64_t D = q.size(2) / H;
   return cpu::kHaveSgemmAvx512 && q.device().is_cpu() && !mask.defined() && q.size(1) <= 64 && k.size(1) >= 32 &&

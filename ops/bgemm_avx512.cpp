@@ -289,8 +289,8 @@ struct Out {
 // the next pair of the panel (whose high halves are zero). The loops over rows and vectors are unrolled by
 // pragma: GCC 12 unrolls them anyway, but only after its scalar replacement
 // of the accumulator array has given up, which keeps the 24 accumulators on
-// the stack around the loop (a store and a load of each, per block: 15-20%
-// of a block at k = 64). A previous pass's sums are added after the loop.
+// the stack around the loop (a store and a load of each, per block;
+// docs/PERFORMANCE.md, "ops/bgemm_avx512.cpp"). A previous pass's sums are added after the loop.
 template <int MR, int NB, class CT>
 EMBER_TARGET_BF16 void block(int64_t kq, bool odd, const uint16_t* a, int64_t ars, int64_t aqs, const uint32_t* bp,
                              const Out<CT>& o) {
@@ -490,7 +490,7 @@ void bgemm_kernel(const BgemmArgs& g) {
   auto* words = static_cast<uint32_t*>(t_bpack.get(sizeof(uint32_t) * std::max<int64_t>(1, panels * pairs * kPanelN)));
   const PackedB pb{words, pairs};
   const size_t bsz = g.b_type == GemmElem::kFloat32 ? 4 : 2;
-  // (A task is one panel's pass: about kw x 64 elements, ~0.1 ns each.)
+  // (A task is one panel's pass: about kw x 64 elements.)
   parallel_for(0, panels * passes, std::max<int64_t>(1, (int64_t(1) << 16) / (std::min(g.k, kPanelK) * kPanelN + 1)),
                [&](int64_t lo, int64_t hi) {
                  for (int64_t t = lo; t < hi; ++t) {

@@ -2,7 +2,7 @@
 /// Ember's bfloat16 GEMM: C = alpha * op(A) @ op(B) + beta * C (+ bias), with
 /// A and B in bfloat16 (or float32, rounded to bfloat16 as they are packed:
 /// autocast's float32 master weights) and float32 accumulation, on CPUs with
-/// AVX512_BF16 (this machine's AMD EPYC). Written against raw pointers: a
+/// AVX512_BF16 (AMD Zen 4 and 5, Intel Cooper Lake and later). Written against raw pointers: a
 /// bfloat16 is its 16 bits in a uint16_t (the upper half of a float32).
 ///
 /// What it takes (every combination):

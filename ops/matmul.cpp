@@ -16,7 +16,7 @@
 // The CPU kernel then only walks the batch and splits the work across the
 // pool; float32 products of at most 256 columns (every product of the demo
 // models) go to Ember's AVX-512 kernel, ops/sgemm_avx512.h, instead of
-// OpenBLAS, whose Haswell kernel runs at half its speed on this CPU.
+// OpenBLAS where OpenBLAS runs its Haswell kernel on an AVX-512 CPU (docs/PERFORMANCE.md, "ops/matmul.cpp").
 // OpenBLAS is pinned to one thread at library start, so Ember's pool is the
 // only set of threads (see core/parallel.h); single-threaded cblas calls from
 // several threads at once are safe in OpenBLAS's pthread build.
@@ -52,8 +52,8 @@ struct BlasSingleThread {
 
 // ---- CPU kernel ---------------------------------------------------------------
 
-// Products below this many multiply-adds run inline on the caller: at
-// ~50 GFLOP/s per core that is ~10 us, about where waking the pool pays off.
+// Products below this many multiply-adds run inline on the caller: about
+// where waking the pool starts to pay off (docs/PERFORMANCE.md, "ops/matmul.cpp").
 constexpr int64_t kParallelWork = int64_t(1) << 19;
 // A split block has at least this many rows (or columns), rounded to
 // kBlockAlign so blocks start on whole SIMD registers / cache lines of C.
@@ -63,8 +63,7 @@ constexpr int64_t kBlockAlign = 16;
 // many elements (1 MB of floats, one core's L2), even on one thread: OpenBLAS
 // zeroes (beta = 0) or reads C before its kernel adds into it, and over a C
 // larger than L2 (12800 x 192 in the demo transformer) that pass goes to
-// memory. Measured on 1 core (OpenBLAS 0.3.21 Haswell kernels): 12800x64 @ 64x192
-// 68 -> 93 GFLOP/s, 64x256 75 -> 92 GFLOP/s; narrow outputs (n = 64) unchanged.
+// memory (measured: docs/PERFORMANCE.md, "ops/matmul.cpp").
 constexpr int64_t kBlockElems = int64_t(1) << 18;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
