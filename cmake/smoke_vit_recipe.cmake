@@ -16,8 +16,9 @@ file(READ "${OUT}/teacher/metrics.json" tm)
 string(JSON teacher_acc GET "${tm}" final_test_accuracy)
 string(JSON teacher_secs GET "${tm}" train_seconds)
 
-set(tiny --data-dir "${OUT}/data" --epochs 1 --batch-size 32 --width 16 --depth 2 --heads 2 --mlp 32 --threads 2
-         --quiet --teacher "${OUT}/teacher/model.safetensors" --randaugment 2,9 --drop-path 0.1 --ema 0.9)
+set(base --data-dir "${OUT}/data" --epochs 1 --batch-size 32 --width 16 --depth 2 --heads 2 --mlp 32 --threads 2
+         --quiet --randaugment 2,9 --drop-path 0.1 --ema 0.9)
+set(tiny ${base} --teacher "${OUT}/teacher/model.safetensors")
 foreach(variant "hard;bf16" "soft;fp32")
   list(GET variant 0 distill)
   list(GET variant 1 precision)
@@ -54,7 +55,7 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "vit --eval-only of the distilled student exited with ${rc}")
 endif()
 # A ViT's model file is not a teacher: a usage error naming it.
-execute_process(COMMAND "${APP}" ${tiny} --distill hard --out "${OUT}/bad"
+execute_process(COMMAND "${APP}" ${base} --distill hard --out "${OUT}/bad"
                         --teacher "${OUT}/student_hard/model.safetensors" RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 2 OR NOT err MATCHES "not a CNN teacher file")
   message(FATAL_ERROR "a ViT file as --teacher: exit ${rc}, ${err}")

@@ -156,10 +156,10 @@ TEST_CASE("DataLoader with RandAugment: deterministic per (seed, epoch, batch), 
   CHECK(lo.augment.any());
   const DataLoader aug(set, lo), again(set, lo);
   const std::vector<float> a = aug.batch(0, 1).images.to_vector<float>();
-  CHECK(a == again.batch(0, 1).images.to_vector<float>());                  // a pure function of the seed
-  CHECK_FALSE(a == plain.batch(0, 1).images.to_vector<float>());            // it changed something
-  CHECK_FALSE(a == aug.batch(1, 1).images.to_vector<float>());              // another epoch, other draws
-  for (float v : a) CHECK((v >= 0.0f && v <= 1.0f));                        // no normalisation: [0, 1]
+  CHECK(a == again.batch(0, 1).images.to_vector<float>());        // a pure function of the seed
+  CHECK_FALSE(a == plain.batch(0, 1).images.to_vector<float>());  // it changed something
+  CHECK_FALSE(a == aug.batch(1, 1).images.to_vector<float>());    // another epoch, other draws
+  for (float v : a) CHECK((v >= 0.0f && v <= 1.0f));              // no normalisation: [0, 1]
   lo.augment.randaugment_magnitude = 31;
   CHECK_THROWS_AS(DataLoader(set, lo), ValueError);
   lo.augment.randaugment_magnitude = 9;

@@ -11,6 +11,7 @@
 // short, separate loop. Writes into --out: model.safetensors, metrics.json.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -177,6 +178,9 @@ int run(Config c) {
                   {"best_test_accuracy", best},
                   {"train_seconds", train_seconds},
                   {"data_load_seconds", t_load.seconds() - train_seconds},
+                  // CPU time of the whole process (all threads): on a shared
+                  // machine, wall-clock train_seconds depend on the load.
+                  {"process_cpu_seconds", static_cast<double>(std::clock()) / CLOCKS_PER_SEC},
                   {"per_epoch", per}};
   app::write_json((fs::path(c.out) / "metrics.json").string(), m);
   std::printf("cnn: %s test accuracy %.2f%% (best %.2f%%) after %d epochs, %.1fs training -> %s\n", c.data.c_str(),

@@ -3,7 +3,9 @@
 // set, its normalisation and the recorded test accuracy.
 #include "cnn_teacher.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include <ember/nn/checkpoint.h>

@@ -31,6 +31,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -270,6 +271,9 @@ struct Trainer {
               {"ema_best_test_accuracy",
                ema_accuracy.empty() ? json() : json(*std::max_element(ema_accuracy.begin(), ema_accuracy.end()))},
               {"images_per_second", train_seconds > 0 ? images / train_seconds : 0.0},
+              // CPU time of the whole process (all threads) so far: on a shared
+              // machine, wall-clock train_seconds depend on the load.
+              {"process_cpu_seconds", static_cast<double>(std::clock()) / CLOCKS_PER_SEC},
               {"data_wait_seconds", s.data_wait_seconds},
               {"eval_seconds", s.eval_seconds},
               {"data_load_seconds", d.load_seconds},
