@@ -41,7 +41,8 @@ demo: build
 # train_seconds that counts the teacher's training too (also recorded as
 # teacher_train_seconds, with teacher_test_accuracy).
 VIT_RECIPE_TEACHER := --epochs 4
-VIT_RECIPE_STUDENT := --hybrid 16 --depth 6 --epochs 30 --distill hard --randaugment 2,9 --drop-path 0.1 --ema 0.999
+VIT_RECIPE_STUDENT := --hybrid 16 --depth 6 --epochs 8 --erase 0.25 --randaugment 1,5 --drop-path 0.1 --ema 0.999 \
+                      --distill hard
 vit-recipe: build
 	./$(BUILD_DIR)/bin/cnn $(VIT_RECIPE_TEACHER) --out out/vit_recipe/teacher
 	./$(BUILD_DIR)/bin/vit $(VIT_RECIPE_STUDENT) --teacher out/vit_recipe/teacher/model.safetensors --out out/vit_recipe
