@@ -1,5 +1,5 @@
 // Channel statistics and the DataLoader (see data_loader.h): the per-sample
-// pipeline is uint8 -> [0, 1] -> crop/flip -> normalise -> erase, then
+// pipeline is uint8 -> [0, 1] -> RandAugment -> crop/flip -> normalise -> erase, then
 // mixup/cutmix over the batch. The worker thread only runs this code and
 // allocates batch tensors (the CPU allocator is thread-safe); it never calls
 // an op, so it does not compete with the thread pool's kernels.
@@ -13,6 +13,7 @@
 
 #include <ember/core/error.h>
 #include <ember/nn/data_augment.h>
+#include <ember/nn/data_augment_randaug.h>
 
 namespace ember::nn::data {
 
@@ -96,6 +97,7 @@ DataLoader::DataLoader(const ImageSet& set, LoaderOptions opts)
                   a.erase_prob <= 1 && a.mixup_alpha >= 0 && a.cutmix_alpha >= 0,
               ValueError, "DataLoader: bad augmentation options (crop padding ", a.crop_padding, ", erase probability ",
               a.erase_prob, ", mixup alpha ", a.mixup_alpha, ", cutmix alpha ", a.cutmix_alpha, ")");
+  (void)RandAugment(a.randaugment_ops, a.randaugment_magnitude);  // checks N and M (ValueError naming them)
   opts_.prefetch = std::max<int64_t>(1, opts_.prefetch);
 }
 
@@ -120,6 +122,7 @@ Batch DataLoader::make(const std::vector<int64_t>& order, int64_t epoch, int64_t
   const int64_t stream = index * opts_.num_replicas + opts_.rank;
   std::mt19937_64 rng(stream_seed(opts_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(stream)));
   std::uniform_real_distribution<double> u01(0.0, 1.0);
+  const RandAugment randaug(aug.randaugment_ops, aug.randaugment_magnitude);
 
   Batch b;
   b.index = index;
@@ -134,6 +137,7 @@ Batch DataLoader::make(const std::vector<int64_t>& order, int64_t epoch, int64_t
     float* img = x + i * size;
     const uint8_t* px = set_.pixels.data() + s * size;
     for (int64_t k = 0; k < size; ++k) img[k] = static_cast<float>(px[k] / 255.0);
+    if (aug.randaugment_ops > 0) randaug(img, C, H, W, rng);
     // Geometric transforms before normalisation: padding is black, as in
     // torchvision's RandomCrop on a [0, 1] tensor.
     if (aug.crop_padding > 0) {

@@ -73,8 +73,14 @@ struct AugmentOptions {
   double erase_prob = 0;     ///< random erasing probability (after normalisation; fills with 0, the mean)
   double mixup_alpha = 0;    ///< > 0: mixup with lam ~ Beta(alpha, alpha)
   double cutmix_alpha = 0;   ///< > 0: cutmix; with mixup too, each batch picks one of the two
+  /// > 0: RandAugment (data_augment_randaug.h) with this many operations per
+  /// image, first of all (on the [0, 1] image, as torchvision's before ToTensor).
+  int64_t randaugment_ops = 0;
+  int64_t randaugment_magnitude = 9;  ///< RandAugment's M, a bin of 31 (torchvision's default bins)
   /// Whether any augmentation is on.
-  bool any() const { return crop_padding > 0 || hflip || erase_prob > 0 || mixup_alpha > 0 || cutmix_alpha > 0; }
+  bool any() const {
+    return crop_padding > 0 || hflip || erase_prob > 0 || mixup_alpha > 0 || cutmix_alpha > 0 || randaugment_ops > 0;
+  }
 };
 
 /// Which samples each of num_replicas processes sees in an epoch, as PyTorch's

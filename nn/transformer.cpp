@@ -25,6 +25,10 @@ TransformerEncoderLayer::TransformerEncoderLayer(TransformerEncoderLayerOptions 
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(Shape{o.d_model}, o.layer_norm_eps));
   dropout1 = register_module("dropout1", std::make_shared<Dropout>(o.dropout));
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout));
+  if (o.drop_path > 0) {
+    drop_path1 = register_module("drop_path1", std::make_shared<DropPath>(o.drop_path));
+    drop_path2 = register_module("drop_path2", std::make_shared<DropPath>(o.drop_path));
+  }
 }
 
 Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const Tensor& mask, const Tensor& kpm, bool is_causal) {
@@ -44,12 +48,14 @@ Tensor TransformerEncoderLayer::ff_block(const Tensor& x) {
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& kpm, bool is_causal) {
   Tensor x = src;
+  // Stochastic depth drops a whole residual branch per sample (timm's Block).
+  const auto branch = [](const std::shared_ptr<DropPath>& dp, const Tensor& y) { return dp ? (*dp)(y) : y; };
   if (opts.norm_first) {
-    x = add(x, sa_block((*norm1)(x), src_mask, kpm, is_causal));
-    x = add(x, ff_block((*norm2)(x)));
+    x = add(x, branch(drop_path1, sa_block((*norm1)(x), src_mask, kpm, is_causal)));
+    x = add(x, branch(drop_path2, ff_block((*norm2)(x))));
   } else {
-    x = (*norm1)(add(x, sa_block(x, src_mask, kpm, is_causal)));
-    x = (*norm2)(add(x, ff_block(x)));
+    x = (*norm1)(add(x, branch(drop_path1, sa_block(x, src_mask, kpm, is_causal))));
+    x = (*norm2)(add(x, branch(drop_path2, ff_block(x))));
   }
   return x;
 }
@@ -140,27 +146,54 @@ VisionTransformer::VisionTransformer(VisionTransformerOptions o) : opts(o) {
   patch_embed = register_module(
       "patch_embed", std::make_shared<PatchEmbedding>(
                          o.img_size, o.patch_size, o.stem_channels > 0 ? o.stem_channels : o.in_channels, o.embed_dim));
-  Tensor cls = empty({1, 1, o.embed_dim}), pos = empty({1, patch_embed->num_patches + 1, o.embed_dim});
+  EMBER_CHECK(o.drop_path_rate >= 0 && o.drop_path_rate < 1, ValueError,
+              "VisionTransformer: drop_path_rate must be in [0, 1), got ", o.drop_path_rate);
+  Tensor cls = empty({1, 1, o.embed_dim}), pos = empty({1, patch_embed->num_patches + prefix_tokens(), o.embed_dim});
   init::trunc_normal_(cls, 0.0, 0.02);
   init::trunc_normal_(pos, 0.0, 0.02);
   cls_token = register_parameter("cls_token", cls);
+  if (o.distillation) {
+    Tensor dist = empty({1, 1, o.embed_dim});
+    init::trunc_normal_(dist, 0.0, 0.02);
+    dist_token = register_parameter("dist_token", dist);
+  }
   pos_embed = register_parameter("pos_embed", pos);
   pos_drop = register_module("pos_drop", std::make_shared<Dropout>(o.dropout));
   blocks = register_module("blocks", std::make_shared<ModuleList>());
   TransformerEncoderLayerOptions lo{o.embed_dim, o.num_heads, o.mlp_dim, o.dropout, "gelu", 1e-6, true, true};
-  for (int64_t i = 0; i < o.depth; ++i) blocks->push_back(std::make_shared<TransformerEncoderLayer>(lo));
+  for (int64_t i = 0; i < o.depth; ++i) {
+    // timm: torch.linspace(0, drop_path_rate, depth)[i].
+    lo.drop_path = o.depth > 1 ? o.drop_path_rate * static_cast<double>(i) / static_cast<double>(o.depth - 1) : 0.0;
+    blocks->push_back(std::make_shared<TransformerEncoderLayer>(lo));
+  }
   norm = register_module("norm", std::make_shared<LayerNorm>(Shape{o.embed_dim}, 1e-6));
   head = register_module("head", std::make_shared<Linear>(o.embed_dim, o.num_classes));
+  if (o.distillation) head_dist = register_module("head_dist", std::make_shared<Linear>(o.embed_dim, o.num_classes));
+}
+
+Tensor VisionTransformer::forward_features(const Tensor& images) {
+  Tensor x = patch_embed->forward(stem ? gelu(stem->forward(images)) : images);  // (N, P, E)
+  const int64_t N = x.size(0);
+  if (opts.distillation)
+    x = cat({cls_token.expand({N, 1, opts.embed_dim}), dist_token.expand({N, 1, opts.embed_dim}), x}, 1);
+  else
+    x = cat({cls_token.expand({N, 1, opts.embed_dim}), x}, 1);
+  x = (*pos_drop)(add(x, pos_embed));
+  for (size_t i = 0; i < blocks->size(); ++i) x = blocks->at<TransformerEncoderLayer>(i).forward(x);
+  return (*norm)(x);
+}
+
+ViTHeads VisionTransformer::forward_heads(const Tensor& images) {
+  EMBER_CHECK(opts.distillation, ValueError,
+              "VisionTransformer::forward_heads: the model has no distillation token (options.distillation)");
+  const Tensor x = forward_features(images);
+  return {(*head)(x.select(1, 0)), (*head_dist)(x.select(1, 1))};
 }
 
 Tensor VisionTransformer::forward(const Tensor& images) {
-  Tensor x = patch_embed->forward(stem ? gelu(stem->forward(images)) : images);  // (N, P, E)
-  const int64_t N = x.size(0);
-  x = cat({cls_token.expand({N, 1, opts.embed_dim}), x}, 1);
-  x = (*pos_drop)(add(x, pos_embed));
-  for (size_t i = 0; i < blocks->size(); ++i) x = blocks->at<TransformerEncoderLayer>(i).forward(x);
-  x = (*norm)(x);
-  return (*head)(x.select(1, 0));
+  if (!opts.distillation) return (*head)(forward_features(images).select(1, 0));
+  const ViTHeads h = forward_heads(images);
+  return mul(add(h.cls, h.dist), 0.5);  // DeiT's inference: (x + x_dist) / 2
 }
 
 }  // namespace ember::nn

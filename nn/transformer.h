@@ -10,6 +10,7 @@
 
 #include <ember/nn/attention.h>
 #include <ember/nn/layers.h>
+#include <ember/nn/regularize.h>
 
 namespace ember::nn {
 
@@ -23,6 +24,11 @@ struct TransformerEncoderLayerOptions {
   double layer_norm_eps = 1e-5;              ///< eps of both LayerNorms
   bool batch_first = false;                  ///< (N, L, E) rather than (L, N, E)
   bool norm_first = false;                   ///< pre-norm when true
+  /// Stochastic depth (timm's DropPath, not in PyTorch's layer): in training
+  /// each sample's attention and MLP branches are dropped with this
+  /// probability (and scaled by 1 / (1 - p) when kept); identity in eval. > 0
+  /// adds the parameterless submodules drop_path1 and drop_path2.
+  double drop_path = 0.0;
 };
 
 /// Submodules (and so state-dict names) as in PyTorch: self_attn, linear1,
@@ -48,6 +54,9 @@ class TransformerEncoderLayer : public Module {
   ///@}
   ///@{
   std::shared_ptr<LayerNorm> norm1, norm2;  ///< before (norm_first) or after attention and the MLP
+  ///@}
+  ///@{
+  std::shared_ptr<DropPath> drop_path1, drop_path2;  ///< on the attention and MLP branches; null without drop_path
   ///@}
   /// For inspection (attention maps, rollout): when keep_attention_weights is
   /// set, each forward stores its self-attention weights, averaged over heads
@@ -154,27 +163,57 @@ struct VisionTransformerOptions {
   /// then splits those maps into patches (parameters stem.*). 0: none, and the
   /// state dict is the plain ViT's.
   int64_t stem_channels = 0;
+  /// Stochastic depth over the blocks as timm: block i of depth drops its
+  /// branches with probability drop_path_rate * i / (depth - 1), from 0 at
+  /// the first block to drop_path_rate at the last. 0: off.
+  double drop_path_rate = 0.0;
+  /// DeiT's distillation token: a second learned token ("dist_token") after
+  /// [CLS], with its own position-embedding slot and its own head
+  /// ("head_dist"), trained towards a teacher (nn::distillation_loss).
+  bool distillation = false;
+};
+
+/// The two heads of a VisionTransformer with a distillation token: logits of
+/// the [CLS] head (trained on the labels) and of the distillation head
+/// (trained on the teacher).
+struct ViTHeads {
+  Tensor cls;   ///< head([CLS]), (N, num_classes)
+  Tensor dist;  ///< head_dist(dist token), (N, num_classes)
 };
 
 /// Patch embedding, a learned [CLS] token and position embedding, pre-norm
 /// encoder blocks (GELU MLP), a final LayerNorm and a linear head on [CLS].
-/// Names: patch_embed.proj.*, cls_token, pos_embed, blocks.i.*, norm.*, head.*.
+/// Names: patch_embed.proj.*, cls_token, pos_embed, blocks.i.*, norm.*, head.*;
+/// with distillation also dist_token and head_dist.* (DeiT's names; the
+/// tokens are [CLS], dist, then the patches).
 class VisionTransformer : public Module {
  public:
-  /// cls_token and pos_embed drawn from trunc_normal(0, 0.02); the layers keep their default initialisation.
+  /// cls_token, dist_token and pos_embed drawn from trunc_normal(0, 0.02); the layers keep their default
+  /// initialisation.
   explicit VisionTransformer(VisionTransformerOptions opts);
-  Tensor forward(const Tensor& images) override;  ///< (N, C, H, W) -> (N, num_classes)
+  /// (N, C, H, W) -> (N, num_classes). With distillation, in training and in
+  /// eval alike, the average of the two heads (DeiT's inference output);
+  /// train a distilled model through forward_heads.
+  Tensor forward(const Tensor& images) override;
+  /// Both heads' logits (distillation only; ValueError otherwise).
+  ViTHeads forward_heads(const Tensor& images);
+  /// The final norm's output for every token, (N, prefix_tokens() + num_patches, E).
+  Tensor forward_features(const Tensor& images);
+  /// Tokens before the patches: 1 ([CLS]), 2 with the distillation token.
+  int64_t prefix_tokens() const { return opts.distillation ? 2 : 1; }
   std::string type_name() const override { return "VisionTransformer"; }
   VisionTransformerOptions opts;                ///< the options given
   std::shared_ptr<Conv2d> stem;                 ///< null unless opts.stem_channels > 0
   std::shared_ptr<PatchEmbedding> patch_embed;  ///< images to tokens
   ///@{
-  Tensor cls_token, pos_embed;  ///< (1, 1, E) and (1, num_patches + 1, E)
+  Tensor cls_token, pos_embed;  ///< (1, 1, E) and (1, prefix_tokens() + num_patches, E)
   ///@}
+  Tensor dist_token;                   ///< (1, 1, E); undefined without distillation
   std::shared_ptr<Dropout> pos_drop;   ///< after adding pos_embed
   std::shared_ptr<ModuleList> blocks;  ///< depth pre-norm TransformerEncoderLayers
   std::shared_ptr<LayerNorm> norm;     ///< the final norm
   std::shared_ptr<Linear> head;        ///< E -> num_classes, on [CLS]
+  std::shared_ptr<Linear> head_dist;   ///< E -> num_classes, on the distillation token; null without
 };
 
 }  // namespace ember::nn

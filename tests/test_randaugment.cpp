@@ -8,6 +8,8 @@
 #include <vector>
 
 #include <ember/nn/data_augment_randaug.h>
+#include <ember/nn/data_loader.h>
+#include <ember/nn/data_readers.h>
 
 #include "test_util.h"
 
@@ -133,4 +135,34 @@ TEST_CASE("RandAugment: every operation keeps shape and range, the sampler is de
   CHECK_THROWS_AS(RandAugment(2, 31), ValueError);
   CHECK_THROWS_AS(RandAugment(-1, 9), ValueError);
   CHECK_THROWS_AS(RandAugment(2, 0, 0), ValueError);
+}
+
+TEST_CASE("DataLoader with RandAugment: deterministic per (seed, epoch, batch), [0, 1] kept, N and M checked") {
+  ImageSet set;
+  set.n = 6, set.channels = 1, set.height = 28, set.width = 28;
+  set.class_names = {"a", "b"};
+  const std::vector<float> img = digit_like();
+  for (int64_t i = 0; i < set.n; ++i) {
+    for (float v : img) set.pixels.push_back(static_cast<uint8_t>(v * 255.0f + static_cast<float>(i)));
+    set.labels.push_back(i % 2);
+  }
+  LoaderOptions lo;
+  lo.batch_size = 3;
+  lo.background = false;
+  lo.seed = 5;
+  const DataLoader plain(set, lo);
+  lo.augment.randaugment_ops = 2;
+  lo.augment.randaugment_magnitude = 9;
+  CHECK(lo.augment.any());
+  const DataLoader aug(set, lo), again(set, lo);
+  const std::vector<float> a = aug.batch(0, 1).images.to_vector<float>();
+  CHECK(a == again.batch(0, 1).images.to_vector<float>());        // a pure function of the seed
+  CHECK_FALSE(a == plain.batch(0, 1).images.to_vector<float>());  // it changed something
+  CHECK_FALSE(a == aug.batch(1, 1).images.to_vector<float>());    // another epoch, other draws
+  for (float v : a) CHECK((v >= 0.0f && v <= 1.0f));              // no normalisation: [0, 1]
+  lo.augment.randaugment_magnitude = 31;
+  CHECK_THROWS_AS(DataLoader(set, lo), ValueError);
+  lo.augment.randaugment_magnitude = 9;
+  lo.augment.randaugment_ops = -1;
+  CHECK_THROWS_AS(DataLoader(set, lo), ValueError);
 }

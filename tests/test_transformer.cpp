@@ -185,3 +185,109 @@ TEST_CASE("TransformerEncoderLayer keeps head-averaged attention weights on requ
   for (auto& [n, t] : hybrid.named_parameters()) has_stem |= n == "stem.weight";
   CHECK(has_stem);
 }
+
+namespace {
+nn::VisionTransformerOptions tiny_vit() {
+  nn::VisionTransformerOptions o;
+  o.img_size = {8, 8};
+  o.patch_size = {4, 4};
+  o.num_classes = 3;
+  o.embed_dim = 8;
+  o.depth = 3;
+  o.num_heads = 2;
+  o.mlp_dim = 16;
+  o.dropout = 0;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("VisionTransformer: DropPath rates rise linearly over the blocks, identity in eval, no new parameters") {
+  manual_seed(1);
+  nn::VisionTransformerOptions o = tiny_vit();
+  nn::VisionTransformer plain(o);
+  o.drop_path_rate = 0.3;
+  nn::VisionTransformer vit(o);
+  // timm: linspace(0, 0.3, 3) = 0, 0.15, 0.3; a rate of 0 adds no module.
+  CHECK_FALSE(vit.blocks->at<nn::TransformerEncoderLayer>(0).drop_path1);
+  REQUIRE(vit.blocks->at<nn::TransformerEncoderLayer>(1).drop_path1);
+  CHECK(vit.blocks->at<nn::TransformerEncoderLayer>(1).drop_path1->p == doctest::Approx(0.15));
+  CHECK(vit.blocks->at<nn::TransformerEncoderLayer>(2).drop_path2->p == doctest::Approx(0.3));
+  // The same state-dict names as without stochastic depth.
+  const auto a = plain.state_dict(), b = vit.state_dict();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i].first == b[i].first);
+  vit.load_state_dict(plain.state_dict());
+  const Tensor x = randn({4, 1, 8, 8});
+  NoGradGuard ng;
+  plain.eval();
+  vit.eval();
+  CHECK(vit(x).to_vector<float>() == plain(x).to_vector<float>());  // eval: identity
+  vit.train();
+  plain.train();
+  // Training: some samples' branches are dropped, so outputs differ from the plain model's.
+  CHECK_FALSE(vit(x).to_vector<float>() == plain(x).to_vector<float>());
+  o.drop_path_rate = 1.0;
+  CHECK_THROWS_AS(nn::VisionTransformer{o}, ValueError);
+}
+
+TEST_CASE("VisionTransformer: distillation token, its head, names, shapes and the two-head average") {
+  manual_seed(2);
+  nn::VisionTransformerOptions o = tiny_vit();
+  o.distillation = true;
+  nn::VisionTransformer vit(o);
+  CHECK(vit.prefix_tokens() == 2);
+  CHECK(vit.dist_token.shape() == Shape{1, 1, 8});
+  CHECK(vit.pos_embed.shape() == Shape{1, 4 + 2, 8});  // [CLS], dist, 4 patches
+  const auto sd = vit.state_dict();
+  CHECK(sd[0].first == "cls_token");
+  CHECK(sd[1].first == "dist_token");
+  CHECK(sd[2].first == "pos_embed");
+  CHECK(sd[sd.size() - 2].first == "head_dist.weight");
+  CHECK(sd.back().first == "head_dist.bias");
+  nn::VisionTransformerOptions po = tiny_vit();
+  nn::VisionTransformer plain(po);
+  // Extra parameters: dist_token (8), one more position (8), head_dist (8 * 3 + 3).
+  CHECK(vit.num_parameters() - plain.num_parameters() == 8 + 8 + 27);
+  CHECK_THROWS_AS(plain.forward_heads(randn({1, 1, 8, 8})), ValueError);
+
+  const Tensor x = randn({5, 1, 8, 8});
+  const nn::ViTHeads h = vit.forward_heads(x);
+  CHECK(h.cls.shape() == Shape{5, 3});
+  CHECK(h.dist.shape() == Shape{5, 3});
+  CHECK_FALSE(h.cls.to_vector<float>() == h.dist.to_vector<float>());  // two different tokens
+  vit.eval();
+  const Tensor y = vit(x);  // DeiT's inference: the mean of the heads
+  const std::vector<float> c = h.cls.to_vector<float>(), d = h.dist.to_vector<float>();
+  std::vector<double> mean(c.size());
+  for (size_t i = 0; i < c.size(); ++i) mean[i] = 0.5 * (static_cast<double>(c[i]) + d[i]);
+  check_close(y, mean, 1e-6);
+  // Each head is the Linear of its own token after the final norm.
+  const Tensor feats = vit.forward_features(x);
+  CHECK(feats.shape() == Shape{5, 6, 8});
+  check_close((*vit.head_dist)(feats.select(1, 1)), std::vector<double>(d.begin(), d.end()), 1e-6);
+}
+
+TEST_CASE("VisionTransformer: gradcheck through the distillation head and token (float64)") {
+  manual_seed(4);
+  nn::VisionTransformerOptions o = tiny_vit();
+  o.depth = 1;
+  o.embed_dim = 4;
+  o.mlp_dim = 4;
+  o.distillation = true;
+  nn::VisionTransformer vit(o);
+  vit.to_double();
+  const Tensor x = randn({2, 1, 8, 8}, TensorOptions(DType::Float64));
+  // The images, and the dist token (forward reads the member handle, so the
+  // checked input stands in for the parameter), through the distillation head
+  // and through the two-head average.
+  const Tensor token = vit.dist_token.detach().clone().requires_grad_();
+  for (bool average : {false, true}) {
+    const GradcheckResult g = gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          vit.dist_token = in[1];
+          return average ? vit.forward(in[0]) : vit.forward_heads(in[0]).dist;
+        },
+        {x.clone().requires_grad_(), token});
+    CHECK_MESSAGE(g.ok, g.message);
+  }
+}

@@ -157,6 +157,15 @@ json to_json(const Config& c) {
           {"erase_prob", c.erase},
           {"mixup_alpha", c.mixup},
           {"cutmix_alpha", c.cutmix},
+          {"randaugment_ops", c.randaug_n},
+          {"randaugment_magnitude", c.randaug_m},
+          {"drop_path", c.drop_path},
+          {"ema_decay", c.ema},
+          {"teacher", c.teacher},
+          {"distill", c.distill},
+          {"distill_temperature", c.distill_temperature},
+          {"distill_alpha", c.distill_alpha},
+          {"precision", c.precision},
           {"limit_train", c.limit_train},
           {"limit_test", c.limit_test}};
 }
@@ -225,6 +234,21 @@ Config read_config(const Metadata& meta, const std::string& file, int64_t stored
   c.erase = f.number("erase_prob", 0, 1);
   c.mixup = f.number("mixup_alpha", 0);
   c.cutmix = f.number("cutmix_alpha", 0);
+  // The DeiT recipe's fields (issue 21); files written before it have none
+  // and mean the defaults.
+  if (j.contains("randaugment_ops")) {
+    c.randaug_n = f.integer("randaugment_ops", 0, 64);
+    c.randaug_m = f.integer("randaugment_magnitude", 0, 30);
+    c.drop_path = f.number("drop_path", 0, 0.95);
+    c.ema = f.number("ema_decay", 0, 1);
+    const auto it = j.find("teacher");
+    if (it == j.end() || !it->is_string()) f.error("field \"teacher\" must be a string");
+    c.teacher = it->get<std::string>();
+    c.distill = f.choice("distill", {"none", "hard", "soft"});
+    c.distill_temperature = f.number("distill_temperature", 0, 1e3, /*above_lo=*/true);
+    c.distill_alpha = f.number("distill_alpha", 0, 1);
+    c.precision = f.choice("precision", {"fp32", "bf16", "fp16"});
+  }
   c.limit_train = f.integer("limit_train", 0, std::numeric_limits<int64_t>::max());
   c.limit_test = f.integer("limit_test", 0, std::numeric_limits<int64_t>::max());
   if (c.width % c.heads != 0)

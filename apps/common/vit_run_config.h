@@ -41,6 +41,13 @@ struct Config {
   int64_t crop_padding = 0;
   std::string hflip = "auto";  // on for fashion-mnist and cifar10, off for mnist (digits are not symmetric)
   double erase = 0, mixup = 0, cutmix = 0;
+  int64_t randaug_n = 0, randaug_m = 9;  // --randaugment N,M (N = 0: off)
+  // The DeiT recipe (issue 21): stochastic depth, EMA, distillation, precision.
+  double drop_path = 0, ema = 0;  // --drop-path rate of the last block; --ema decay (0: off)
+  std::string teacher;            // --teacher CNN.safetensors (apps/cnn)
+  std::string distill = "none";   // none, hard, soft
+  double distill_temperature = 1.0, distill_alpha = 0.5;
+  std::string precision = "fp32";  // fp32, bf16, fp16 (autocast in forward and loss)
   // smoke runs and tests
   int64_t limit_train = 0, limit_test = 0;
   int stop_after = 0;

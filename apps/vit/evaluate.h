@@ -95,7 +95,7 @@ inline void write_attention(nn::VisionTransformer& model, const data::ImageSet& 
     const std::string caption =
         p == y ? test.class_names[static_cast<size_t>(p)]
                : test.class_names[static_cast<size_t>(p)] + " (" + test.class_names[static_cast<size_t>(y)] + ")";
-    rollout_tiles(test, i, rollout(weights, i, gh, gw), gh, gw, caption,
+    rollout_tiles(test, i, rollout(weights, i, gh, gw, model.prefix_tokens()), gh, gw, caption,
                   p == y ? plot::Color{0, 130, 0} : plot::Color{200, 0, 0}, tiles);
   }
   plot::render_grid(tiles, 4, 5, c.data + ": [CLS] attention rollout").save_png(path);

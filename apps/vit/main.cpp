@@ -31,6 +31,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -46,9 +47,11 @@
 
 #include "app.h"
 #include "evaluate.h"
+#include "flags.h"
 #include "plot.h"
 #include "progress.h"
 #include "report.h"
+#include "student.h"
 #include "vit_run_config.h"
 
 using namespace ember;
@@ -89,7 +92,9 @@ std::shared_ptr<nn::VisionTransformer> make_model(const Config& c, const data::I
                                                                               .num_heads = c.heads,
                                                                               .mlp_dim = c.mlp,
                                                                               .dropout = c.dropout,
-                                                                              .stem_channels = c.stem});
+                                                                              .stem_channels = c.stem,
+                                                                              .drop_path_rate = c.drop_path,
+                                                                              .distillation = c.distill != "none"});
 }
 
 data::AugmentOptions augment_options(const Config& c) {
@@ -97,7 +102,9 @@ data::AugmentOptions augment_options(const Config& c) {
           .hflip = c.hflip == "on" || (c.hflip == "auto" && c.data != "mnist"),
           .erase_prob = c.erase,
           .mixup_alpha = c.mixup,
-          .cutmix_alpha = c.cutmix};
+          .cutmix_alpha = c.cutmix,
+          .randaugment_ops = c.randaug_n,
+          .randaugment_magnitude = c.randaug_m};
 }
 
 void save_checkpoint(const std::string& path, const Config& c, const nn::Module& model, const optim::Optimizer& opt,
@@ -222,6 +229,8 @@ struct Trainer {
   std::string ckpt_path;
   app::ProgressBar bar;
   Evaluation last;
+  vit::Student& student;
+  std::vector<double> ema_accuracy;  // per epoch of this process's run (--ema)
 
   void write_metrics(bool finished) const {
     double train_seconds = 0, best = 0;
@@ -238,6 +247,8 @@ struct Trainer {
       for (const json& e : to_json(s.history)) a.push_back(e.at(key));
       per[key] = a;
     }
+    if (!ema_accuracy.empty()) per["ema_test_accuracy"] = ema_accuracy;
+    const double teacher_seconds = student.teacher ? student.teacher->config.train_seconds : 0.0;
     json m = {{"data", c.data},
               {"finished", finished},
               {"epochs_run", s.history.size()},
@@ -245,8 +256,20 @@ struct Trainer {
               {"best_test_accuracy", best},
               {"best_epoch", best_epoch},
               {"final_test_loss", s.history.empty() ? 0.0 : s.history.back().test_loss},
-              {"train_seconds", train_seconds},
+              // With --teacher, the teacher's training counts too (issue 21's
+              // budget); the student's alone is student_train_seconds.
+              {"train_seconds", train_seconds + teacher_seconds},
+              {"student_train_seconds", train_seconds},
+              {"teacher_train_seconds", teacher_seconds},
+              {"teacher_test_accuracy", student.teacher ? json(student.teacher->config.test_accuracy) : json()},
+              {"precision", c.precision},
+              {"ema_final_test_accuracy", ema_accuracy.empty() ? json() : json(ema_accuracy.back())},
+              {"ema_best_test_accuracy",
+               ema_accuracy.empty() ? json() : json(*std::max_element(ema_accuracy.begin(), ema_accuracy.end()))},
               {"images_per_second", train_seconds > 0 ? images / train_seconds : 0.0},
+              // CPU time of the whole process (all threads) so far: on a shared
+              // machine, wall-clock train_seconds depend on the load.
+              {"process_cpu_seconds", static_cast<double>(std::clock()) / CLOCKS_PER_SEC},
               {"data_wait_seconds", s.data_wait_seconds},
               {"eval_seconds", s.eval_seconds},
               {"data_load_seconds", d.load_seconds},
@@ -262,6 +285,27 @@ struct Trainer {
     app::write_json((fs::path(c.out) / "metrics.json").string(), m);
   }
 
+  // The batch's loss: cross-entropy on the labels (mixed under mixup/cutmix)
+  // and, with a teacher, DeiT's distillation loss on the second head; forward
+  // and loss under autocast with --precision bf16/fp16.
+  Tensor step_loss(const data::Batch& b) {
+    const Tensor teacher_logits = student.teacher ? student.teacher_logits(b.images) : Tensor();
+    std::optional<AutocastGuard> autocast;
+    if (student.autocast) autocast.emplace(dev.type, student.amp_dtype);
+    nn::ViTHeads h;
+    if (student.teacher)
+      h = model->forward_heads(b.images);
+    else
+      h.cls = (*model)(b.images);
+    Tensor loss = cross_entropy(h.cls, b.labels, Reduction::Mean, -100, c.label_smoothing);
+    if (b.labels_mix.defined())  // mixup/cutmix: the same mixture of the two targets' losses
+      loss = add(mul(loss, b.lam),
+                 mul(cross_entropy(h.cls, b.labels_mix, Reduction::Mean, -100, c.label_smoothing), 1.0 - b.lam));
+    if (student.teacher)
+      loss = nn::distillation_loss(loss, h.dist, teacher_logits, student.type, c.distill_alpha, c.distill_temperature);
+    return loss;
+  }
+
   // One epoch (from s.batch on, after a resume); false when interrupted
   // (then the checkpoint is saved).
   bool train_one_epoch(int64_t epoch) {
@@ -272,16 +316,22 @@ struct Trainer {
     while (loader.next(b)) {
       const app::Timer t_step;
       to_device(b, dev);
-      const Tensor logits = (*model)(b.images);
-      Tensor loss = cross_entropy(logits, b.labels, Reduction::Mean, -100, c.label_smoothing);
-      if (b.labels_mix.defined())  // mixup/cutmix: the same mixture of the two targets' losses
-        loss = add(mul(loss, b.lam),
-                   mul(cross_entropy(logits, b.labels_mix, Reduction::Mean, -100, c.label_smoothing), 1.0 - b.lam));
+      Tensor loss = step_loss(b);
       opt.zero_grad();
-      loss.backward();
-      if (ddp) ddp->synchronize();
-      if (c.clip > 0) optim::clip_grad_norm_(model->parameters(), c.clip);
-      opt.step();
+      if (student.scaler) {  // fp16: scaled backward, unscaled before clipping
+        student.scaler->scale(loss).backward();
+        if (ddp) ddp->synchronize();
+        student.scaler->unscale_(opt);
+        if (c.clip > 0) optim::clip_grad_norm_(model->parameters(), c.clip);
+        student.scaler->step(opt);
+        student.scaler->update();
+      } else {
+        loss.backward();
+        if (ddp) ddp->synchronize();
+        if (c.clip > 0) optim::clip_grad_norm_(model->parameters(), c.clip);
+        opt.step();
+      }
+      if (student.ema) student.ema->update(*model);
       sched.step();
       // The step's loss and images over all ranks, and whether any was interrupted.
       Tensor step = tensor({loss.item() * static_cast<double>(b.images.size(0)), static_cast<double>(b.images.size(0)),
@@ -318,6 +368,10 @@ struct Trainer {
     s.data_wait_seconds += loader.wait_seconds() - wait_before;
     const app::Timer t_eval;
     last = evaluate(*model, test_loader, d.test.num_classes(), dev);
+    if (student.ema) {
+      ema_accuracy.push_back(evaluate(*student.ema_model, test_loader, d.test.num_classes(), dev).accuracy);
+      student.ema_model->eval();  // evaluate() leaves a model in training mode
+    }
     s.eval_seconds += t_eval.seconds();
     s.history.push_back({s.loss_sum / static_cast<double>(std::max<int64_t>(1, s.seen)), last.loss, last.accuracy,
                          s.step_seconds, t_epoch.seconds(), sched.get_last_lr()[0]});
@@ -335,15 +389,21 @@ struct Trainer {
                {{"config", to_json(c).dump()},
                 {"epoch", std::to_string(s.epoch)},
                 {"test_accuracy", fmt("%.6f", last.accuracy)}});
+      if (student.ema)
+        nn::save(*student.ema_model, (fs::path(c.out) / "model_ema.safetensors").string(),
+                 {{"config", to_json(c).dump()},
+                  {"epoch", std::to_string(s.epoch)},
+                  {"test_accuracy", fmt("%.6f", ema_accuracy.back())}});
       write_metrics(s.epoch == c.epochs);
       vit::plot_curves(s.history, c.out, "ViT on " + c.data);
     }
     const vit::EpochRecord& e = s.history.back();
     bar.clear();
     if (!c.quiet)
-      std::printf("epoch %2lld/%d  train loss %.4f  test loss %.4f  test acc %.2f%%  %.1fs (%.0f img/s)  lr %.2e\n",
+      std::printf("epoch %2lld/%d  train loss %.4f  test loss %.4f  test acc %.2f%%%s  %.1fs (%.0f img/s)  lr %.2e\n",
                   static_cast<long long>(s.epoch), c.epochs, e.train_loss, e.test_loss, 100 * e.test_accuracy,
-                  e.train_seconds, static_cast<double>(steps_per_epoch * global_batch) / e.train_seconds, e.lr);
+                  ema_accuracy.empty() ? "" : fmt(" (EMA %.2f%%)", 100 * ema_accuracy.back()).c_str(), e.train_seconds,
+                  static_cast<double>(steps_per_epoch * global_batch) / e.train_seconds, e.lr);
     std::fflush(stdout);
   }
 
@@ -393,6 +453,8 @@ int run(Config c, const CLI::App& cli) {
 
   const Loaded loaded = load_run(c, cli);
   check_model_size(c);  // the file's configuration, too
+  if (c.ema > 0 && !c.resume.empty())
+    throw UsageError("--ema does not resume: the average is not in " + c.resume + " (run without --ema)");
   const Datasets d = load_data(c);
   manual_seed(c.seed);  // initialisation, then dropout
   auto model = make_model(c, d.train);
@@ -428,13 +490,16 @@ int run(Config c, const CLI::App& cli) {
   optim::AdamOptions ao = optim::AdamW::defaults();
   ao.lr = c.lr;
   ao.weight_decay = c.weight_decay;
-  optim::AdamW opt(optim::weight_decay_groups(model->named_parameters(), c.weight_decay), ao);
+  optim::AdamW opt(
+      optim::weight_decay_groups(model->named_parameters(), c.weight_decay, {"cls_token", "dist_token", "pos_embed"}),
+      ao);
   const int64_t total_steps = steps_per_epoch * c.epochs;
   const auto warmup = std::clamp<int64_t>(std::llround(c.warmup_epochs * static_cast<double>(steps_per_epoch)), 0,
                                           std::max<int64_t>(0, total_steps - 1));
   optim::WarmupCosineLR sched(opt, warmup, total_steps, c.min_lr);
   TrainState s;
   if (!c.resume.empty()) s = resume(c, loaded, *model, opt, sched, steps_per_epoch, world);
+  vit::Student student = vit::make_student(c, d.train, d.norm, dev, *model, [&] { return make_model(c, d.train); });
   if (c.check) {
     std::printf("vit: check ok\n");
     return app::kExitOk;
@@ -480,6 +545,8 @@ int run(Config c, const CLI::App& cli) {
             global_batch,
             (fs::path(c.out) / "checkpoint.safetensors").string(),
             app::ProgressBar(!c.quiet),
+            {},
+            student,
             {}};
   for (int64_t epoch = s.epoch; epoch < c.epochs; ++epoch) {
     if (!t.train_one_epoch(epoch)) return app::kExitInterrupted;
@@ -502,87 +569,18 @@ int run(Config c, const CLI::App& cli) {
 int main(int argc, char** argv) {
   Config c;
   CLI::App cli{"Train a Vision Transformer on Fashion-MNIST (default), MNIST or CIFAR-10"};
-  cli.add_option("--data", c.data, "data set: fashion-mnist (default), mnist or cifar10")
-      ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10"}));
-  app::input_dir(
-      cli.add_option("--data-dir", c.data_dir,
-                     "directory of the data files (default: /usr/share/datasets/fashion-mnist for "
-                     "fashion-mnist, data/<name> otherwise; IDX files plain or .gz, CIFAR-10 binary batches)"));
-  cli.add_option("--epochs", c.epochs, "training epochs (default 8, at most 100000)")->check(app::int_range(1, 100000));
-  cli.add_option("--batch-size", c.batch_size,
-                 "images per step (default 128, at most 65536); with --distributed, per process: a step of N "
-                 "processes sees N times as many")
-      ->check(app::int_range(1, 65536));
-  cli.add_option("--lr", c.lr, "peak learning rate of AdamW (default 2e-3)")->check(app::finite_range(1e-12, 1e3));
-  cli.add_option("--weight-decay", c.weight_decay,
-                 "AdamW weight decay on weight matrices; none on biases, norms, [CLS], positions (default 0.05)")
-      ->check(app::finite_range(0.0, 1e3));
-  cli.add_option("--warmup-epochs", c.warmup_epochs, "linear warm-up length in epochs, then cosine decay (default 1)")
-      ->check(app::finite_range(0.0, 1e5));
-  cli.add_option("--min-lr", c.min_lr, "learning rate at the end of the cosine (default 1e-5)")
-      ->check(app::finite_range(0.0, 1e3));
-  cli.add_option("--label-smoothing", c.label_smoothing, "label smoothing of the training loss (default 0.1)")
-      ->check(app::finite_range(0.0, 0.99));
-  cli.add_option("--clip", c.clip, "gradient clipping: max global norm, 0 = off (default 1)")
-      ->check(app::finite_range(0.0, 1e9));
-  app::add_seed(cli, c.seed, "random seed (default 0); runs are deterministic for a seed and thread count");
-  app::add_threads(cli, c.threads);
-  app::add_device(cli, c.device,
-                  "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU); checkpoints move between "
-                  "devices");
-  app::add_out(cli, c.out);
-  app::input_file(cli.add_option(
-      "--resume", c.resume,
-      "continue the run saved in this checkpoint (its configuration is used; --epochs may extend it); a checkpoint "
-      "that would not resume exactly is refused, NaN/Inf in it are reported as a warning"));
-  CLI::Option* eval_only = cli.add_flag("--eval-only", c.eval_only, "evaluate --weights on the test set and exit");
-  app::input_file(cli.add_option("--weights", c.weights,
-                                 "checkpoint.safetensors or model.safetensors for --eval-only (NaN/Inf in it are "
-                                 "reported as a warning)"))
-      ->needs(eval_only);
-  app::add_quiet(cli, c.quiet);
-  app::add_check(cli, c.check);
-  cli.add_flag("--distributed", c.distributed,
-               "data-parallel over the processes of mpirun/srun (mpirun -np N build/bin/vit --distributed): each "
-               "trains on its shard of every epoch, gradients are averaged, rank 0 prints and writes the outputs "
-               "(docs/DISTRIBUTED.md)");
-  // Model sizes: each bounded, and their product by kMaxParameters (check_model_size).
-  cli.add_option("--patch-size", c.patch, "patch side in pixels; must divide the image size (default 7)")
-      ->check(app::int_range(1, 1024));
-  cli.add_option("--width", c.width, "embedding width (default 64, at most 65536)")->check(app::int_range(1, 65536));
-  cli.add_option("--depth", c.depth, "encoder blocks (default 4, at most 1024)")->check(app::int_range(1, 1024));
-  cli.add_option("--heads", c.heads, "attention heads; must divide --width (default 4)")
-      ->check(app::int_range(1, 65536));
-  cli.add_option("--mlp", c.mlp, "MLP hidden width (default 128, at most 262144)")->check(app::int_range(1, 262144));
-  cli.add_option("--dropout", c.dropout, "dropout in the encoder (default 0)")->check(app::finite_range(0.0, 0.95));
-  cli.add_option(
-         "--hybrid", c.stem,
-         "hybrid ViT: a 3x3 conv stem with this many channels before the patches (default 0: off, at most 4096)")
-      ->check(app::int_range(0, 4096));
-  cli.add_option("--crop-padding", c.crop_padding,
-                 "random crop with this zero padding, 0 = off (default 0, at most 64)")
-      ->check(app::int_range(0, 64));
-  cli.add_option("--hflip", c.hflip, "random horizontal flip: auto (default: on except for mnist), on, off")
-      ->check(CLI::IsMember({"auto", "on", "off"}));
-  cli.add_option("--erase", c.erase, "random erasing probability (default 0)")->check(app::finite_range(0.0, 1.0));
-  cli.add_option("--mixup", c.mixup, "mixup Beta(alpha, alpha), 0 = off (default 0)")
-      ->check(app::finite_range(0.0, 1e3));
-  cli.add_option("--cutmix", c.cutmix, "cutmix Beta(alpha, alpha), 0 = off (default 0)")
-      ->check(app::finite_range(0.0, 1e3));
-  cli.add_option("--limit-train", c.limit_train, "use only the first N training images (smoke runs; 0 = all)")
-      ->check(app::int_range(0, std::numeric_limits<int64_t>::max()));
-  cli.add_option("--limit-test", c.limit_test, "use only the first N test images (smoke runs; 0 = all)")
-      ->check(app::int_range(0, std::numeric_limits<int64_t>::max()));
-  cli.add_option("--stop-after", c.stop_after, "stop (with a checkpoint) after this many epochs, as if interrupted")
-      ->check(app::int_range(0, 100000));
-  cli.add_option("--eval-batch-size", c.eval_batch, "images per evaluation batch (default 1000, at most 65536)")
-      ->check(app::int_range(1, 65536));
+  std::string randaugment;
+  vit::add_flags(cli, c, randaugment);
   const int rc = app::run_main("vit", cli, argc, argv, [&] {
     if (c.eval_only && c.weights.empty()) throw UsageError("--eval-only needs --weights CHECKPOINT");
     if (!c.eval_only && !c.weights.empty())
       throw UsageError("--weights is for --eval-only (use --resume to continue training)");
     if (c.eval_only && !c.resume.empty()) throw UsageError("--eval-only and --resume do not go together");
     if (c.eval_only && c.distributed) throw UsageError("--eval-only runs in one process; drop --distributed");
+    if (!randaugment.empty()) vit::parse_randaugment(randaugment, c.randaug_n, c.randaug_m);
+    if (c.distill != "none" && c.teacher.empty()) throw UsageError("--distill " + c.distill + " needs --teacher");
+    if (!c.teacher.empty() && c.distill == "none") throw UsageError("--teacher needs --distill hard or --distill soft");
+
     return run(c, cli);
   });
   if (rc == app::kExitOk || rc == app::kExitInterrupted)

@@ -70,8 +70,10 @@ inline void plot_confusion(const std::vector<int64_t>& counts, const std::vector
 
 // Rollout for image n of a batch from the layers' kept weights (each (N, T, T)):
 // the [CLS] row over the patches, as gh x gw values scaled to [0, 1] (min to max).
-inline std::vector<double> rollout(const std::vector<Tensor>& layer_weights, int64_t n, int64_t gh, int64_t gw) {
-  const int64_t T = gh * gw + 1;
+// prefix: the tokens before the patches ([CLS], and DeiT's distillation token).
+inline std::vector<double> rollout(const std::vector<Tensor>& layer_weights, int64_t n, int64_t gh, int64_t gw,
+                                   int64_t prefix = 1) {
+  const int64_t T = gh * gw + prefix;
   std::vector<double> R(static_cast<size_t>(T * T), 0.0), A(R.size()), tmp(R.size());
   for (int64_t i = 0; i < T; ++i) R[static_cast<size_t>(i * T + i)] = 1.0;
   for (const Tensor& w : layer_weights) {
@@ -92,7 +94,7 @@ inline std::vector<double> rollout(const std::vector<Tensor>& layer_weights, int
       }
     R.swap(tmp);
   }
-  std::vector<double> cls(R.begin() + 1, R.begin() + T);
+  std::vector<double> cls(R.begin() + prefix, R.begin() + T);
   const auto [lo, hi] = std::minmax_element(cls.begin(), cls.end());
   const double a = *lo, range = *hi - *lo;
   for (double& v : cls) v = range > 0 ? (v - a) / range : 0;

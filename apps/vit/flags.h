@@ -1,0 +1,142 @@
+// The ViT demo's command line: every flag with its range (apps/common/app.h
+// turns them into the table of bad invocations). Kept apart from main.cpp,
+// which holds the training.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <limits>
+#include <string>
+
+#include "app.h"
+#include "precision.h"
+#include "vit_run_config.h"
+
+namespace vit {
+
+// "N,M": N in [0, 64] operations, M in [0, 30] (of 31 bins).
+inline bool parse_randaugment(const std::string& s, int64_t& n, int64_t& m) {
+  const size_t comma = s.find(',');
+  if (comma == std::string::npos || s.find(',', comma + 1) != std::string::npos) return false;
+  const auto num = [](const std::string& t, int64_t hi, int64_t& out) {
+    if (t.empty() || t.size() > 3 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+    out = std::stoll(t);
+    return out <= hi;
+  };
+  return num(s.substr(0, comma), 64, n) && num(s.substr(comma + 1), 30, m);
+}
+inline CLI::Validator randaugment_validator() {
+  return CLI::Validator(
+      [](std::string& s) {
+        int64_t n = 0, m = 0;
+        return parse_randaugment(s, n, m) ? std::string()
+                                          : "expected N,M with N from 0 to 64 and M from 0 to 30, got '" + s + "'";
+      },
+      "N,M");
+}
+
+// The flags, into c; --randaugment's text into randaugment (split by the caller).
+inline void add_flags(CLI::App& cli, Config& c, std::string& randaugment) {
+  using ember::app::fmt;
+  namespace app = ember::app;
+  cli.add_option("--data", c.data, "data set: fashion-mnist (default), mnist or cifar10")
+      ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10"}));
+  app::input_dir(
+      cli.add_option("--data-dir", c.data_dir,
+                     "directory of the data files (default: /usr/share/datasets/fashion-mnist for "
+                     "fashion-mnist, data/<name> otherwise; IDX files plain or .gz, CIFAR-10 binary batches)"));
+  cli.add_option("--epochs", c.epochs, "training epochs (default 8, at most 100000)")->check(app::int_range(1, 100000));
+  cli.add_option("--batch-size", c.batch_size,
+                 "images per step (default 128, at most 65536); with --distributed, per process: a step of N "
+                 "processes sees N times as many")
+      ->check(app::int_range(1, 65536));
+  cli.add_option("--lr", c.lr, "peak learning rate of AdamW (default 2e-3)")->check(app::finite_range(1e-12, 1e3));
+  cli.add_option("--weight-decay", c.weight_decay,
+                 "AdamW weight decay on weight matrices; none on biases, norms, [CLS], positions (default 0.05)")
+      ->check(app::finite_range(0.0, 1e3));
+  cli.add_option("--warmup-epochs", c.warmup_epochs, "linear warm-up length in epochs, then cosine decay (default 1)")
+      ->check(app::finite_range(0.0, 1e5));
+  cli.add_option("--min-lr", c.min_lr, "learning rate at the end of the cosine (default 1e-5)")
+      ->check(app::finite_range(0.0, 1e3));
+  cli.add_option("--label-smoothing", c.label_smoothing, "label smoothing of the training loss (default 0.1)")
+      ->check(app::finite_range(0.0, 0.99));
+  cli.add_option("--clip", c.clip, "gradient clipping: max global norm, 0 = off (default 1)")
+      ->check(app::finite_range(0.0, 1e9));
+  app::add_seed(cli, c.seed, "random seed (default 0); runs are deterministic for a seed and thread count");
+  app::add_threads(cli, c.threads);
+  app::add_device(cli, c.device,
+                  "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU); checkpoints move between "
+                  "devices");
+  app::add_out(cli, c.out);
+  app::input_file(cli.add_option(
+      "--resume", c.resume,
+      "continue the run saved in this checkpoint (its configuration is used; --epochs may extend it); a checkpoint "
+      "that would not resume exactly is refused, NaN/Inf in it are reported as a warning"));
+  CLI::Option* eval_only = cli.add_flag("--eval-only", c.eval_only, "evaluate --weights on the test set and exit");
+  app::input_file(cli.add_option("--weights", c.weights,
+                                 "checkpoint.safetensors or model.safetensors for --eval-only (NaN/Inf in it are "
+                                 "reported as a warning)"))
+      ->needs(eval_only);
+  app::add_quiet(cli, c.quiet);
+  app::add_check(cli, c.check);
+  cli.add_flag("--distributed", c.distributed,
+               "data-parallel over the processes of mpirun/srun (mpirun -np N build/bin/vit --distributed): each "
+               "trains on its shard of every epoch, gradients are averaged, rank 0 prints and writes the outputs "
+               "(docs/DISTRIBUTED.md)");
+  // Model sizes: each bounded, and their product by kMaxParameters (check_model_size).
+  cli.add_option("--patch-size", c.patch, "patch side in pixels; must divide the image size (default 7)")
+      ->check(app::int_range(1, 1024));
+  cli.add_option("--width", c.width, "embedding width (default 64, at most 65536)")->check(app::int_range(1, 65536));
+  cli.add_option("--depth", c.depth, "encoder blocks (default 4, at most 1024)")->check(app::int_range(1, 1024));
+  cli.add_option("--heads", c.heads, "attention heads; must divide --width (default 4)")
+      ->check(app::int_range(1, 65536));
+  cli.add_option("--mlp", c.mlp, "MLP hidden width (default 128, at most 262144)")->check(app::int_range(1, 262144));
+  cli.add_option("--dropout", c.dropout, "dropout in the encoder (default 0)")->check(app::finite_range(0.0, 0.95));
+  cli.add_option(
+         "--hybrid", c.stem,
+         "hybrid ViT: a 3x3 conv stem with this many channels before the patches (default 0: off, at most 4096)")
+      ->check(app::int_range(0, 4096));
+  cli.add_option("--crop-padding", c.crop_padding,
+                 "random crop with this zero padding, 0 = off (default 0, at most 64)")
+      ->check(app::int_range(0, 64));
+  cli.add_option("--hflip", c.hflip, "random horizontal flip: auto (default: on except for mnist), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  cli.add_option("--erase", c.erase, "random erasing probability (default 0)")->check(app::finite_range(0.0, 1.0));
+  cli.add_option("--mixup", c.mixup, "mixup Beta(alpha, alpha), 0 = off (default 0)")
+      ->check(app::finite_range(0.0, 1e3));
+  cli.add_option("--cutmix", c.cutmix, "cutmix Beta(alpha, alpha), 0 = off (default 0)")
+      ->check(app::finite_range(0.0, 1e3));
+  cli.add_option("--limit-train", c.limit_train, "use only the first N training images (smoke runs; 0 = all)")
+      ->check(app::int_range(0, std::numeric_limits<int64_t>::max()));
+  cli.add_option("--limit-test", c.limit_test, "use only the first N test images (smoke runs; 0 = all)")
+      ->check(app::int_range(0, std::numeric_limits<int64_t>::max()));
+  cli.add_option("--stop-after", c.stop_after, "stop (with a checkpoint) after this many epochs, as if interrupted")
+      ->check(app::int_range(0, 100000));
+  cli.add_option("--eval-batch-size", c.eval_batch, "images per evaluation batch (default 1000, at most 65536)")
+      ->check(app::int_range(1, 65536));
+  // The DeiT recipe (issue 21).
+  app::input_file(cli.add_option("--teacher", c.teacher,
+                                 "CNN teacher for distillation (model.safetensors written by build/bin/cnn); its "
+                                 "logits are computed on the fly for every augmented batch"));
+  cli.add_option("--distill", c.distill,
+                 "distillation through a distillation token and head (DeiT): none (default), hard (the teacher's "
+                 "argmax) or soft (KL at --distill-temperature); needs --teacher")
+      ->check(CLI::IsMember({"none", "hard", "soft"}));
+  cli.add_option("--distill-temperature", c.distill_temperature, "temperature of --distill soft (default 1)")
+      ->check(app::finite_range(1e-3, 1e3));
+  cli.add_option("--distill-alpha", c.distill_alpha,
+                 "weight of the distillation loss against the label loss (default 0.5, DeiT's)")
+      ->check(app::finite_range(0.0, 1.0));
+  cli.add_option("--randaugment", randaugment,
+                 "RandAugment N,M: N operations per image at magnitude M of 31 bins (e.g. 2,9; default off)")
+      ->check(randaugment_validator());
+  cli.add_option("--drop-path", c.drop_path,
+                 "stochastic depth: drop rate of the last block, rising linearly from 0 at the first (default 0)")
+      ->check(app::finite_range(0.0, 0.95));
+  cli.add_option("--ema", c.ema,
+                 "keep an exponential moving average of the weights with this decay (e.g. 0.999; default 0: off) "
+                 "and evaluate it beside the raw weights every epoch")
+      ->check(app::finite_range(0.0, 1.0));
+  app::add_precision(cli, c.precision);  // apps/common/precision.h
+}
+
+}  // namespace vit

@@ -1,0 +1,66 @@
+// The CNN teacher's file (apps/common/cnn_teacher.h): what apps/cnn writes,
+// vit --teacher reads back (the same ResNet, frozen, in eval mode, with its
+// configuration); a file of another kind or with a damaged field is a
+// UsageError naming the file; the comma lists of --widths/--blocks.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+#include <filesystem>
+#include <string>
+
+#include <ember/nn/checkpoint.h>
+
+#include "app.h"
+#include "cnn_teacher.h"
+
+using namespace ember;
+namespace fs = std::filesystem;
+
+TEST_CASE("cnn teacher file: round trip, frozen eval model, damaged metadata refused") {
+  const fs::path dir = fs::temp_directory_path() / ("ember_cnn_teacher_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "teacher.safetensors").string();
+  app::TeacherConfig c;
+  c.resnet.widths = {4, 8};
+  c.resnet.blocks = {1, 2};
+  c.data = "fashion-mnist";
+  c.mean = {0.286};
+  c.std = {0.353};
+  c.test_accuracy = 0.9;
+  c.train_seconds = 12.5;
+  manual_seed(0);
+  nn::ResNet model(c.resnet);
+  nn::save(model, path, app::teacher_metadata(c));
+  const app::Teacher t = app::load_teacher(path);
+  CHECK(t.config.resnet.widths == c.resnet.widths);
+  CHECK(t.config.resnet.blocks == c.resnet.blocks);
+  CHECK(t.config.mean == c.mean);
+  CHECK(t.config.test_accuracy == 0.9);
+  CHECK(t.config.train_seconds == 12.5);
+  CHECK_FALSE(t.model->is_training());
+  for (const Tensor& p : t.model->parameters()) CHECK_FALSE(p.requires_grad());
+  model.eval();
+  const Tensor x = randn({2, 1, 28, 28});
+  CHECK((*t.model)(x).to_vector<float>() == model(x).to_vector<float>());
+
+  // Another kind of file, and metadata that does not fit the tensors.
+  nn::save(model, path, {{"config", "{}"}});
+  CHECK_THROWS_AS(app::load_teacher(path), app::UsageError);
+  app::TeacherConfig wrong = c;
+  wrong.resnet.widths = {4, 16};
+  nn::save(model, path, app::teacher_metadata(wrong));
+  CHECK_THROWS_WITH_AS(app::load_teacher(path), doctest::Contains("do not fit"), app::UsageError);
+  auto meta = app::teacher_metadata(c);
+  meta["teacher"] = R"({"in_channels": 1, "num_classes": 10, "widths": [4, 8], "blocks": [1, 2], "data": "x",
+                        "mean": [0.2], "std": [0], "test_accuracy": 0.5})";
+  nn::save(model, path, meta);
+  CHECK_THROWS_WITH_AS(app::load_teacher(path), doctest::Contains("std"), app::UsageError);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cnn teacher: --widths and --blocks lists") {
+  CHECK(app::parse_int_list("16,32,64", "--widths", 1, 1024) == std::vector<int64_t>{16, 32, 64});
+  CHECK(app::parse_int_list("3", "--blocks", 1, 16) == std::vector<int64_t>{3});
+  for (const char* bad : {"", ",", "16,", "a,b", "0,4", "16,2000", "1,2,3,4,5,6,7,8,9", "99999999999999999999"})
+    CHECK_THROWS_AS(app::parse_int_list(bad, "--widths", 1, 1024), app::UsageError);
+}
