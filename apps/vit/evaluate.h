@@ -74,8 +74,11 @@ inline void write_attention(nn::VisionTransformer& model, const data::ImageSet& 
                             const Config& c, const std::string& path, Device dev) {
   NoGradGuard no_grad;
   model.eval();
-  const data::LoaderOptions lo{
-      .batch_size = std::min<int64_t>(8, test.n), .shuffle = false, .normalize = norm, .background = false};
+  const data::LoaderOptions lo{.batch_size = std::min<int64_t>(8, test.n),
+                               .shuffle = false,
+                               .augment = {},
+                               .normalize = norm,
+                               .background = false};
   data::Batch b = data::DataLoader(test, lo).batch(0, 0);
   to_device(b, dev);
   for (size_t i = 0; i < model.blocks->size(); ++i)
