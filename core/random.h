@@ -103,7 +103,9 @@ inline void philox_block(uint64_t seed, uint64_t c0, uint32_t (&out)[4 * N]) {
 // in the shift and multiply wrappers): a known false positive, silenced here.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if defined(__GNUC__) && !defined(__clang__)  // GCC's name; clang has no such group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 namespace detail {
 // K chains of sixteen lanes (lane i of chain j: counter c0 + 16 j + i),
 // advanced together round by round. One chain's rounds are a serial chain of

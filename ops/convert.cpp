@@ -21,7 +21,9 @@
 #if defined(__x86_64__)
 // GCC 12's AVX-512 headers start vectors from _mm512_undefined_*(), which
 // -Wmaybe-uninitialized reports once inlined here (a known false positive).
+#if defined(__GNUC__) && !defined(__clang__)  // GCC's name; clang has no such group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #define EMBER_CONVERT_X86 1
 #endif
