@@ -1,10 +1,11 @@
-// unfold (im2col) with its adjoint fold (col2im) as CPU kernels, and conv2d
-// composed as linear(im2row(x), weight (O, C*kh*kw), bias): one row of
-// C*kh*kw inputs per output position, so the forward and both backward
-// products are each one GEMM over all N*Ho*Wo positions (Ember's linear,
-// bias fused), where unfold's (N, C*kh*kw, L) layout would need N small
-// GEMMs of L columns each and a weight gradient of N copies summed. conv2d's
-// backward is that of linear and im2row (its adjoint row2im).
+// unfold (im2col) with its adjoint fold (col2im) as CPU kernels, and conv2d.
+// conv2d runs as one kernel with its own backward where the backend has one
+// (the CPU: ops/conv2d_cpu.cpp, GEMMs over cache-sized tiles of im2col
+// columns); elsewhere (CUDA) it is composed as linear(im2row(x), weight (O,
+// C*kh*kw), bias): one row of C*kh*kw inputs per output position, so the
+// forward and both backward products are each one GEMM over all N*Ho*Wo
+// positions (bias fused), with the backward of linear and of im2row (its
+// adjoint row2im).
 #include <ember/ops/conv.h>
 #include <ember/ops/conv_kernels.h>
 
@@ -13,6 +14,7 @@
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/parallel.h>
+#include <ember/core/profiler.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/matmul.h>
@@ -149,6 +151,48 @@ void cpu_row2im(const Tensor& rows, Tensor& dx, const WindowGeom& g) {
   });
 }
 
+// conv2d through the backend's own forward and backward kernels
+// (conv2d_forward_kernel, conv2d_backward_kernel), which save only x and the
+// weight for backward.
+Tensor conv2d_direct(const Tensor& x, const Tensor& weight, const Tensor& bias, const WindowGeom& g) {
+  for (const Tensor* t : {&weight, &bias}) {
+    if (!t->defined()) continue;
+    check_same_device("conv2d", x, *t);
+    EMBER_CHECK(t->dtype() == x.dtype(), DTypeError, "conv2d: input has dtype ", dtype_name(x.dtype()), " but ",
+                t == &weight ? "weight" : "bias", " has dtype ", dtype_name(t->dtype()));
+  }
+  const int64_t O = weight.size(0);
+  const TensorOptions opts(x.dtype(), x.device());
+  const Tensor xc = x.detach().contiguous(), wc = weight.detach().contiguous();
+  const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor out = empty({g.N, O, g.Ho, g.Wo}, opts);
+  // Each of the forward and the two backward products is 2 N O K L FLOPs
+  // (K = C*kh*kw, L = Ho*Wo), counted with matmul's (core/profiler.h).
+  const auto flops = static_cast<uint64_t>(2 * g.N * O * g.C * g.kh * g.kw * g.Ho * g.Wo);
+  profiler::add_matmul_flops(flops);
+  if (out.numel()) conv2d_forward_kernel(x.device(), xc, wc, bc, out, g);
+  if (autograd::needs_grad({x, weight, bias}))
+    autograd::record(
+        "conv2d", {x, weight, bias}, out,
+        [sx = autograd::SavedTensor(xc), sw = autograd::SavedTensor(wc), g, flops](autograd::BackwardContext& ctx) {
+          const Tensor gy = ctx.grad_output().contiguous();
+          const Tensor xs = sx.get(), ws = sw.get();
+          const TensorOptions o(xs.dtype(), xs.device());
+          Tensor dx = ctx.needs_grad(0) ? empty(xs.shape(), o) : Tensor();
+          Tensor dw = ctx.needs_grad(1) ? empty(ws.shape(), o) : Tensor();
+          Tensor db = ctx.needs_grad(2) ? empty({ws.size(0)}, o) : Tensor();
+          profiler::add_matmul_flops(flops * (dx.defined() + dw.defined()));
+          if (gy.numel())
+            conv2d_backward_kernel(gy.device(), xs, ws, gy, dx, dw, db, g);
+          else  // no output positions: nothing flows back
+            for (Tensor* t : {&dx, &dw, &db})
+              if (t->defined()) t->zero_();
+          for (int i = 0; i < 3; ++i)
+            if (ctx.needs_grad(i)) ctx.set_grad(i, i == 0 ? dx : i == 1 ? dw : db);
+        });
+  return out;
+}
+
 }  // namespace
 
 EMBER_REGISTER_KERNEL(im2row_kernel, CPU, cpu_im2row);
@@ -203,6 +247,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
   if (any_half({&x, &weight, &bias}))  // one float32 convolution, rounded once
     return conv2d(upcast_half(x), upcast_half(weight), upcast_half(bias), stride, padding).to(x.dtype());
   const WindowGeom g = window_geom("conv2d", x, {weight.size(2), weight.size(3)}, stride, padding);
+  if (conv2d_forward_kernel.has(x.device().type)) return conv2d_direct(x, weight, bias, g);
   const int64_t O = weight.size(0), K = g.C * g.kh * g.kw;
   // rows (N*Ho*Wo, K) = im2row(x), differentiable through row2im.
   const Tensor xc = x.detach().contiguous();

@@ -1,7 +1,8 @@
 /// \file
-/// The kernel tables of unfold (im2col) and fold (col2im), and of conv2d's
-/// row layout (im2row, row2im), shared by the CPU kernels (ops/conv.cpp) and
-/// the CUDA ones (cuda/conv.cu).
+/// The kernel tables of unfold (im2col) and fold (col2im), of conv2d's row
+/// layout (im2row, row2im), shared by the CPU kernels (ops/conv.cpp) and the
+/// CUDA ones (cuda/conv.cu), and of conv2d's direct forward and backward
+/// (ops/conv2d_cpu.cpp; a backend without them runs conv2d composed).
 #pragma once
 
 #include <array>
@@ -34,5 +35,15 @@ extern KernelTable<void(const Tensor& cols, Tensor& dx, const WindowGeom& g)> co
 extern KernelTable<void(const Tensor& x, Tensor& rows, const WindowGeom& g)> im2row_kernel;
 /// Its adjoint: dx[n, c, h, w] = sum of the rows entries that read it, in increasing (i, j) (dx written by the kernel).
 extern KernelTable<void(const Tensor& rows, Tensor& dx, const WindowGeom& g)> row2im_kernel;
+
+/// conv2d in one kernel: out (N, O, Ho, Wo) = the convolution of x (N, C, H, W) with w (O, C, kh, kw), plus
+/// bias (O) when defined; every tensor contiguous and of one dtype.
+extern KernelTable<void(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out, const WindowGeom& g)>
+    conv2d_forward_kernel;
+/// Its backward from gy (N, O, Ho, Wo): writes dx, dw and db, each only when defined (allocated, contiguous;
+/// the kernel overwrites them).
+extern KernelTable<void(const Tensor& x, const Tensor& w, const Tensor& gy, Tensor& dx, Tensor& dw, Tensor& db,
+                        const WindowGeom& g)>
+    conv2d_backward_kernel;
 
 }  // namespace ember

@@ -1,5 +1,4 @@
-// layer_norm with fused CPU kernels, and batch_norm (any (N, C, *) input: BatchNorm1d
-// and BatchNorm2d) composed from ops.
+// layer_norm with fused CPU kernels (batch_norm: ops/batch_norm.cpp).
 //
 // layer_norm forward, per row of N elements:
 //   mean = sum x / N;  rstd = 1 / sqrt(sum (x - mean)^2 / N + eps)
@@ -224,57 +223,6 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
             autograd::BackwardContext& ctx) { layer_norm_backward(ctx, sx, sw, mean, rstd, rows, N, has_b); });
   }
   return out;
-}
-
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
-  EMBER_CHECK(x.dim() >= 2 && x.dim() <= 5, ShapeError,
-              "batch_norm: expected input of shape (N, C), (N, C, L), (N, C, H, W) or (N, C, D, H, W), got ",
-              x.shape().str());
-  EMBER_CHECK(x.is_floating_point(), DTypeError, "batch_norm: expected a floating-point tensor, got ",
-              dtype_name(x.dtype()));
-  if (any_half({&x, &weight, &bias}))  // statistics in float32; running buffers keep their dtype
-    return batch_norm(upcast_half(x), running_mean, running_var, upcast_half(weight), upcast_half(bias), training,
-                      momentum, eps)
-        .to(x.dtype());
-  const int64_t C = x.size(1);
-  for (const Tensor* p : {&running_mean, &running_var, &weight, &bias})
-    EMBER_CHECK(!p->defined() || p->shape() == Shape{C}, ShapeError, "batch_norm: parameters and running statistics ",
-                "must have shape [", C, "] for input of shape ", x.shape().str(), ", got ", p->shape().str());
-  // Per-channel tensors broadcast as (1, C, 1, ...); statistics over every dim but C.
-  std::vector<int64_t> pdims{1, C}, rdims{0};
-  for (int d = 2; d < x.dim(); ++d) {
-    pdims.push_back(1);
-    rdims.push_back(d);
-  }
-  const Shape pshape(pdims), dims(rdims);
-  Tensor y;
-  if (training) {
-    const int64_t n = x.numel() / std::max<int64_t>(C, 1);
-    EMBER_CHECK(n > 1, ValueError,
-                "batch_norm: expected more than 1 value per channel when training, got input of shape ",
-                x.shape().str());
-    const Tensor mu = mean(x, dims, true);
-    const Tensor centered = sub(x, mu);
-    const Tensor var_b = mean(square(centered), dims, true);  // biased: used to normalise
-    y = mul(centered, rsqrt(add(var_b, eps)));
-    if (running_mean.defined() && running_var.defined()) {
-      NoGradGuard no_grad;
-      Tensor rm = running_mean, rv = running_var;
-      const Tensor var_u = mul(var_b.detach(), static_cast<double>(n) / static_cast<double>(n - 1));
-      mul_(rm, 1.0 - momentum);
-      add_(rm, mul(mu.detach().reshape({C}), momentum));
-      mul_(rv, 1.0 - momentum);
-      add_(rv, mul(var_u.reshape({C}), momentum));
-    }
-  } else {
-    EMBER_CHECK(running_mean.defined() && running_var.defined(), ValueError,
-                "batch_norm: eval mode needs running_mean and running_var");
-    y = mul(sub(x, running_mean.reshape(pshape)), rsqrt(add(running_var.reshape(pshape), eps)));
-  }
-  if (weight.defined()) y = mul(y, weight.reshape(pshape));
-  if (bias.defined()) y = add(y, bias.reshape(pshape));
-  return y;
 }
 
 }  // namespace ember

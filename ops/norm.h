@@ -1,5 +1,6 @@
 /// \file
-/// Normalisation: layer_norm (fused forward and backward) and batch_norm.
+/// Normalisation: layer_norm (ops/norm.cpp) and batch_norm (ops/batch_norm.cpp), each with fused forward and
+/// backward kernels.
 #pragma once
 
 #include <ember/core/dispatch.h>
@@ -33,5 +34,19 @@ extern KernelTable<void(const Tensor& x2, const Tensor& w, const Tensor& b, doub
 extern KernelTable<void(const Tensor& g2, const Tensor& x2, const Tensor& w, const Tensor& mean, const Tensor& rstd,
                         Tensor& dx2, Tensor& dw, Tensor& db)>
     layer_norm_backward_kernel;
+
+/// batch_norm's kernels (the CPU's; a backend without them runs batch_norm composed from ops). x3, g3, dx3:
+/// (N, C, S) contiguous; mean, var, rstd, w, b, dw, db: [C] of x3's dtype (w, b undefined: none).
+/// stats: the batch's mean, biased variance and 1 / sqrt(var + eps) per channel.
+extern KernelTable<void(const Tensor& x3, double eps, Tensor& mean, Tensor& var, Tensor& rstd)> batch_norm_stats_kernel;
+/// apply: y3 = (x3 - mean) rstd w + b per channel.
+extern KernelTable<void(const Tensor& x3, const Tensor& mean, const Tensor& rstd, const Tensor& w, const Tensor& b,
+                        Tensor& y3)>
+    batch_norm_apply_kernel;
+/// backward from g3 (y3's gradient); training: mean and rstd were the batch's (they depend on x3). dx3, dw, db:
+/// outputs, each undefined when not needed.
+extern KernelTable<void(const Tensor& g3, const Tensor& x3, const Tensor& mean, const Tensor& rstd, const Tensor& w,
+                        bool training, Tensor& dx3, Tensor& dw, Tensor& db)>
+    batch_norm_backward_kernel;
 
 }  // namespace ember

@@ -46,6 +46,25 @@ Register rows({
      true,
      1e-4,
      1e-4},
+    // 23 rows of 40 outputs: conv2d's CPU kernel runs them as tiles of 6
+    // whole rows (6, 6, 6, then a ragged 5); CUDA composes im2row and linear.
+    {"conv2d 3x3 tiles",
+     {F({2, 3, 23, 40}), F({4, 3, 3, 3}), F({4})},
+     [](const In& x) {
+       return conv2d(x[0], x[1], x[2], {1, 1}, {1, 1});
+     },
+     true,
+     1e-4,
+     1e-4},
+    // Output rows wider than one GEMM call of the CPU kernel (256 columns).
+    {"conv2d wide rows",
+     {F({1, 2, 2, 300}), F({3, 2, 1, 3})},
+     [](const In& x) {
+       return conv2d(x[0], x[1], Tensor(), {1, 1}, {0, 1});
+     },
+     true,
+     1e-4,
+     1e-4},
     {"conv2d patches",
      {F({1, 3, 4, 6}), F({4, 3, 2, 3})},
      [](const In& x) {

@@ -102,3 +102,40 @@ TEST_CASE("unfold and conv2d match PyTorch") {
     CHECK(std::string(e.what()).find("conv2d") != std::string::npos);
   }
 }
+
+// conv2d's CPU kernel (ops/conv2d_cpu.cpp: GEMMs over tiles of im2col
+// columns, images split over the pool) against the convolution written as
+// unfold and a matrix product, forward and all three gradients, at a
+// ResNet's shapes: several tiles per image (ragged last tile), stride 2, a
+// batch that does not divide among the threads, and zero channels.
+TEST_CASE("conv2d's CPU kernel equals unfold and a matrix product") {
+  struct Case {
+    Shape x, w;
+    std::array<int64_t, 2> stride, padding;
+  };
+  for (const Case& c :
+       {Case{{5, 6, 28, 28}, {8, 6, 3, 3}, {1, 1}, {1, 1}}, Case{{3, 4, 28, 28}, {6, 4, 3, 3}, {2, 2}, {1, 1}},
+        Case{{4, 5, 7, 9}, {3, 5, 1, 1}, {2, 2}, {0, 0}}, Case{{2, 3, 11, 13}, {4, 3, 5, 3}, {1, 2}, {2, 1}}}) {
+    CAPTURE(c.x.str());
+    manual_seed(7);
+    const Tensor x = randn(c.x).requires_grad_(), w = randn(c.w).requires_grad_(), b = randn({c.w[0]}).requires_grad_();
+    const Tensor y = conv2d(x, w, b, c.stride, c.padding);
+    const Tensor gy = randn(y.shape());
+    sum(mul(y, gy)).backward();
+    // Reference: y[n, o, l] = sum_k W[o, k] cols[n, k, l] + b[o].
+    const Tensor xr = x.detach().requires_grad_(), wr = w.detach().requires_grad_(), br = b.detach().requires_grad_();
+    const Tensor cols = unfold(xr, {c.w[2], c.w[3]}, c.stride, c.padding);
+    const Tensor yr = add(matmul(wr.reshape({c.w[0], -1}), cols).reshape(y.shape()), br.reshape({1, c.w[0], 1, 1}));
+    sum(mul(yr, gy)).backward();
+    CHECK(allclose(y.detach(), yr.detach(), 1e-4, 1e-4));
+    CHECK(allclose(x.grad(), xr.grad(), 1e-4, 1e-4));
+    CHECK(allclose(w.grad(), wr.grad(), 1e-4, 1e-3));
+    CHECK(allclose(b.grad(), br.grad(), 1e-4, 1e-3));
+  }
+  // Zero input channels: the output is the bias, and the bias's gradient the sum of gy.
+  const Tensor b = tensor({0.5f, -1.0f}).requires_grad_();
+  const Tensor y = conv2d(zeros({2, 0, 4, 4}), zeros({2, 0, 3, 3}), b, {1, 1}, {1, 1});
+  CHECK(allclose(y, add(zeros({2, 2, 4, 4}), b.detach().reshape({1, 2, 1, 1}))));
+  sum(y).backward();
+  CHECK(allclose(b.grad(), tensor({32.0f, 32.0f})));
+}
