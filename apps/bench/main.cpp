@@ -579,11 +579,11 @@ struct Bench {
   // Causal self-attention (GPT's: batch 4, 4 heads of 32) forward and
   // backward, the fused kernel (ops/causal_attention.h) against the composed
   // multi_head_self_attention with the causal mask. The "tensorMB" column of
-  // these rows is the growth of the process's peak RSS over the steps, with
-  // the allocator's cache emptied before each row (the allocator's own peak
-  // counts only its pooled small blocks): the composed path's (N, H, T, T)
-  // scores, weights and gradients grow with T^2 (64 MB each at T = 1024),
-  // the fused one keeps (N, H, T) log-sum-exps.
+  // these rows is the most tensor memory a step holds beyond its input and
+  // output gradient (the allocator's peak minus what was allocated before
+  // the step): the composed path's (N, H, T, T) scores, weights and their
+  // gradients grow with T^2 (64 MB each at T = 1024), the fused one's
+  // (N, H, T) log-sum-exps, output and input gradient with T.
   void causal_attention() {
     std::printf("\ncausal self-attention forward + backward (batch 4, 4 heads, head dim 32)\n");
     table_header("fused (FlashAttention) against composed (GEMMs, masked softmax)");
@@ -597,14 +597,16 @@ struct Bench {
           autograd::backward({y}, {g});
           x.mutable_grad() = Tensor();
         };
-        empty_cache();
         reset_peak_rss();
         // FLOPs: the composed path's 2 products forward and 4 backward, 2 B H T^2 D each (the fused one
         // skips half of them above the diagonal), so the GFLOP/s of both rows compare like for like.
         const double gflop = 12.0 * B * H * T * T * (E / H) * 1e-9;
-        const Timing t = time_steps(std::max(1, warmup / 4), steps, body);  // before the RSS is read
+        const Timing t = time_steps(std::max(1, warmup / 4), steps, body);
+        const size_t before = memory_stats(g_dev).allocated;
+        reset_peak_memory_stats(g_dev);
+        body();
         record(std::string(fused ? "causal attention fused T=" : "causal attention composed T=") + std::to_string(T), B,
-               t, gflop, peak_rss_mb() - rss_at_reset_mb);
+               t, gflop, static_cast<double>(memory_stats(g_dev).peak_allocated - before) / 1048576.0);
       }
     }
   }
