@@ -40,8 +40,8 @@ demo: build
 # holds the student's final_test_accuracy and best_test_accuracy and a
 # train_seconds that counts the teacher's training too (also recorded as
 # teacher_train_seconds, with teacher_test_accuracy).
-VIT_RECIPE_TEACHER := --epochs 4
-VIT_RECIPE_STUDENT := --hybrid 16 --depth 6 --epochs 8 --erase 0.25 --randaugment 1,5 --drop-path 0.1 --ema 0.999 \
+VIT_RECIPE_TEACHER :=
+VIT_RECIPE_STUDENT := --hybrid 16 --depth 6 --epochs 30 --erase 0.25 --randaugment 1,5 --drop-path 0.1 --ema 0.999 \
                       --distill hard
 vit-recipe: build
 	./$(BUILD_DIR)/bin/cnn $(VIT_RECIPE_TEACHER) --out out/vit_recipe/teacher

@@ -3,7 +3,8 @@
 # teacher (CNN) trains and writes its safetensors file; the ViT student (APP)
 # distils from it (hard, then soft) with RandAugment, DropPath, EMA and bf16
 # autocast; metrics.json holds the student's, the teacher's and the EMA's
-# figures; a teacher file of another kind is refused with exit 2.
+# figures; --ema leaves the raw model's training unchanged; a teacher file of
+# another kind is refused with exit 2.
 # Variables: APP (vit), CNN, MAKE_DATA, OUT (a scratch directory).
 include(${CMAKE_CURRENT_LIST_DIR}/smoke_vit_common.cmake)
 make_smoke_data()
@@ -48,6 +49,24 @@ foreach(variant "hard;bf16" "soft;fp32")
     endif()
   endforeach()
 endforeach()
+# --ema only observes: building the averaged copy (and loading a teacher)
+# draws no numbers from the run's generator, so the raw model trains
+# exactly as without it (DropPath and RandAugment make any drift visible).
+set(plain --data-dir "${OUT}/data" --epochs 2 --batch-size 32 --width 16 --depth 2 --heads 2 --mlp 32 --threads 2
+          --quiet --randaugment 2,9 --drop-path 0.1)
+set(extra_plain)
+set(extra_ema --ema 0.9)
+foreach(variant plain ema)
+  execute_process(COMMAND "${APP}" ${plain} ${extra_${variant}} --out "${OUT}/${variant}" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "vit (${variant}) exited with ${rc}")
+  endif()
+  file(READ "${OUT}/${variant}/metrics.json" m)
+  string(JSON loss_${variant} GET "${m}" final_test_loss)
+endforeach()
+if(NOT loss_plain STREQUAL loss_ema)
+  message(FATAL_ERROR "--ema changed the raw model's training: test loss ${loss_ema}, without it ${loss_plain}")
+endif()
 # The distilled model scores with the two heads' average.
 execute_process(COMMAND "${APP}" --eval-only --weights "${OUT}/student_hard/model.safetensors" --data-dir "${OUT}/data"
                         --threads 2 --quiet --out "${OUT}/eval" RESULT_VARIABLE rc)

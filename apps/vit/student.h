@@ -47,6 +47,10 @@ struct Student {
 template <class MakeModel>
 Student make_student(const Config& c, const nn::data::ImageSet& train, const nn::data::ChannelStats& norm, Device dev,
                      const nn::VisionTransformer& model, MakeModel make_model) {
+  // Building the teacher and the EMA copy initialises modules, which draws
+  // from the default generator; the student's run (dropout, DropPath) must
+  // not depend on whether they exist, so the stream is put back afterwards.
+  const Generator stream = default_generator();
   Student s;
   if (!c.teacher.empty()) {
     s.teacher = app::load_teacher(c.teacher);
@@ -75,6 +79,7 @@ Student make_student(const Config& c, const nn::data::ImageSet& train, const nn:
   s.autocast = c.precision != "fp32";
   s.amp_dtype = c.precision == "bf16" ? DType::BFloat16 : DType::Float16;
   if (c.precision == "fp16") s.scaler.emplace();
+  default_generator() = stream;
   return s;
 }
 
