@@ -1,7 +1,8 @@
 // unfold (im2col) with its adjoint fold (col2im) as CPU kernels, and conv2d.
-// conv2d runs as one kernel with its own backward where the backend has one
-// (the CPU: ops/conv2d_cpu.cpp, GEMMs over cache-sized tiles of im2col
-// columns); elsewhere (CUDA) it is composed as linear(im2row(x), weight (O,
+// conv2d with overlapping windows runs as one kernel with its own backward
+// where the backend has one (the CPU: ops/conv2d_cpu.cpp, GEMMs over
+// cache-sized tiles of im2col columns); otherwise (CUDA, patch embeddings)
+// it is composed as linear(im2row(x), weight (O,
 // C*kh*kw), bias): one row of C*kh*kw inputs per output position, so the
 // forward and both backward products are each one GEMM over all N*Ho*Wo
 // positions (bias fused), with the backward of linear and of im2row (its
@@ -247,7 +248,13 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
   if (any_half({&x, &weight, &bias}))  // one float32 convolution, rounded once
     return conv2d(upcast_half(x), upcast_half(weight), upcast_half(bias), stride, padding).to(x.dtype());
   const WindowGeom g = window_geom("conv2d", x, {weight.size(2), weight.size(3)}, stride, padding);
-  if (conv2d_forward_kernel.has(x.device().type)) return conv2d_direct(x, weight, bias, g);
+  // Overlapping windows (a 3x3 conv): the backend's kernel, which never
+  // builds the im2row matrix, kh*kw/(sh*sw) times the input's size. Windows
+  // that do not overlap (a ViT's patch embedding, a strided 1x1 shortcut):
+  // im2row is a plain reordering of x, and one GEMM over all positions beats
+  // the kernel's per-image products of a few positions each.
+  const bool overlap = g.kh > g.sh || g.kw > g.sw;
+  if (overlap && conv2d_forward_kernel.has(x.device().type)) return conv2d_direct(x, weight, bias, g);
   const int64_t O = weight.size(0), K = g.C * g.kh * g.kw;
   // rows (N*Ho*Wo, K) = im2row(x), differentiable through row2im.
   const Tensor xc = x.detach().contiguous();
