@@ -208,7 +208,7 @@ class Engine {
   static void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph);
 
  private:
-  explicit Engine(bool retain_graph) : retain_graph_(retain_graph) {}
+  Engine() = default;
   ~Engine();
   void seed(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads);
   void count_dependencies();
@@ -218,7 +218,6 @@ class Engine {
   void send_grad_inputs(Node& n);
   static void add_into(Node& n, uint32_t slot, Tensor g);
 
-  bool retain_graph_;
   std::vector<std::pair<Edge, Tensor>> seeds_;     // (root's edge, its gradient)
   std::vector<Node*> reached_;                     // every node reached, to reset its scratch
   std::vector<Node*> ready_;                       // nodes whose every incoming edge has delivered
@@ -227,7 +226,7 @@ class Engine {
 };
 
 void Engine::run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
-  Engine engine(retain_graph);
+  Engine engine;
   engine.seed(roots, grads);
   engine.count_dependencies();
   NoGradGuard no_grad;  // backward formulas are not differentiated again
