@@ -132,6 +132,20 @@ void cpu_batch_norm_backward(const Tensor& g3, const Tensor& x3, const Tensor& m
   });
 }
 
+// running = (1 - momentum) running + momentum batch statistic, in place (when
+// both buffers exist), with the unbiased variance var_b * n / (n - 1).
+void update_running(const Tensor& running_mean, const Tensor& running_var, const Tensor& mu, const Tensor& var_b,
+                    int64_t n, double momentum) {
+  if (!running_mean.defined() || !running_var.defined()) return;
+  NoGradGuard no_grad;
+  Tensor rm = running_mean, rv = running_var;
+  const Tensor var_u = mul(var_b.detach(), static_cast<double>(n) / static_cast<double>(n - 1));
+  mul_(rm, 1.0 - momentum);
+  add_(rm, mul(mu.detach(), momentum));
+  mul_(rv, 1.0 - momentum);
+  add_(rv, mul(var_u, momentum));
+}
+
 // The same computation from ops, for backends without the kernels.
 Tensor batch_norm_composed(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                            const Tensor& bias, bool training, double momentum, double eps) {
@@ -150,15 +164,7 @@ Tensor batch_norm_composed(const Tensor& x, const Tensor& running_mean, const Te
     const Tensor centered = sub(x, mu);
     const Tensor var_b = mean(square(centered), dims, true);  // biased: used to normalise
     y = mul(centered, rsqrt(add(var_b, eps)));
-    if (running_mean.defined() && running_var.defined()) {
-      NoGradGuard no_grad;
-      Tensor rm = running_mean, rv = running_var;
-      const Tensor var_u = mul(var_b.detach(), static_cast<double>(n) / static_cast<double>(n - 1));
-      mul_(rm, 1.0 - momentum);
-      add_(rm, mul(mu.detach().reshape({C}), momentum));
-      mul_(rv, 1.0 - momentum);
-      add_(rv, mul(var_u.reshape({C}), momentum));
-    }
+    update_running(running_mean, running_var, mu.reshape({C}), var_b.reshape({C}), n, momentum);
   } else {
     y = mul(sub(x, running_mean.reshape(pshape)), rsqrt(add(running_var.reshape(pshape), eps)));
   }
@@ -211,14 +217,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     rstd = empty({C}, opts);
     Tensor var_b = empty({C}, opts);
     if (x.numel()) batch_norm_stats_kernel(x.device(), x3, eps, mu, var_b, rstd);
-    if (running_mean.defined() && running_var.defined()) {
-      NoGradGuard no_grad;
-      Tensor rm = running_mean, rv = running_var;
-      mul_(rm, 1.0 - momentum);
-      add_(rm, mul(mu, momentum));
-      mul_(rv, 1.0 - momentum);
-      add_(rv, mul(var_b, momentum * static_cast<double>(n) / static_cast<double>(n - 1)));  // unbiased
-    }
+    update_running(running_mean, running_var, mu, var_b, n, momentum);
   } else {
     NoGradGuard no_grad;  // copies: later updates of the running buffers do not reach this backward
     mu = running_mean.detach().to(x.dtype()).to(x.device()).clone();
