@@ -2,13 +2,15 @@
 // written with matmul_into on per-head strided views and the softmax and
 // dropout kernels, so it runs on every backend that has those; and a fused
 // CPU kernel for short sequences (32 to 64 keys, at most 64 queries and head
-// dims, float32, no mask: the demo transformer's attention) that does one
-// head at a time in L1 and keeps none of the (N, H, L, S) weights.
+// dims, float32 or bfloat16, no mask: the demo transformer's attention) that
+// does one head at a time in L1 and keeps none of the (N, H, L, S) weights.
 #include <ember/ops/attention.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <memory>
 
 #include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
@@ -91,7 +93,8 @@ using detail::unit_last;
 // paths give the same result for the same seed.
 
 struct FusedArgs {
-  const float *q, *k, *v;  // head h of entry n, row i: q + n * qs0 + i * qs1 + h * D
+  const void *q, *k, *v;  // head h of entry n, row i: q + n * qs0 + i * qs1 + h * D
+  bool bf16;              // q, k, v, out, g and dq, dk, dv hold bfloat16 (else float32)
   int64_t qs0, qs1, ks0, ks1, vs0, vs1;
   int64_t N, H, L, S, D;
   float scale;
@@ -108,15 +111,16 @@ bool fused_shape_fits(const Tensor& q, const Tensor& k, int64_t H, const Tensor&
          k.size(1) <= 64 && D <= 64 && q.numel() > 0 && k.numel() > 0;
 }
 bool fused_fits(const Tensor& q, const Tensor& k, int64_t H, const Tensor& mask) {
-  return q.dtype() == DType::Float32 && fused_shape_fits(q, k, H, mask);
+  return (q.dtype() == DType::Float32 || q.dtype() == DType::BFloat16) && fused_shape_fits(q, k, H, mask);
 }
 
 FusedArgs fused_args(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, double scale, double p,
                      const RandomSpec& spec) {
   FusedArgs a;
-  a.q = static_cast<const float*>(q.data_ptr());
-  a.k = static_cast<const float*>(k.data_ptr());
-  a.v = static_cast<const float*>(v.data_ptr());
+  a.q = q.data_ptr();
+  a.k = k.data_ptr();
+  a.v = v.data_ptr();
+  a.bf16 = q.dtype() == DType::BFloat16;
   a.qs0 = q.stride(0), a.qs1 = q.stride(1), a.ks0 = k.stride(0), a.ks1 = k.stride(1);
   a.vs0 = v.stride(0), a.vs1 = v.stride(1);
   a.N = q.size(0), a.H = H, a.L = q.size(1), a.S = k.size(1), a.D = q.size(2) / H;
@@ -142,40 +146,106 @@ void dropout_factors(const FusedArgs& a, int64_t t, float* f) {
   }
 }
 
+// Bytes per element of the fused kernel's arrays.
+int64_t esize(const FusedArgs& a) { return a.bf16 ? 2 : 4; }
+
 // Asks for the cache lines of task t's rows of q, k and v (and of g in
 // backward). A head is one short run in each row of a projection whose rows
-// are 3E floats apart; the hardware prefetcher does not follow that, and
+// are 3E elements apart; the hardware prefetcher does not follow that, and
 // without this every row of K costs a miss while sgemm_avx512 packs it: asked
 // for one task ahead, the misses overlap the current task's arithmetic.
-void prefetch_task(const FusedArgs& a, int64_t t, const float* g = nullptr, int64_t gs0 = 0, int64_t gs1 = 0) {
+void prefetch_task(const FusedArgs& a, int64_t t, const void* g = nullptr, int64_t gs0 = 0, int64_t gs1 = 0) {
   if (t >= a.N * a.H) return;
-  const int64_t n = t / a.H, h = t % a.H;
-  auto rows = [&](const float* base, int64_t count, int64_t stride) {
+  const int64_t n = t / a.H, h = t % a.H, es = esize(a);
+  auto rows = [&](const void* x, int64_t s0, int64_t s1, int64_t count) {
+    const char* base = static_cast<const char*>(x) + es * (n * s0 + h * a.D);
     for (int64_t i = 0; i < count; ++i)
-      for (int64_t d = 0; d < a.D; d += 16) __builtin_prefetch(base + i * stride + d);
+      for (int64_t b = 0; b < es * a.D; b += 64) __builtin_prefetch(base + es * i * s1 + b);
   };
-  rows(a.q + n * a.qs0 + h * a.D, a.L, a.qs1);
-  rows(a.k + n * a.ks0 + h * a.D, a.S, a.ks1);
-  rows(a.v + n * a.vs0 + h * a.D, a.S, a.vs1);
-  if (g) rows(g + n * gs0 + h * a.D, a.L, gs1);
+  rows(a.q, a.qs0, a.qs1, a.L);
+  rows(a.k, a.ks0, a.ks1, a.S);
+  rows(a.v, a.vs0, a.vs1, a.S);
+  if (g) rows(g, gs0, gs1, a.L);
 }
 
-// S = Q K^T * scale for task t into s (row stride S).
-void scores(const FusedArgs& a, int64_t n, int64_t h, float* s) {
-  cpu::sgemm_avx512(false, true, a.L, a.S, a.D, a.scale, a.q + n * a.qs0 + h * a.D, a.qs1, a.k + n * a.ks0 + h * a.D,
-                    a.ks1, 0.0f, s, a.S);
+// One head's rows of an (N, T, E) array with a unit last stride, as the
+// float32 matrix the products read: in place for float32; for bfloat16,
+// converted (exactly) into buf, rows x D with row stride D. Converting per
+// head keeps the conversion in L1 and saves the float32 copies of the whole
+// projection, output and gradients that the float32 kernel would need.
+struct HeadIn {
+  const float* p;
+  int64_t ld;
+};
+HeadIn head_in(const FusedArgs& a, const void* x, int64_t s0, int64_t s1, int64_t n, int64_t h, int64_t rows,
+               float* buf) {
+  if (!a.bf16) return {static_cast<const float*>(x) + n * s0 + h * a.D, s1};
+  const bfloat16* src = static_cast<const bfloat16*>(x) + n * s0 + h * a.D;
+  // (A plain loop, which the compiler vectorises: a call per row of 16 cost 4% of the AR step.)
+  for (int64_t i = 0; i < rows; ++i)
+#pragma omp simd
+    for (int64_t d = 0; d < a.D; ++d) buf[i * a.D + d] = static_cast<float>(src[i * s1 + d]);
+  return {buf, a.D};
 }
 
-// out (N, L, E) contiguous; lse (N, H, L).
-void fused_forward(const FusedArgs& a, float* out, float* lse) {
+// Where a product writes one head's rows of an output: in place for float32;
+// for bfloat16 into buf (row stride D), which head_store then rounds once
+// into the output (nearest even), so the sums are float32 throughout.
+struct HeadOut {
+  void* x;
+  int64_t s0, s1, n, h;
+  float* p;
+  int64_t ld;
+};
+HeadOut head_out(const FusedArgs& a, void* x, int64_t s0, int64_t s1, int64_t n, int64_t h, float* buf) {
+  if (!a.bf16) return {x, s0, s1, n, h, static_cast<float*>(x) + n * s0 + h * a.D, s1};
+  return {x, s0, s1, n, h, buf, a.D};
+}
+// bfloat16(x)'s bits (nearest even, NaN -> 0x7FC0: core/half.h) written
+// without a branch, so that the loop below vectorises.
+inline uint16_t bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  return static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC0u : r);
+}
+void head_store(const FusedArgs& a, const HeadOut& o, int64_t rows) {
+  if (!a.bf16) return;
+  uint16_t* dst = reinterpret_cast<uint16_t*>(static_cast<bfloat16*>(o.x) + o.n * o.s0 + o.h * a.D);
+  for (int64_t i = 0; i < rows; ++i)
+#pragma omp simd
+    for (int64_t d = 0; d < a.D; ++d) dst[i * o.s1 + d] = bf16_bits(o.p[i * a.D + d]);
+}
+
+// Per-thread float32 buffers of one task: the L x S weights, dropout factors
+// and weight gradients, and (bfloat16 only) one head of q, k, v, g and of the
+// outputs. 64 x 64 each: the most the fused kernel takes.
+// Kept per thread (160 KB: too much for a stack array, and a fresh one per
+// call would be a fresh mapping to fault in).
+struct TaskBuffers {
+  alignas(64) float w[64 * 64], f[64 * 64], dw[64 * 64];
+  alignas(64) float q[64 * 64], k[64 * 64], v[64 * 64], g[64 * 64], o[64 * 64];
+};
+TaskBuffers& task_buffers() {
+  thread_local std::unique_ptr<TaskBuffers> b = std::make_unique<TaskBuffers>();
+  return *b;
+}
+
+// out (N, L, E) contiguous; lse (N, H, L) float32.
+void fused_forward(const FusedArgs& a, void* out, float* lse) {
   const int64_t E = a.H * a.D;
   parallel_for(0, a.N * a.H, 4, [&](int64_t lo, int64_t hi) {
-    alignas(64) float w[64 * 64], f[64 * 64];
+    TaskBuffers* buf = &task_buffers();
+    float *w = buf->w, *f = buf->f;
     prefetch_task(a, lo);
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t n = t / a.H, h = t % a.H;
       prefetch_task(a, t + 1);
-      scores(a, n, h, w);
+      const HeadIn Q = head_in(a, a.q, a.qs0, a.qs1, n, h, a.L, buf->q);
+      const HeadIn K = head_in(a, a.k, a.ks0, a.ks1, n, h, a.S, buf->k);
+      const HeadIn V = head_in(a, a.v, a.vs0, a.vs1, n, h, a.S, buf->v);
+      // S = Q K^T * scale
+      cpu::sgemm_avx512(false, true, a.L, a.S, a.D, a.scale, Q.p, Q.ld, K.p, K.ld, 0.0f, w, a.S);
       float* lt = lse + t * a.L;
       for (int64_t i = 0; i < a.L; ++i) {
         float* r = w + i * a.S;
@@ -197,26 +267,31 @@ void fused_forward(const FusedArgs& a, float* out, float* lse) {
 #pragma omp simd
         for (int64_t e = 0; e < a.L * a.S; ++e) w[e] *= f[e];
       }
-      cpu::sgemm_avx512(false, false, a.L, a.D, a.S, 1.0f, w, a.S, a.v + n * a.vs0 + h * a.D, a.vs1, 0.0f,
-                        out + n * a.L * E + h * a.D, E);
+      const HeadOut O = head_out(a, out, a.L * E, E, n, h, buf->o);
+      cpu::sgemm_avx512(false, false, a.L, a.D, a.S, 1.0f, w, a.S, V.p, V.ld, 0.0f, O.p, O.ld);
+      head_store(a, O, a.L);
     }
   });
 }
 
 // g (N, L, E) with unit last stride (row stride gs1, batch gs0); dq, dk, dv
 // (N, T, E) views with unit last stride, or null when not wanted.
-void fused_backward(const FusedArgs& a, const float* lse, const float* g, int64_t gs0, int64_t gs1, float* dq,
-                    int64_t dqs0, int64_t dqs1, float* dk, int64_t dks0, int64_t dks1, float* dv, int64_t dvs0,
+void fused_backward(const FusedArgs& a, const float* lse, const void* g, int64_t gs0, int64_t gs1, void* dq,
+                    int64_t dqs0, int64_t dqs1, void* dk, int64_t dks0, int64_t dks1, void* dv, int64_t dvs0,
                     int64_t dvs1) {
   parallel_for(0, a.N * a.H, 4, [&](int64_t lo, int64_t hi) {
-    alignas(64) float w[64 * 64], f[64 * 64], dw[64 * 64];
+    TaskBuffers* buf = &task_buffers();
+    float *w = buf->w, *f = buf->f, *dw = buf->dw;
     prefetch_task(a, lo, g, gs0, gs1);
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t n = t / a.H, h = t % a.H, LS = a.L * a.S;
       prefetch_task(a, t + 1, g, gs0, gs1);
-      const float* gh = g + n * gs0 + h * a.D;
+      const HeadIn Q = head_in(a, a.q, a.qs0, a.qs1, n, h, a.L, buf->q);
+      const HeadIn K = head_in(a, a.k, a.ks0, a.ks1, n, h, a.S, buf->k);
+      const HeadIn V = head_in(a, a.v, a.vs0, a.vs1, n, h, a.S, buf->v);
+      const HeadIn G = head_in(a, g, gs0, gs1, n, h, a.L, buf->g);
       // W = exp(S - lse), the forward's weights recomputed.
-      scores(a, n, h, w);
+      cpu::sgemm_avx512(false, true, a.L, a.S, a.D, a.scale, Q.p, Q.ld, K.p, K.ld, 0.0f, w, a.S);
       const float* lt = lse + t * a.L;
       for (int64_t i = 0; i < a.L; ++i) {
         float* r = w + i * a.S;
@@ -233,11 +308,13 @@ void fused_backward(const FusedArgs& a, const float* lse, const float* g, int64_
           for (int64_t e = 0; e < LS; ++e) dw[e] = w[e] * f[e];
           wd = dw;
         }
-        cpu::sgemm_avx512(true, false, a.S, a.D, a.L, 1.0f, wd, a.S, gh, gs1, 0.0f, dv + n * dvs0 + h * a.D, dvs1);
+        const HeadOut DV = head_out(a, dv, dvs0, dvs1, n, h, buf->o);
+        cpu::sgemm_avx512(true, false, a.S, a.D, a.L, 1.0f, wd, a.S, G.p, G.ld, 0.0f, DV.p, DV.ld);
+        head_store(a, DV, a.S);
       }
       if (!dq && !dk) continue;
       // dW = (G V^T) * f; dS = W * (dW - rowsum(dW * W)), into dw.
-      cpu::sgemm_avx512(false, true, a.L, a.S, a.D, 1.0f, gh, gs1, a.v + n * a.vs0 + h * a.D, a.vs1, 0.0f, dw, a.S);
+      cpu::sgemm_avx512(false, true, a.L, a.S, a.D, 1.0f, G.p, G.ld, V.p, V.ld, 0.0f, dw, a.S);
       if (a.p > 0) {
 #pragma omp simd
         for (int64_t e = 0; e < LS; ++e) dw[e] *= f[e];
@@ -251,20 +328,25 @@ void fused_backward(const FusedArgs& a, const float* lse, const float* g, int64_
 #pragma omp simd
         for (int64_t j = 0; j < a.S; ++j) d[j] = r[j] * (d[j] - dot);
       }
-      if (dq)
-        cpu::sgemm_avx512(false, false, a.L, a.D, a.S, a.scale, dw, a.S, a.k + n * a.ks0 + h * a.D, a.ks1, 0.0f,
-                          dq + n * dqs0 + h * a.D, dqs1);
-      if (dk)
-        cpu::sgemm_avx512(true, false, a.S, a.D, a.L, a.scale, dw, a.S, a.q + n * a.qs0 + h * a.D, a.qs1, 0.0f,
-                          dk + n * dks0 + h * a.D, dks1);
+      if (dq) {  // dQ = dS K * scale
+        const HeadOut DQ = head_out(a, dq, dqs0, dqs1, n, h, buf->o);
+        cpu::sgemm_avx512(false, false, a.L, a.D, a.S, a.scale, dw, a.S, K.p, K.ld, 0.0f, DQ.p, DQ.ld);
+        head_store(a, DQ, a.L);
+      }
+      if (dk) {  // dK = dS^T Q * scale
+        const HeadOut DK = head_out(a, dk, dks0, dks1, n, h, buf->o);
+        cpu::sgemm_avx512(true, false, a.S, a.D, a.L, a.scale, dw, a.S, Q.p, Q.ld, 0.0f, DK.p, DK.ld);
+        head_store(a, DK, a.S);
+      }
     }
   });
 }
 
 // The fused kernel's entry points, through kernel tables so that the
 // profiler and anomaly mode see them like every other kernel. q, k, v:
-// (N, T, E) with unit last stride; out (N, L, E) and lse (N, H, L)
-// contiguous; dq, dk, dv: views with unit last stride, or undefined.
+// (N, T, E) with unit last stride, float32 or bfloat16; out (N, L, E) of
+// their dtype and lse (N, H, L) float32, contiguous; g, dq, dk, dv of their
+// dtype (dq, dk, dv: views with unit last stride, or undefined).
 struct FusedParams {
   int64_t heads;
   double scale, p;
@@ -273,17 +355,17 @@ struct FusedParams {
 
 void cpu_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const FusedParams& fp, Tensor& out,
                            Tensor& lse) {
-  fused_forward(fused_args(q, k, v, fp.heads, fp.scale, fp.p, fp.spec), static_cast<float*>(out.data_ptr()),
+  fused_forward(fused_args(q, k, v, fp.heads, fp.scale, fp.p, fp.spec), out.data_ptr(),
                 static_cast<float*>(lse.data_ptr()));
 }
 
 void cpu_attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
                             const FusedParams& fp, Tensor& dq, Tensor& dk, Tensor& dv) {
-  auto ptr = [](Tensor& t) { return t.defined() ? static_cast<float*>(t.data_ptr()) : nullptr; };
+  auto ptr = [](Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
   auto st = [](const Tensor& t, int i) { return t.defined() ? t.stride(i) : 0; };
   fused_backward(fused_args(q, k, v, fp.heads, fp.scale, fp.p, fp.spec), static_cast<const float*>(lse.data_ptr()),
-                 static_cast<const float*>(g.data_ptr()), g.stride(0), g.stride(1), ptr(dq), st(dq, 0), st(dq, 1),
-                 ptr(dk), st(dk, 0), st(dk, 1), ptr(dv), st(dv, 0), st(dv, 1));
+                 g.data_ptr(), g.stride(0), g.stride(1), ptr(dq), st(dq, 0), st(dq, 1), ptr(dk), st(dk, 0), st(dk, 1),
+                 ptr(dv), st(dv, 0), st(dv, 1));
 }
 
 KernelTable<void(const Tensor& q, const Tensor& k, const Tensor& v, const FusedParams& fp, Tensor& out, Tensor& lse)>
@@ -319,7 +401,7 @@ Forward forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, co
       f.spec = RandomSpec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(N * H * L * S) + 3) / 4), 0.0,
                           1.0};
     }
-    f.lse = empty({N, H, L}, o);
+    f.lse = empty({N, H, L}, TensorOptions(DType::Float32, q.device()));
     attention_forward_kernel(q.device(), q, k, v, FusedParams{H, scale, p, f.spec}, f.out, f.lse);
     return f;
   }
@@ -378,18 +460,19 @@ void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v
   if (dk.defined()) matmul_into(ds.transpose(-2, -1), heads(q, H), heads(dk, H), scale);  // dK = dS^T Q / sqrt(D)
 }
 
-// bfloat16 q, k, v on the CPU where the composed path runs (short key
-// sequences, or a mask): the products read the bf16 inputs in place and
-// write the bf16 output through the bf16 GEMM (ops/bgemm_avx512.h), with the
-// scores, softmax, dropout and their gradients in float32 buffers; the
-// weights are rounded to bfloat16 as the GEMM packs them, as PyTorch's
-// autocast runs the softmax output through a bf16 bmm. Saves converting
-// the packed projection and the output both ways. The fused kernel (and
-// float16) still take float32 copies.
-bool bf16_path(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, const Tensor& mask) {
+// bfloat16 q, k, v on the CPU run without float32 copies. The fused kernel
+// (32-64 keys, no mask) converts each head into float32 in L1 and rounds
+// each head of its outputs once: the float32 kernel's arithmetic on the
+// same values. The composed path (short key sequences, or a mask) reads the
+// bf16 inputs in place and writes the bf16 output through the bf16 GEMM
+// (ops/bgemm_avx512.h), with the scores, softmax, dropout and their
+// gradients in float32 buffers; the weights are rounded to bfloat16 as the
+// GEMM packs them, as PyTorch's autocast runs the softmax output through a
+// bf16 bmm. Either saves converting the packed projection, the output and
+// their gradients as whole tensors. float16 still takes float32 copies.
+bool bf16_path(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
   return q.device().is_cpu() && q.dtype() == DType::BFloat16 && k.dtype() == DType::BFloat16 &&
-         v.dtype() == DType::BFloat16 && (!mask.defined() || mask.dtype() == DType::Bool) &&
-         !fused_shape_fits(q, k, H, mask);
+         v.dtype() == DType::BFloat16 && (!mask.defined() || mask.dtype() == DType::Bool);
 }
 
 double scale_of(const Tensor& q, int64_t H) { return 1.0 / std::sqrt(static_cast<double>(q.size(2) / H)); }
@@ -404,7 +487,7 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, i
                                 autocast_cast(mask, *ac), dropout_p, gen);
   }
   detail::check_attention_inputs("multi_head_attention", q, k, v, num_heads, mask, dropout_p);
-  if (any_half({&q, &k, &v, &mask}) && !bf16_path(q, k, v, num_heads, mask))  // float32 copies, rounded once
+  if (any_half({&q, &k, &v, &mask}) && !bf16_path(q, k, v, mask))  // float32 copies, rounded once
     return multi_head_attention(upcast_half(q), upcast_half(k), upcast_half(v), num_heads, upcast_half(mask), dropout_p,
                                 gen)
         .to(q.dtype());
@@ -444,7 +527,7 @@ Tensor multi_head_self_attention(const Tensor& qkv, int64_t num_heads, const Ten
   const int64_t E = qkv.size(2) / 3, H = num_heads;
   const Tensor q = packed.narrow(2, 0, E), k = packed.narrow(2, E, E), v = packed.narrow(2, 2 * E, E);
   detail::check_attention_inputs("multi_head_self_attention", q, k, v, H, mask, dropout_p);
-  if (any_half({&qkv, &mask}) && !bf16_path(q, k, v, H, mask))
+  if (any_half({&qkv, &mask}) && !bf16_path(q, k, v, mask))
     return multi_head_self_attention(upcast_half(qkv), num_heads, upcast_half(mask), dropout_p, gen).to(qkv.dtype());
   const double scale = scale_of(q, H);
   Forward f = forward(q, k, v, H, mask, dropout_p, gen, scale);

@@ -77,10 +77,13 @@ namespace {
 
 void cpu_sum(const Tensor& x3, Tensor& out) {
   const int64_t A = x3.size(0), R = x3.size(1), B = x3.size(2);
-  dispatch_numeric(x3.dtype(), "sum", [&](auto tag) {
+  dispatch_numeric_and_half(x3.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
     // Accumulate in double (float inputs) for accuracy on long rows; the
-    // loop is memory bound, so it costs nothing measurable.
+    // loop is memory bound, so it costs nothing measurable. bfloat16 and
+    // float16 load as float32 and are rounded once, at the store (through
+    // float32, as PyTorch's), without a float32 copy of the input: a bf16
+    // linear's bias gradient sums the whole [rows, out] output gradient.
     using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
     const T* x = static_cast<const T*>(x3.data_ptr());
     T* o = static_cast<T*>(out.data_ptr());
@@ -124,6 +127,7 @@ void cpu_sum(const Tensor& x3, Tensor& out) {
 }  // namespace
 
 EMBER_REGISTER_KERNEL(sum_kernel, CPU, cpu_sum);
+EMBER_REGISTER_HALF_KERNEL(sum_kernel, CPU);
 
 using autograd::BackwardContext;
 using autograd::needs_grad;
@@ -162,7 +166,11 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
     AutocastSuspend off;
     return mean(autocast_cast(x, *ac), dims, keepdim);
   }
-  if (any_half(x) && !takes_half(sum_kernel, x.device())) return mean(upcast_half(x), dims, keepdim).to(x.dtype());
+  // On the CPU a 16-bit mean stays on a float32 copy and rounds once, as
+  // PyTorch's (the 16-bit sum then a 16-bit division would round twice, as
+  // CUDA's does: docs/PRECISION.md).
+  if (any_half(x) && (x.device().is_cpu() || !takes_half(sum_kernel, x.device())))
+    return mean(upcast_half(x), dims, keepdim).to(x.dtype());
   EMBER_CHECK(x.is_floating_point(), DTypeError, "mean: expected a floating-point tensor, got ", dtype_name(x.dtype()));
   const Tensor s = sum(x, dims, keepdim);
   const int64_t count = s.numel() ? x.numel() / s.numel() : 0;

@@ -46,6 +46,14 @@ Register rows({
             Generator g(7);
             return multi_head_self_attention(x[0], 3, causal_mask(4, 4, x[0].device()), 0.3, &g);
           }}),
+    // 32-64 keys without a mask: the fused CPU kernel (float32 and bfloat16;
+    // float64, which the gradcheck runs, takes the composed path).
+    gemm({"multi_head_self_attention fused shape, dropout",
+          {F({2, 33, 12})},
+          [](const In& x) {
+            Generator g(11);
+            return multi_head_self_attention(x[0], 2, Tensor(), 0.2, &g);
+          }}),
     // Causal attention (ops/causal_attention.h): the fused FlashAttention
     // kernels on the CPU and on CUDA (cuda/causal_attention.cu), compared
     // with each other on "cuda"; bfloat16/float16 take the composed path.

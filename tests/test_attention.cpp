@@ -211,3 +211,51 @@ TEST_CASE("multi_head_attention: the fused float32 CPU kernel matches the compos
     }
   }
 }
+
+TEST_CASE("multi_head_attention: the fused kernel in bfloat16 is the float32 kernel with each output rounded once") {
+  // bfloat16 q, k, v (autocast's) go through the fused kernel without float32
+  // copies: each head is converted exactly in L1, the arithmetic is the
+  // float32 kernel's, and each output element (and each gradient) is rounded
+  // to bfloat16 once. So the results equal the float32 kernel's on the same
+  // (bf16-valued) inputs, rounded: bit for bit, dropout included.
+  struct Case {
+    int64_t N, L, S, H, D;
+    bool packed;
+  };
+  for (const Case c : {Case{3, 50, 50, 4, 16, true}, Case{1, 64, 64, 2, 32, true}, Case{2, 7, 64, 1, 64, false},
+                       Case{2, 33, 40, 2, 12, false}}) {
+    for (double p : {0.0, 0.3}) {
+      CAPTURE(c.L);
+      CAPTURE(c.S);
+      CAPTURE(p);
+      const int64_t E = c.H * c.D;
+      Generator gen(9);
+      const Tensor wide_q = randn({c.N, c.L, 3 * E + 2}, TensorOptions(DType::BFloat16), &gen);
+      const Tensor wide_kv = randn({c.N, c.S, 2 * E + 1}, TensorOptions(DType::BFloat16), &gen);
+      const Tensor gout = randn({c.N, c.L, E}, TensorOptions(DType::BFloat16), &gen);
+      std::vector<Tensor> outs, grads;
+      for (DType dt : {DType::BFloat16, DType::Float32}) {
+        const Tensor base_q = wide_q.to(dt).detach().requires_grad_(), base_kv = wide_kv.to(dt).detach().requires_grad_();
+        Generator drop(42);
+        Tensor out;
+        if (c.packed) {
+          out = multi_head_self_attention(base_q.narrow(2, 1, 3 * E), c.H, Tensor(), p, &drop);
+        } else {
+          out = multi_head_attention(base_q.narrow(2, 1, E), base_kv.narrow(2, 0, E), base_kv.narrow(2, E + 1, E), c.H,
+                                     Tensor(), p, &drop);
+        }
+        CHECK(out.dtype() == dt);
+        sum(mul(out, gout.to(dt))).backward();
+        // Both rounded to bfloat16 (the float32 run once, here), compared as float32.
+        outs.push_back(out.to(DType::BFloat16).to(DType::Float32));
+        grads.push_back(base_q.grad().to(DType::BFloat16).to(DType::Float32));
+        if (!c.packed) grads.push_back(base_kv.grad().to(DType::BFloat16).to(DType::Float32));
+      }
+      CHECK(equal(outs[0], outs[1]));
+      const size_t half = grads.size() / 2;
+      for (size_t i = 0; i < half; ++i) CHECK(equal(grads[i], grads[i + half]));
+      CHECK(max(abs(outs[1])).item<double>() > 0.1);  // not vacuous
+      CHECK(max(abs(grads[half])).item<double>() > 0.01);
+    }
+  }
+}
