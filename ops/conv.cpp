@@ -87,7 +87,8 @@ void cpu_col2im(const Tensor& cols, Tensor& dx, const WindowGeom& g) {
 }
 
 void cpu_im2row(const Tensor& x, Tensor& rows, const WindowGeom& g) {
-  dispatch_floating(x.dtype(), "conv2d_im2row", [&](auto tag) {
+  // (16-bit elements are moved as they are: a reordering is exact.)
+  dispatch_floating_and_half(x.dtype(), "conv2d_im2row", [&](auto tag) {
     using T = decltype(tag);
     const T* xp = static_cast<const T*>(x.data_ptr());
     T* rp = static_cast<T*>(rows.data_ptr());
@@ -120,35 +121,67 @@ void cpu_im2row(const Tensor& x, Tensor& rows, const WindowGeom& g) {
 }
 
 void cpu_row2im(const Tensor& rows, Tensor& dx, const WindowGeom& g) {
-  dispatch_floating(rows.dtype(), "conv2d_row2im", [&](auto tag) {
+  dispatch_floating_and_half(rows.dtype(), "conv2d_row2im", [&](auto tag) {
     using T = decltype(tag);
     const T* rp = static_cast<const T*>(rows.data_ptr());
     T* dp = static_cast<T*>(dx.data_ptr());
     const int64_t K = g.C * g.kh * g.kw, L = g.Ho * g.Wo;
-    // Each (n, c) plane is written by its own entries only: no races; each
-    // pixel sums its entries in increasing (i, j), as the CUDA kernel does.
-    // (Walking the rows in order and scattering into the image instead
-    // measured no faster.)
-    parallel_for(0, g.N * g.C, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t nc = lo; nc < hi; ++nc) {
-        const int64_t n = nc / g.C, c = nc % g.C;
-        T* plane = dp + nc * g.H * g.W;
-        std::fill(plane, plane + g.H * g.W, T(0));
-        const T* base = rp + n * L * K;
-        for (int64_t i = 0; i < g.kh; ++i)
-          for (int64_t j = 0; j < g.kw; ++j) {
-            const int64_t k = (c * g.kh + i) * g.kw + j;
-            for (int64_t oh = 0; oh < g.Ho; ++oh) {
-              const int64_t h = oh * g.sh - g.ph + i;
-              if (h < 0 || h >= g.H) continue;
+    if (g.kh == g.sh && g.kw == g.sw && g.ph == 0 && g.pw == 0) {
+      // Windows that tile the image (a patch embedding): each pixel is one
+      // entry of one row, or none past the last whole window. A plain
+      // reordering, written in image order (contiguous runs of kw entries
+      // read from each row); no sums, so exact in any dtype. The general
+      // loop below gathered one entry at a time, K apart.
+      parallel_for(0, g.N * g.C, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t nc = lo; nc < hi; ++nc) {
+          const int64_t n = nc / g.C, c = nc % g.C;
+          const T* base = rp + n * L * K + c * g.kh * g.kw;
+          for (int64_t h = 0; h < g.H; ++h) {
+            T* drow = dp + (nc * g.H + h) * g.W;
+            const int64_t oh = h / g.kh, i = h % g.kh;
+            int64_t w = 0;
+            if (oh < g.Ho)
               for (int64_t ow = 0; ow < g.Wo; ++ow) {
-                const int64_t w = ow * g.sw - g.pw + j;
-                if (w >= 0 && w < g.W) plane[h * g.W + w] += base[(oh * g.Wo + ow) * K + k];
+                const T* src = base + (oh * g.Wo + ow) * K + i * g.kw;
+                for (int64_t j = 0; j < g.kw; ++j) drow[w++] = src[j];
+              }
+            for (; w < g.W; ++w) drow[w] = T(0);
+          }
+        }
+      });
+      return;
+    }
+    // 16-bit sums would round at each overlap: conv2d sends only tiling
+    // windows here in those dtypes.
+    if constexpr (is_half_v<T>) {
+      throw DTypeError(detail::cat_str("conv2d_row2im: windows that overlap or pad in ", dtype_name(rows.dtype()),
+                                       " (compute in float32)"));
+    } else {
+      // Each (n, c) plane is written by its own entries only: no races; each
+      // pixel sums its entries in increasing (i, j), as the CUDA kernel does.
+      // (Walking the rows in order and scattering into the image instead
+      // measured no faster.)
+      parallel_for(0, g.N * g.C, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t nc = lo; nc < hi; ++nc) {
+          const int64_t n = nc / g.C, c = nc % g.C;
+          T* plane = dp + nc * g.H * g.W;
+          std::fill(plane, plane + g.H * g.W, T(0));
+          const T* base = rp + n * L * K;
+          for (int64_t i = 0; i < g.kh; ++i)
+            for (int64_t j = 0; j < g.kw; ++j) {
+              const int64_t k = (c * g.kh + i) * g.kw + j;
+              for (int64_t oh = 0; oh < g.Ho; ++oh) {
+                const int64_t h = oh * g.sh - g.ph + i;
+                if (h < 0 || h >= g.H) continue;
+                for (int64_t ow = 0; ow < g.Wo; ++ow) {
+                  const int64_t w = ow * g.sw - g.pw + j;
+                  if (w >= 0 && w < g.W) plane[h * g.W + w] += base[(oh * g.Wo + ow) * K + k];
+                }
               }
             }
-          }
-      }
-    });
+        }
+      });
+    }
   });
 }
 
@@ -245,8 +278,6 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
               " expects");
   EMBER_CHECK(!bias.defined() || bias.shape() == Shape{weight.size(0)}, ShapeError, "conv2d: bias of shape ",
               bias.defined() ? bias.shape().str() : "", " does not match ", weight.size(0), " output channels");
-  if (any_half({&x, &weight, &bias}))  // one float32 convolution, rounded once
-    return conv2d(upcast_half(x), upcast_half(weight), upcast_half(bias), stride, padding).to(x.dtype());
   const WindowGeom g = window_geom("conv2d", x, {weight.size(2), weight.size(3)}, stride, padding);
   // Overlapping windows (a 3x3 conv): the backend's kernel, which never
   // builds the im2row matrix, kh*kw/(sh*sw) times the input's size. Windows
@@ -254,6 +285,17 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
   // im2row is a plain reordering of x, and one GEMM over all positions beats
   // the kernel's per-image products of a few positions each.
   const bool overlap = g.kh > g.sh || g.kw > g.sw;
+  // bfloat16 windows that tile the image without padding, on the CPU: im2row
+  // and row2im move the bf16 elements as they are and the product is the
+  // bf16 GEMM (float32 sums, the bias added before the one rounding), with
+  // no float32 copies (a hybrid ViT's 784-wide patch embedding was a third
+  // of its bf16 step's float32 GEMMs). Anything else 16-bit: one float32
+  // convolution, rounded once.
+  const bool bf16_tiles = x.device().is_cpu() && x.dtype() == DType::BFloat16 && weight.dtype() == DType::BFloat16 &&
+                          (!bias.defined() || bias.dtype() == DType::BFloat16) && g.kh == g.sh && g.kw == g.sw &&
+                          g.ph == 0 && g.pw == 0;
+  if (any_half({&x, &weight, &bias}) && !bf16_tiles)
+    return conv2d(upcast_half(x), upcast_half(weight), upcast_half(bias), stride, padding).to(x.dtype());
   if (overlap && conv2d_forward_kernel.has(x.device().type)) return conv2d_direct(x, weight, bias, g);
   const int64_t O = weight.size(0), K = g.C * g.kh * g.kw;
   // rows (N*Ho*Wo, K) = im2row(x), differentiable through row2im.

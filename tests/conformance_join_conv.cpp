@@ -73,6 +73,16 @@ Register rows({
      true,
      1e-4,
      1e-4},
+    // Patches that leave a ragged edge (rows 4 and columns 6 in no window),
+    // with a bias: bfloat16 on the CPU runs it as bf16 im2row + the bf16 GEMM.
+    {"conv2d patches, bias, ragged edge",
+     {F({2, 3, 5, 7}), F({4, 3, 2, 3}), F({4})},
+     [](const In& x) {
+       return conv2d(x[0], x[1], x[2], {2, 3});
+     },
+     true,
+     1e-4,
+     1e-4},
 });
 
 }  // namespace

@@ -235,7 +235,8 @@ TEST_CASE("multi_head_attention: the fused kernel in bfloat16 is the float32 ker
       const Tensor gout = randn({c.N, c.L, E}, TensorOptions(DType::BFloat16), &gen);
       std::vector<Tensor> outs, grads;
       for (DType dt : {DType::BFloat16, DType::Float32}) {
-        const Tensor base_q = wide_q.to(dt).detach().requires_grad_(), base_kv = wide_kv.to(dt).detach().requires_grad_();
+        const Tensor base_q = wide_q.to(dt).detach().requires_grad_(),
+                     base_kv = wide_kv.to(dt).detach().requires_grad_();
         Generator drop(42);
         Tensor out;
         if (c.packed) {

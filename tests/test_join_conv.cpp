@@ -140,3 +140,56 @@ TEST_CASE("conv2d's CPU kernel equals unfold and a matrix product") {
   sum(y).backward();
   CHECK(allclose(b.grad(), tensor({32.0f, 32.0f})));
 }
+
+TEST_CASE("conv2d: bfloat16 patches run on the bf16 GEMM without float32 copies") {
+  // A ViT's patch embedding (stride = kernel, no padding) in bfloat16 on the
+  // CPU: im2row and row2im move bf16 elements, the product is the bf16 GEMM
+  // with float32 sums. Against one float32 convolution of the same values,
+  // rounded once: within a bf16 rounding (the sums' order differs).
+  Generator gen(3);
+  const Tensor x = randn({3, 4, 15, 16}, TensorOptions(DType::BFloat16), &gen);  // a ragged edge: 15 = 2 * 7 + 1
+  const Tensor w = randn({8, 4, 7, 7}, TensorOptions(DType::BFloat16), &gen);
+  const Tensor b = randn({8}, TensorOptions(DType::BFloat16), &gen);
+  const Tensor gout = randn({3, 8, 2, 2}, TensorOptions(DType::BFloat16), &gen);
+  std::vector<Tensor> outs, dxs, dws, dbs;
+  for (DType dt : {DType::BFloat16, DType::Float32}) {
+    const Tensor xi = x.to(dt).detach().requires_grad_(), wi = w.to(dt).detach().requires_grad_(),
+                 bi = b.to(dt).detach().requires_grad_();
+    profiler::reset();
+    Tensor out;
+    {
+      profiler::Guard on;
+      out = conv2d(xi, wi, bi, {7, 7});
+    }
+    if (dt == DType::BFloat16) {
+      CHECK(out.dtype() == DType::BFloat16);
+      // One copy: the channels-last product to NCHW (float32 copies of x, w
+      // and b and the output's rounding would be four more).
+      int64_t copies = 0, im2row = 0;
+      for (const profiler::Row& r : profiler::rows()) {
+        if (r.name == "copy") copies = r.calls;
+        if (r.name == "conv2d_im2row") im2row = r.calls;
+      }
+      CHECK(copies == 1);
+      CHECK(im2row == 1);
+    }
+    sum(mul(out, gout.to(dt))).backward();
+    CHECK(xi.grad().dtype() == dt);
+    outs.push_back(out.to(DType::Float32));
+    dxs.push_back(xi.grad().to(DType::Float32));
+    dws.push_back(wi.grad().to(DType::Float32));
+    dbs.push_back(bi.grad().to(DType::Float32));
+  }
+  auto close = [](const Tensor& a, const Tensor& ref) {
+    // |a - ref| <= 2^-8 |ref| + a small absolute term for sums near zero
+    return max(sub(abs(sub(a, ref)), add(mul(abs(ref), 1.0 / 256), 0.05))).item<double>() <= 0;
+  };
+  CHECK(close(outs[0], outs[1]));
+  CHECK(close(dxs[0], dxs[1]));
+  CHECK(close(dws[0], dws[1]));
+  CHECK(close(dbs[0], dbs[1]));
+  // The last row and column are in no patch: their gradient is exactly zero.
+  CHECK(max(abs(dxs[0].narrow(2, 14, 1))).item<double>() == 0.0);
+  CHECK(max(abs(dxs[0].narrow(3, 14, 2))).item<double>() == 0.0);
+  CHECK(max(abs(dxs[1])).item<double>() > 0.5);  // not vacuous
+}
