@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <initializer_list>
 #include <limits>
 
@@ -19,6 +20,18 @@ TEST_CASE("fast_math: expf is within 2 ulp over the normal range, exact at the e
   CHECK(ember::fast::expf(-std::numeric_limits<float>::infinity()) == 0.0f);
   CHECK(std::isinf(ember::fast::expf(100.0f)));
   CHECK(std::isnan(ember::fast::expf(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST_CASE("fast_math: expf_nonpos is expf bit for bit on x <= 0") {
+  int64_t differ = 0, count = 0;
+  for (float x = -100.0f; x <= 0.0f; x += 0.000917f, ++count)
+    differ += ember::fast::expf_nonpos(x) != ember::fast::expf(x);
+  CHECK(count > 100000);
+  CHECK(differ == 0);
+  CHECK(ember::fast::expf_nonpos(0.0f) == 1.0f);
+  CHECK(ember::fast::expf_nonpos(-87.0f) == ember::fast::expf(-87.0f));
+  CHECK(ember::fast::expf_nonpos(-std::numeric_limits<float>::infinity()) == 0.0f);
+  CHECK(std::isnan(ember::fast::expf_nonpos(std::numeric_limits<float>::quiet_NaN())));
 }
 
 TEST_CASE("fast_math: erff is within 6e-7 of erf and odd") {
