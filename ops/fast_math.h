@@ -37,14 +37,12 @@ EMBER_FAST_INLINE float bits_to_float(uint32_t u) {
   return f;
 }
 
-/// exp, under 2 ulp, for finite x (overflow gives inf, underflow 0).
-EMBER_FAST_INLINE float expf(float x) {
-  const float hi = 88.7228f, lo = -87.3365f;
-  float xc = x > hi ? hi : x;
-  xc = xc < lo ? lo : xc;
+/// The core of expf and expf_nonpos for xc already clamped to [-87.3365,
+/// 88.7228]: e^xc = p * 2^n, returns p and sets n.
+EMBER_FAST_INLINE float exp_reduced(float xc, float& n) {
   // n = round(x / ln2) by the 1.5 * 2^23 trick (no floor call; exact for
   // |n| < 2^22), r = x - n ln2 in two parts for accuracy.
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -52,7 +50,16 @@ EMBER_FAST_INLINE float expf(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  return p * r * r + r + 1.0f;
+}
+
+/// exp, under 2 ulp, for finite x (overflow gives inf, underflow 0).
+EMBER_FAST_INLINE float expf(float x) {
+  const float hi = 88.7228f, lo = -87.3365f;
+  float xc = x > hi ? hi : x;
+  xc = xc < lo ? lo : xc;
+  float n;
+  const float p = exp_reduced(xc, n);
   // 2^n through the exponent field, n in [-126, 128]; n = 128 (x at the top)
   // is taken as 2 * 2^127.
   int32_t ni = static_cast<int32_t>(n);
@@ -72,15 +79,8 @@ EMBER_FAST_INLINE float expf(float x) {
 EMBER_FAST_INLINE float expf_nonpos(float x) {
   const float lo = -87.3365f;
   const float xc = x < lo ? lo : x;
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  float n;
+  const float p = exp_reduced(xc, n);
   // n in [-126, 0]: 2^n straight from the exponent field.
   const float y = p * bits_to_float(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
   return x < lo ? 0.0f : y;
