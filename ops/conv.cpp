@@ -86,6 +86,10 @@ void cpu_col2im(const Tensor& cols, Tensor& dx, const WindowGeom& g) {
   });
 }
 
+// Windows that tile the image (stride = kernel, no padding: a patch
+// embedding): each pixel is in one window or, past the last whole one, none.
+bool tiles(const WindowGeom& g) { return g.kh == g.sh && g.kw == g.sw && g.ph == 0 && g.pw == 0; }
+
 void cpu_im2row(const Tensor& x, Tensor& rows, const WindowGeom& g) {
   // (16-bit elements are moved as they are: a reordering is exact.)
   dispatch_floating_and_half(x.dtype(), "conv2d_im2row", [&](auto tag) {
@@ -126,7 +130,7 @@ void cpu_row2im(const Tensor& rows, Tensor& dx, const WindowGeom& g) {
     const T* rp = static_cast<const T*>(rows.data_ptr());
     T* dp = static_cast<T*>(dx.data_ptr());
     const int64_t K = g.C * g.kh * g.kw, L = g.Ho * g.Wo;
-    if (g.kh == g.sh && g.kw == g.sw && g.ph == 0 && g.pw == 0) {
+    if (tiles(g)) {
       // Windows that tile the image (a patch embedding): each pixel is one
       // entry of one row, or none past the last whole window. A plain
       // reordering, written in image order (contiguous runs of kw entries
@@ -292,8 +296,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
   // of its bf16 step's float32 GEMMs). Anything else 16-bit: one float32
   // convolution, rounded once.
   const bool bf16_tiles = x.device().is_cpu() && x.dtype() == DType::BFloat16 && weight.dtype() == DType::BFloat16 &&
-                          (!bias.defined() || bias.dtype() == DType::BFloat16) && g.kh == g.sh && g.kw == g.sw &&
-                          g.ph == 0 && g.pw == 0;
+                          (!bias.defined() || bias.dtype() == DType::BFloat16) && tiles(g);
   if (any_half({&x, &weight, &bias}) && !bf16_tiles)
     return conv2d(upcast_half(x), upcast_half(weight), upcast_half(bias), stride, padding).to(x.dtype());
   if (overlap && conv2d_forward_kernel.has(x.device().type)) return conv2d_direct(x, weight, bias, g);
