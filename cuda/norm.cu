@@ -6,9 +6,9 @@
 //   dx = rstd (gw - mean(gw) - xhat mean(gw xhat))   term 1: gw; term 2: the
 //        mean's gradient; term 3: the variance's gradient;
 //   dw = sum over rows of g xhat,  db = sum over rows of g;
-// dx is one block per row; dw/db one thread per column summing down the rows
-// (neighbouring threads read neighbouring columns; no atomics, so the sums
-// are deterministic). bfloat16 and float16 compute in float32 with float32
+// dx is one block per row; dw/db are column sums split over blocks of 32
+// columns by slices of the rows (cuda/column_sum.cuh; no atomics, so the
+// sums are deterministic). bfloat16 and float16 compute in float32 with float32
 // statistics, rounded once on store.
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
@@ -16,6 +16,7 @@
 #include <ember/ops/half_ops.h>
 #include <ember/ops/norm.h>
 #include <ember/cuda/block_reduce.cuh>
+#include <ember/cuda/column_sum.cuh>
 
 namespace ember::cuda {
 namespace {
@@ -79,21 +80,59 @@ __global__ void layer_norm_dx_kernel(const T* __restrict__ g, const T* __restric
   }
 }
 
-template <class T>
+// Pass 1 of dw and db (cuda/column_sum.cuh): a 32 x 8 block sums g xhat and
+// g over one slice of the rows for 32 columns; with one slice it writes dw
+// and db, else float32/float64 partials that column_sum_finish adds up.
+template <class T, class TO>
 __global__ void layer_norm_dwdb_kernel(const T* __restrict__ g, const T* __restrict__ x,
                                        const opmath_t<T>* __restrict__ mean, const opmath_t<T>* __restrict__ rstd,
-                                       T* __restrict__ dw, T* __restrict__ db, int64_t rows, int64_t N) {
+                                       TO* __restrict__ dw, TO* __restrict__ db, int64_t rows, int64_t N,
+                                       int64_t slice_rows) {
   using A = opmath_t<T>;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < N; i += int64_t(gridDim.x) * blockDim.x) {
+  __shared__ A tile[kColumnRows][kColumnTile + 1];
+  const int64_t r0 = int64_t(blockIdx.y) * slice_rows, r1 = r0 + slice_rows < rows ? r0 + slice_rows : rows;
+  const int64_t tiles = (N + kColumnTile - 1) / kColumnTile;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t i = t * kColumnTile + threadIdx.x;
     A sw = 0, sb = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      const A gi = A(g[r * N + i]);
-      sw += gi * ((A(x[r * N + i]) - mean[r]) * rstd[r]);
-      sb += gi;
+    if (i < N)
+      for (int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows) {
+        const A gi = A(g[r * N + i]);
+        sw += gi * ((A(x[r * N + i]) - mean[r]) * rstd[r]);
+        sb += gi;
+      }
+    sw = column_combine(sw, tile);
+    sb = column_combine(sb, tile);
+    const int64_t o = int64_t(blockIdx.y) * N + i;
+    if (threadIdx.y == 0 && i < N) {
+      if (dw) dw[o] = TO(sw);
+      if (db) db[o] = TO(sb);
     }
-    if (dw) dw[i] = T(sw);
-    if (db) db[i] = T(sb);
   }
+}
+
+// dw and db, either of which may be absent, in one pass (rows in one slice)
+// or two.
+template <class T>
+void layer_norm_dwdb(const T* g, const T* x, const opmath_t<T>* m, const opmath_t<T>* r, T* dw, T* db, int64_t rows,
+                     int64_t N, int dev) {
+  using A = opmath_t<T>;
+  const int64_t tiles = (N + kColumnTile - 1) / kColumnTile, slices = column_slices(tiles, rows);
+  const int64_t slice_rows = (rows + slices - 1) / slices;
+  const dim3 block(kColumnTile, kColumnRows);
+  if (slices == 1) {
+    EMBER_CUDA_LAUNCH((layer_norm_dwdb_kernel<T, T>), dim3(column_grid_x(tiles), 1), block, 0, dev, g, x, m, r, dw, db,
+                      rows, N, slice_rows);
+    return;
+  }
+  Tensor pw = dw ? column_partials<T>(slices, N, dev) : Tensor(),
+         pb = db ? column_partials<T>(slices, N, dev) : Tensor();
+  A* w = dw ? static_cast<A*>(pw.data_ptr()) : nullptr;
+  A* b = db ? static_cast<A*>(pb.data_ptr()) : nullptr;
+  EMBER_CUDA_LAUNCH((layer_norm_dwdb_kernel<T, A>), dim3(column_grid_x(tiles), static_cast<unsigned>(slices)), block, 0,
+                    dev, g, x, m, r, w, b, rows, N, slice_rows);
+  if (dw) column_sum_finish(w, dw, slices, N, dev);
+  if (db) column_sum_finish(b, db, slices, N, dev);
 }
 
 int row_threads(int64_t N) { return N >= 1024 ? 256 : (N >= 256 ? 128 : 32); }
@@ -137,8 +176,7 @@ void cuda_layer_norm_backward(const Tensor& g2, const Tensor& x2, const Tensor& 
       EMBER_CUDA_LAUNCH(layer_norm_dx_kernel<T>, blocks_for(rows, 1, 65535), row_threads(N), 0, dev, g, x,
                         ptr_or_null<T>(w), m, r, static_cast<T*>(dx2.data_ptr()), rows, N);
     if ((dw.defined() || db.defined()) && N > 0)
-      EMBER_CUDA_LAUNCH(layer_norm_dwdb_kernel<T>, blocks_for(N, 128, 4096), 128, 0, dev, g, x, m, r,
-                        mut_ptr_or_null<T>(dw), mut_ptr_or_null<T>(db), rows, N);
+      layer_norm_dwdb(g, x, m, r, mut_ptr_or_null<T>(dw), mut_ptr_or_null<T>(db), rows, N, dev);
   });
 }
 

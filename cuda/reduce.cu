@@ -1,15 +1,14 @@
 // CUDA kernel of ops/reduce.cpp: sum over the middle dim of a contiguous
 // [A, R, B] block. B == 1 (rows): one block per row, shuffles then shared
-// memory. B > 1 (columns): one thread per output column, reading a row of B
-// at a time, so neighbouring threads read neighbouring addresses. bfloat16
-// and float16 accumulate in float32 and round once.
-#include <type_traits>
-
+// memory. B > 1 (columns): cuda/column_sum.cuh (blocks of 32 columns by a
+// slice of the rows, then the slices summed). bfloat16 and float16
+// accumulate in float32 and round once.
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/reduce.h>
 #include <ember/cuda/block_reduce.cuh>
+#include <ember/cuda/column_sum.cuh>
 
 namespace ember::cuda {
 namespace {
@@ -17,7 +16,7 @@ namespace {
 // The accumulator: int64 for integers, float32 for the 16-bit types
 // (rounded once on store), the type itself otherwise.
 template <class T>
-using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, opmath_t<T>>;
+using Acc = column_acc_t<T>;
 
 // dispatch_numeric plus the 16-bit types.
 template <class F>
@@ -39,18 +38,6 @@ __global__ void sum_rows_kernel(const T* __restrict__ x, T* __restrict__ out, in
   }
 }
 
-template <class T>
-__global__ void sum_cols_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t A, int64_t R, int64_t B) {
-  const int64_t n = A * B;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t a = i / B, b = i % B;
-    const T* p = x + a * R * B + b;
-    Acc<T> s = 0;
-    for (int64_t r = 0; r < R; ++r) s += Acc<T>(p[r * B]);
-    out[i] = static_cast<T>(s);
-  }
-}
-
 void cuda_sum(const Tensor& x3, Tensor& out) {
   const int64_t A = x3.size(0), R = x3.size(1), B = x3.size(2);
   const int dev = x3.device().index;
@@ -67,7 +54,7 @@ void cuda_sum(const Tensor& x3, Tensor& out) {
       const int threads = R >= 1024 ? 256 : (R >= 128 ? 128 : 32);
       EMBER_CUDA_LAUNCH(sum_rows_kernel<T>, blocks_for(A, 1, 65535), threads, 0, dev, x, o, A, R);
     } else {
-      EMBER_CUDA_LAUNCH(sum_cols_kernel<T>, blocks_for(A * B, 256, 4096), 256, 0, dev, x, o, A, R, B);
+      column_sum(x, o, A, R, B, dev);
     }
   });
 }

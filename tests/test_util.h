@@ -26,6 +26,19 @@ std::string error_of(F&& f) {
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// Whether device "cuda" is usable in this binary (the emulated backend, or a
+// real GPU under ember_gpu_tests); says why not otherwise, so a suite that
+// needs it passes with a "skipped: ..." message.
+inline bool cuda_usable() {
+  try {
+    (void)ember::empty({1}, ember::TensorOptions(ember::Device("cuda")));
+    return true;
+  } catch (const ember::DeviceError& e) {
+    MESSAGE("skipped: ", std::string(e.what()));
+    return false;
+  }
+}
+
 // Every element of t within tol of want (row-major).
 inline void check_close(const ember::Tensor& t, const std::vector<double>& want, double tol) {
   const std::vector<double> got = t.to_vector<double>();

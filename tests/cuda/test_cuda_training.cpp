@@ -13,6 +13,7 @@
 #include <ember/ember.h>
 
 #include "attention_models.h"
+#include "test_util.h"
 
 using namespace ember;
 
@@ -44,20 +45,9 @@ StepResult train_step(const Make& make, const Loss& loss_of, const StateDict& in
   return r;
 }
 
-// Whether a "cuda" device is usable in this binary; says why not otherwise.
-bool cuda_usable() {
-  try {
-    (void)empty({1}, TensorOptions(Device("cuda")));
-    return true;
-  } catch (const DeviceError& e) {
-    MESSAGE("skipped: ", std::string(e.what()));
-    return false;
-  }
-}
-
 template <class Make, class Loss>
 void check_step(const Make& make, const Loss& loss_of, const Tensor& x, const Tensor& y) {
-  if (!cuda_usable()) return;
+  if (!test::cuda_usable()) return;
   manual_seed(1);
   const StateDict state = make()->state_dict();
   const StepResult cpu = train_step(make, loss_of, state, kCPU, x, y);
