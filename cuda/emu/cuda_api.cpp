@@ -4,6 +4,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -15,6 +16,7 @@
 namespace {
 
 thread_local int t_device = 0;
+std::atomic<int64_t> g_gemm_calls{0};
 thread_local cudaError_t t_last_error = cudaSuccess;
 
 int emulated_devices() {
@@ -198,6 +200,7 @@ cublasStatus_t batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t
                        const T* alpha, const T* A, int lda, long long sa, const T* B, int ldb, long long sb,
                        const T* beta, T* C, int ldc, long long sc, int batch, Gemm gemm) {
   if (!valid(h, ta, tb, m, n, k, lda, ldb, ldc) || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  g_gemm_calls.fetch_add(1, std::memory_order_relaxed);
   const T a = *alpha, b = *beta;
   ember::parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i)
@@ -285,6 +288,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
   if ((compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32) || Atype != Btype ||
       !(Atype == CUDA_R_32F || half_in) || !(Ctype == Atype || (half_in && Ctype == CUDA_R_32F)))
     return CUBLAS_STATUS_NOT_SUPPORTED;
+  g_gemm_calls.fetch_add(1, std::memory_order_relaxed);
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
   const int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
   const int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
@@ -318,3 +322,5 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
   return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype, ldc,
                                     0, 1, compute, algo);
 }
+
+int64_t ember::emu::cublas_gemm_calls() { return g_gemm_calls.load(std::memory_order_relaxed); }

@@ -116,3 +116,10 @@ cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          const double* B, int ldb, long long strideB, const double* beta, double* C,
                                          int ldc, long long strideC, int batch);
 /// \endcond
+
+namespace ember::emu {
+/// cuBLAS GEMM calls made so far (each cublas*gemm* call counts once,
+/// whatever its batch): for tests of how many calls a product costs, which
+/// is what a real GPU pays per call in launch time.
+int64_t cublas_gemm_calls();
+}  // namespace ember::emu

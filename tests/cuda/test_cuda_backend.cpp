@@ -142,6 +142,24 @@ TEST_CASE("cuda backend: GEMM with transposed operands and broadcast batches") {
   ember::cuda::set_allow_tf32(false);
 }
 
+TEST_CASE("cuda backend: per-head products of attention cost one cuBLAS call per head, not one per sequence") {
+  if (emulated_without_devices()) return;
+  // The heads of (N, L, H*D) tensors as (N, H, L, D) views: the batch dims N
+  // and H do not merge into one stride, so one of them loops on the host;
+  // cuBLAS batches the larger (N) and the host loops over the H heads.
+  Generator g(8);
+  const int64_t N = 64, L = 5, H = 4, D = 3;
+  const Tensor q = rand({N, L, H * D}, {}, &g), k = rand({N, L, H * D}, {}, &g);
+  auto heads = [&](const Tensor& t) { return t.view({N, L, H, D}).transpose(1, 2); };
+  const Tensor ref = matmul(heads(q), heads(k).transpose(-1, -2));
+  const Tensor qd = q.to(kCuda), kd = k.to(kCuda);
+  const int64_t before = ember::emu::cublas_gemm_calls();
+  const Tensor got = matmul(heads(qd), heads(kd).transpose(-1, -2));
+  CHECK(ember::emu::cublas_gemm_calls() - before == H);
+  CHECK(got.shape() == Shape{N, H, L, L});
+  CHECK(allclose(got.cpu(), ref, 1e-5, 1e-6));
+}
+
 TEST_CASE("cuda backend: random tensors and dropout match the CPU for one seed") {
   if (emulated_without_devices()) return;
   Generator g1(42), g2(42);
