@@ -1,7 +1,9 @@
 # The attention_regression `transformer` recipe in PyTorch 1.13, as in the
 # reference notes (seeds 002, "ImprovedTransformer"), for comparing test MSE and
 # time per epoch with Ember:
-#   /usr/bin/python3 tools/attention_regression_torch.py [epochs] [threads] [seed]
+#   /usr/bin/python3 tools/attention_regression_torch.py [epochs] [threads] [seed] [fp32|bf16]
+# bf16: forward and loss in torch.autocast("cpu", dtype=torch.bfloat16), float32
+# master weights (Ember's --precision bf16), training and evaluation alike.
 # Data: 250 sequences of 50 unsorted x ~ U[0,5), 125 over [1.5,3.5), 125 over
 # [3,5); y = f(x) + 0.01 noise. Validation: linspace(0,5,50) x100 + 0.01 noise.
 import math, sys, time, torch
@@ -9,6 +11,9 @@ import torch.nn.functional as F
 epochs = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else 2)
 torch.manual_seed(int(sys.argv[3]) if len(sys.argv) > 3 else 42)
+precision = sys.argv[4] if len(sys.argv) > 4 else "fp32"
+assert precision in ("fp32", "bf16"), precision
+region = lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
 T, D, H = 50, 64, 4
 f = lambda x: 2 * torch.sin(x) + x ** 0.8
 xtr = torch.cat([torch.rand(250, T) * 5, torch.rand(125, T) * 2 + 1.5, torch.rand(125, T) * 2 + 3])
@@ -54,13 +59,14 @@ for ep in range(1, epochs + 1):
     for s in range(0, len(xtr), 32):
         i = perm[s:s + 32]
         opt.zero_grad()
-        loss = F.mse_loss(m(xtr[i]), ytr[i])
+        with region():
+            loss = F.mse_loss(m(xtr[i]), ytr[i])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
         tl += loss.item(); nb += 1
     m.eval()
-    with torch.no_grad():
+    with torch.no_grad(), region():
         val = F.mse_loss(m(xva), yva).item()
     sch.step(val)
     if val < best:
@@ -73,6 +79,6 @@ for ep in range(1, epochs + 1):
         print(f"epoch {ep:3d} train {tl/nb:.6f} val {val:.6f} lr {opt.param_groups[0]['lr']:.2e} {time.time()-t0:.1f}s")
 sec = time.time() - t0
 m.load_state_dict(best_state); m.eval()
-with torch.no_grad():
+with torch.no_grad(), region():
     mse = F.mse_loss(m(xte), f(xte)).item()
-print(f"pytorch transformer: test_mse {mse:.6f} ({ep} epochs, best {best_ep}, {sec:.2f}s, {sec/ep:.3f}s/epoch)")
+print(f"pytorch transformer {precision}: test_mse {mse:.6f} ({ep} epochs, best {best_ep}, {sec:.2f}s, {sec/ep:.3f}s/epoch)")
