@@ -1,6 +1,7 @@
-// Column sums on device "cuda" against the CPU at shapes that take the
-// two-pass path of cuda/column_sum.cuh (many rows, few columns: the bias and
-// layer_norm weight gradients of a training step). Linked into the emulated
+// Sums on device "cuda" against the CPU at shapes that take the two-pass
+// paths: many rows and few columns (cuda/column_sum.cuh: the bias and
+// layer_norm weight gradients of a training step), and a few long rows
+// (cuda/reduce.cu: a whole-tensor sum). Linked into the emulated
 // test binary and into ember_gpu_tests (real CUDA), where it skips with a
 // message on a machine without a GPU.
 #include <doctest/doctest.h>
@@ -15,7 +16,7 @@ namespace {
 const Device kCuda("cuda");
 }  // namespace
 
-TEST_CASE("cuda column sums: split over slices of the rows, equal to the CPU's (bias and layer_norm gradients)") {
+TEST_CASE("cuda sums: columns split over slices of the rows equal the CPU's (bias and layer_norm gradients)") {
   if (!test::cuda_usable()) return;
   // Shapes with many rows and few columns take the two-pass path of
   // cuda/column_sum.cuh (blocks of 32 columns by slices of 64+ rows, then
@@ -46,4 +47,19 @@ TEST_CASE("cuda column sums: split over slices of the rows, equal to the CPU's (
     CHECK(allclose(wd.grad().cpu(), w.grad(), 1e-10, 1e-10));
     CHECK(allclose(bd.grad().cpu(), b.grad(), 1e-10, 1e-10));
   }
+}
+
+TEST_CASE("cuda sums: a few long rows split into slices equal the CPU's (whole-tensor sums)") {
+  if (!test::cuda_usable()) return;
+  Generator g(22);
+  const Tensor x = randn({300000}, TensorOptions(kFloat64), &g);
+  CHECK(allclose(sum(x.to(kCuda)).cpu(), sum(x), 1e-12, 1e-12));  // one row: 73 slices
+  const Tensor y = randn({3, 50000}, TensorOptions(kFloat64), &g);
+  CHECK(allclose(sum(y.to(kCuda), {1}).cpu(), sum(y, {1}), 1e-12, 1e-12));  // 12 slices a row
+  const Tensor k = randint(-1000, 1000, {2, 40000}, TensorOptions(kInt64), &g);
+  CHECK(equal(sum(k.to(kCuda), {1}).cpu(), sum(k, {1})));
+  const Tensor b = randn({100000}, TensorOptions(kFloat32), &g).to(kBFloat16);
+  const Tensor got = sum(b.to(kCuda)).cpu();
+  CHECK(got.dtype() == kBFloat16);
+  CHECK(allclose(got.to(kFloat32), sum(b.to(kFloat64)).to(kFloat32), 1.0 / 128, 1e-2));  // one rounding
 }
