@@ -76,11 +76,16 @@ __global__ void column_sum_kernel(const TI* __restrict__ x, TO* __restrict__ out
   }
 }
 
+/// Blocks that fill a large GPU: four per SM of an H100 or H200. The
+/// two-pass sums (here and the row sums of cuda/reduce.cu) slice their work
+/// until a launch has about this many.
+constexpr int64_t kFillBlocks = 512;
+
 /// How many slices pass 1 splits R rows into when it has `tiles` blocks of
-/// columns: enough blocks to fill a large GPU (about 512: four per SM of an
-/// H100), at least 64 rows per slice, at most 1024 slices.
+/// columns: about kFillBlocks blocks in all, at least 64 rows per slice, at
+/// most 1024 slices.
 inline int64_t column_slices(int64_t tiles, int64_t R) {
-  const int64_t want = (512 + tiles - 1) / std::max<int64_t>(tiles, 1);
+  const int64_t want = (kFillBlocks + tiles - 1) / std::max<int64_t>(tiles, 1);
   return std::max<int64_t>(1, std::min({want, (R + 63) / 64, int64_t(1024)}));
 }
 
@@ -94,10 +99,10 @@ void column_sum_finish(const Acc* partial, TO* out, int64_t slices, int64_t n, i
                     dim3(kColumnTile, kColumnRows), 0, dev, partial, out, int64_t(1), slices, n, slices);
 }
 
-/// Scratch for the partial sums of `slices` slices of n columns, in the
-/// accumulator type of T, on device dev.
+/// Scratch for the partial sums of `slices` slices of n sums (columns, or
+/// rows in cuda/reduce.cu), in the accumulator type of T, on device dev.
 template <class T>
-Tensor column_partials(int64_t slices, int64_t n, int dev) {
+Tensor partial_sums(int64_t slices, int64_t n, int dev) {
   using Acc = column_acc_t<T>;
   return empty({slices * n}, TensorOptions(dtype_of_v<Acc>, Device(DeviceType::CUDA, dev)));
 }
@@ -115,7 +120,7 @@ void column_sum(const T* x, T* out, int64_t A, int64_t R, int64_t B, int dev) {
                       slice_rows);
     return;
   }
-  Tensor partial = column_partials<T>(slices, A * B, dev);
+  Tensor partial = partial_sums<T>(slices, A * B, dev);
   Acc* p = static_cast<Acc*>(partial.data_ptr());
   EMBER_CUDA_LAUNCH((column_sum_kernel<T, Acc>), dim3(column_grid_x(tiles), static_cast<unsigned>(slices)), block, 0,
                     dev, x, p, A, R, B, slice_rows);

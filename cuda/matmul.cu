@@ -6,9 +6,10 @@
 // C^T = op(B)^T op(A)^T: operands swapped, m and n swapped, and each
 // operand's transpose flag passed through unchanged (no copies). Batch dims
 // that merge into one stride per operand (including stride 0 for a
-// broadcast operand) become one cublas?gemmStridedBatched call over the
-// largest of them; any other batch dims are walked on the host around it. TF32 is off unless
-// cuda::set_allow_tf32(true) (float32 products only).
+// broadcast operand) become strided-batched dims; the largest is cuBLAS's
+// batch (one cublas?gemmStridedBatched call) and any others are walked on
+// the host around it. TF32 is off unless cuda::set_allow_tf32(true)
+// (float32 products only).
 //
 // bfloat16 and float16 operands go to cublasGemmStridedBatchedEx with
 // CUBLAS_COMPUTE_32F: products accumulated in float32 (tensor cores where

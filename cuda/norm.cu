@@ -125,8 +125,7 @@ void layer_norm_dwdb(const T* g, const T* x, const opmath_t<T>* m, const opmath_
                       rows, N, slice_rows);
     return;
   }
-  Tensor pw = dw ? column_partials<T>(slices, N, dev) : Tensor(),
-         pb = db ? column_partials<T>(slices, N, dev) : Tensor();
+  Tensor pw = dw ? partial_sums<T>(slices, N, dev) : Tensor(), pb = db ? partial_sums<T>(slices, N, dev) : Tensor();
   A* w = dw ? static_cast<A*>(pw.data_ptr()) : nullptr;
   A* b = db ? static_cast<A*>(pb.data_ptr()) : nullptr;
   EMBER_CUDA_LAUNCH((layer_norm_dwdb_kernel<T, A>), dim3(column_grid_x(tiles), static_cast<unsigned>(slices)), block, 0,

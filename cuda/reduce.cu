@@ -49,18 +49,18 @@ __global__ void sum_rows_kernel(const TI* __restrict__ x, TO* __restrict__ out, 
 // Sums of A contiguous rows of R. A few long rows (a whole-tensor sum is one
 // row) would leave all but A blocks of the GPU idle, so rows of more than
 // 8192 elements are split into slices of at least 4096 when there are fewer
-// than 512 rows (the same target as cuda/column_sum.cuh), and the slices'
+// than kFillBlocks rows (cuda/column_sum.cuh), and the slices'
 // partial sums (float32 for the 16-bit types) are summed by a second launch.
 // The order of the additions depends on the shape alone.
 template <class T>
 void row_sums(const T* x, T* out, int64_t A, int64_t R, int dev) {
   const int threads = R >= 1024 ? 256 : (R >= 128 ? 128 : 32);
-  const int64_t slices = std::max<int64_t>(1, std::min({(512 + A - 1) / A, R / 4096, int64_t(1024)}));
+  const int64_t slices = std::max<int64_t>(1, std::min({(kFillBlocks + A - 1) / A, R / 4096, int64_t(1024)}));
   if (slices == 1) {
     EMBER_CUDA_LAUNCH((sum_rows_kernel<T, T>), blocks_for(A, 1, 65535), threads, 0, dev, x, out, A, R, R);
     return;
   }
-  Tensor partial = column_partials<T>(slices, A, dev);
+  Tensor partial = partial_sums<T>(slices, A, dev);
   Acc<T>* p = static_cast<Acc<T>*>(partial.data_ptr());
   EMBER_CUDA_LAUNCH((sum_rows_kernel<T, Acc<T>>), dim3(blocks_for(A, 1, 65535), static_cast<unsigned>(slices)), 256, 0,
                     dev, x, p, A, R, (R + slices - 1) / slices);
