@@ -12,7 +12,8 @@ epochs = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else 2)
 torch.manual_seed(int(sys.argv[3]) if len(sys.argv) > 3 else 42)
 precision = sys.argv[4] if len(sys.argv) > 4 else "fp32"
-assert precision in ("fp32", "bf16"), precision
+if precision not in ("fp32", "bf16"):
+    sys.exit(f"attention_regression_torch.py: precision must be fp32 or bf16, got '{precision}'")
 region = lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
 T, D, H = 50, 64, 4
 f = lambda x: 2 * torch.sin(x) + x ** 0.8
