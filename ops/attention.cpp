@@ -17,6 +17,7 @@
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype.h>
 #include <ember/core/parallel.h>
+#include <ember/ops/bgemm_avx512.h>
 #include <ember/ops/dropout.h>
 #include <ember/ops/fast_math.h>
 #include <ember/ops/half_ops.h>
@@ -83,7 +84,8 @@ using detail::unit_last;
 //
 // Per (batch entry, head) task, everything between the GEMMs stays in a 16 KB
 // buffer: S = Q K^T / sqrt(D), the softmax, dropout and O = Wd V, with the
-// small products on ops/sgemm_avx512.h. The composed path writes and reads
+// small products on ops/sgemm_avx512.h (float32) or ops/bgemm_avx512.h
+// (bfloat16: see product()). The composed path writes and reads
 // back the (N, H, L, S) scores, weights, dropped weights and mask (10 MB
 // each at the demo's batch 256) between kernels; this one keeps only each
 // row's log-sum-exp, and backward recomputes W = exp(S - lse) (as
@@ -168,63 +170,57 @@ void prefetch_task(const FusedArgs& a, int64_t t, const void* g = nullptr, int64
   if (g) rows(g, gs0, gs1, a.L);
 }
 
-// One head's rows of an (N, T, E) array with a unit last stride, as the
-// float32 matrix the products read: in place for float32; for bfloat16,
-// converted (exactly) into buf, rows x D with row stride D. Converting per
-// head keeps the conversion in L1 and saves the float32 copies of the whole
-// projection, output and gradients that the float32 kernel would need.
-struct HeadIn {
-  const float* p;
+// One product of a task, C = alpha op(A) op(B), on one head's rows (row
+// strides lda, ldb, ldc; a head's pointer is x + n * s0 + h * D elements).
+// float32: ops/sgemm_avx512.h. bfloat16 (autocast's q, k, v): the bf16 GEMM
+// (ops/bgemm_avx512.h), as torch.autocast runs attention's two bmm in bf16:
+// q, k, v, g are read in place, a float32 A (the weights W, their gradient)
+// is rounded to bfloat16 as it is packed, the sums are float32, and a bf16 C
+// (the output, dq, dk, dv) is rounded once. B is always q, k, v or g.
+struct Mat {
+  const void* p;
+  bool f32;  // float32 (else bfloat16)
   int64_t ld;
 };
-HeadIn head_in(const FusedArgs& a, const void* x, int64_t s0, int64_t s1, int64_t n, int64_t h, int64_t rows,
-               float* buf) {
-  if (!a.bf16) return {static_cast<const float*>(x) + n * s0 + h * a.D, s1};
-  const bfloat16* src = static_cast<const bfloat16*>(x) + n * s0 + h * a.D;
-  // (A plain loop, which the compiler vectorises: a call per row of 16 cost 4% of the AR step.)
-  for (int64_t i = 0; i < rows; ++i)
-#pragma omp simd
-    for (int64_t d = 0; d < a.D; ++d) buf[i * a.D + d] = static_cast<float>(src[i * s1 + d]);
-  return {buf, a.D};
+void product(bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, Mat A, Mat B, void* c,
+             bool c_f32, int64_t ldc) {
+  if (!bf16) {
+    cpu::sgemm_avx512(ta, tb, m, n, k, alpha, static_cast<const float*>(A.p), A.ld, static_cast<const float*>(B.p),
+                      B.ld, 0.0f, static_cast<float*>(c), ldc);
+    return;
+  }
+  cpu::BgemmArgs g;
+  g.trans_a = ta;
+  g.trans_b = tb;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.alpha = alpha;
+  g.a = A.p;
+  g.lda = A.ld;
+  g.a_type = A.f32 ? cpu::GemmElem::kFloat32 : cpu::GemmElem::kBFloat16;
+  g.b = B.p;
+  g.ldb = B.ld;
+  g.b_type = B.f32 ? cpu::GemmElem::kFloat32 : cpu::GemmElem::kBFloat16;
+  g.c = c;
+  g.ldc = ldc;
+  g.c_type = c_f32 ? cpu::GemmElem::kFloat32 : cpu::GemmElem::kBFloat16;
+  cpu::bgemm(g);
 }
-
-// Where a product writes one head's rows of an output: in place for float32;
-// for bfloat16 into buf (row stride D), which head_store then rounds once
-// into the output (nearest even), so the sums are float32 throughout.
-struct HeadOut {
-  void* x;
-  int64_t s0, s1, n, h;
-  float* p;
-  int64_t ld;
-};
-HeadOut head_out(const FusedArgs& a, void* x, int64_t s0, int64_t s1, int64_t n, int64_t h, float* buf) {
-  if (!a.bf16) return {x, s0, s1, n, h, static_cast<float*>(x) + n * s0 + h * a.D, s1};
-  return {x, s0, s1, n, h, buf, a.D};
+// Head h of batch entry n of an (N, T, E) array of the kernel's dtype.
+Mat head(const FusedArgs& a, const void* x, int64_t s0, int64_t s1, int64_t n, int64_t h) {
+  return {static_cast<const char*>(x) + esize(a) * (n * s0 + h * a.D), !a.bf16, s1};
 }
-// bfloat16(x)'s bits (nearest even, NaN -> 0x7FC0: core/half.h) written
-// without a branch, so that the loop below vectorises.
-inline uint16_t bf16_bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  const uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  return static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC0u : r);
-}
-void head_store(const FusedArgs& a, const HeadOut& o, int64_t rows) {
-  if (!a.bf16) return;
-  uint16_t* dst = reinterpret_cast<uint16_t*>(static_cast<bfloat16*>(o.x) + o.n * o.s0 + o.h * a.D);
-  for (int64_t i = 0; i < rows; ++i)
-#pragma omp simd
-    for (int64_t d = 0; d < a.D; ++d) dst[i * o.s1 + d] = bf16_bits(o.p[i * a.D + d]);
+void* head_ptr(const FusedArgs& a, void* x, int64_t s0, int64_t n, int64_t h) {
+  return static_cast<char*>(x) + esize(a) * (n * s0 + h * a.D);
 }
 
 // Per-thread float32 buffers of one task: the L x S weights, dropout factors
-// and weight gradients, and (bfloat16 only) one head of q, k, v, g and of the
-// outputs. 64 x 64 each: the most the fused kernel takes.
-// Kept per thread (160 KB: too much for a stack array, and a fresh one per
+// and weight gradients, 64 x 64 each: the most the fused kernel takes.
+// Kept per thread (48 KB: too much for a stack array, and a fresh one per
 // call would be a fresh mapping to fault in).
 struct TaskBuffers {
   alignas(64) float w[64 * 64], f[64 * 64], dw[64 * 64];
-  alignas(64) float q[64 * 64], k[64 * 64], v[64 * 64], g[64 * 64], o[64 * 64];
 };
 TaskBuffers& task_buffers() {
   thread_local std::unique_ptr<TaskBuffers> b = std::make_unique<TaskBuffers>();
@@ -241,11 +237,10 @@ void fused_forward(const FusedArgs& a, void* out, float* lse) {
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t n = t / a.H, h = t % a.H;
       prefetch_task(a, t + 1);
-      const HeadIn Q = head_in(a, a.q, a.qs0, a.qs1, n, h, a.L, buf->q);
-      const HeadIn K = head_in(a, a.k, a.ks0, a.ks1, n, h, a.S, buf->k);
-      const HeadIn V = head_in(a, a.v, a.vs0, a.vs1, n, h, a.S, buf->v);
+      const Mat Q = head(a, a.q, a.qs0, a.qs1, n, h), K = head(a, a.k, a.ks0, a.ks1, n, h),
+                V = head(a, a.v, a.vs0, a.vs1, n, h);
       // S = Q K^T * scale
-      cpu::sgemm_avx512(false, true, a.L, a.S, a.D, a.scale, Q.p, Q.ld, K.p, K.ld, 0.0f, w, a.S);
+      product(a.bf16, false, true, a.L, a.S, a.D, a.scale, Q, K, w, true, a.S);
       float* lt = lse + t * a.L;
       for (int64_t i = 0; i < a.L; ++i) {
         float* r = w + i * a.S;
@@ -267,9 +262,9 @@ void fused_forward(const FusedArgs& a, void* out, float* lse) {
 #pragma omp simd
         for (int64_t e = 0; e < a.L * a.S; ++e) w[e] *= f[e];
       }
-      const HeadOut O = head_out(a, out, a.L * E, E, n, h, buf->o);
-      cpu::sgemm_avx512(false, false, a.L, a.D, a.S, 1.0f, w, a.S, V.p, V.ld, 0.0f, O.p, O.ld);
-      head_store(a, O, a.L);
+      // O = Wd V
+      product(a.bf16, false, false, a.L, a.D, a.S, 1.0f, Mat{w, true, a.S}, V, head_ptr(a, out, a.L * E, n, h), !a.bf16,
+              E);
     }
   });
 }
@@ -286,12 +281,10 @@ void fused_backward(const FusedArgs& a, const float* lse, const void* g, int64_t
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t n = t / a.H, h = t % a.H, LS = a.L * a.S;
       prefetch_task(a, t + 1, g, gs0, gs1);
-      const HeadIn Q = head_in(a, a.q, a.qs0, a.qs1, n, h, a.L, buf->q);
-      const HeadIn K = head_in(a, a.k, a.ks0, a.ks1, n, h, a.S, buf->k);
-      const HeadIn V = head_in(a, a.v, a.vs0, a.vs1, n, h, a.S, buf->v);
-      const HeadIn G = head_in(a, g, gs0, gs1, n, h, a.L, buf->g);
-      // W = exp(S - lse), the forward's weights recomputed.
-      cpu::sgemm_avx512(false, true, a.L, a.S, a.D, a.scale, Q.p, Q.ld, K.p, K.ld, 0.0f, w, a.S);
+      const Mat Q = head(a, a.q, a.qs0, a.qs1, n, h), K = head(a, a.k, a.ks0, a.ks1, n, h),
+                V = head(a, a.v, a.vs0, a.vs1, n, h), G = head(a, g, gs0, gs1, n, h);
+      // W = exp(S - lse), the forward's weights recomputed (S by the same product).
+      product(a.bf16, false, true, a.L, a.S, a.D, a.scale, Q, K, w, true, a.S);
       const float* lt = lse + t * a.L;
       for (int64_t i = 0; i < a.L; ++i) {
         float* r = w + i * a.S;
@@ -308,13 +301,12 @@ void fused_backward(const FusedArgs& a, const float* lse, const void* g, int64_t
           for (int64_t e = 0; e < LS; ++e) dw[e] = w[e] * f[e];
           wd = dw;
         }
-        const HeadOut DV = head_out(a, dv, dvs0, dvs1, n, h, buf->o);
-        cpu::sgemm_avx512(true, false, a.S, a.D, a.L, 1.0f, wd, a.S, G.p, G.ld, 0.0f, DV.p, DV.ld);
-        head_store(a, DV, a.S);
+        product(a.bf16, true, false, a.S, a.D, a.L, 1.0f, Mat{wd, true, a.S}, G, head_ptr(a, dv, dvs0, n, h), !a.bf16,
+                dvs1);
       }
       if (!dq && !dk) continue;
       // dW = (G V^T) * f; dS = W * (dW - rowsum(dW * W)), into dw.
-      cpu::sgemm_avx512(false, true, a.L, a.S, a.D, 1.0f, G.p, G.ld, V.p, V.ld, 0.0f, dw, a.S);
+      product(a.bf16, false, true, a.L, a.S, a.D, 1.0f, G, V, dw, true, a.S);
       if (a.p > 0) {
 #pragma omp simd
         for (int64_t e = 0; e < LS; ++e) dw[e] *= f[e];
@@ -329,14 +321,12 @@ void fused_backward(const FusedArgs& a, const float* lse, const void* g, int64_t
         for (int64_t j = 0; j < a.S; ++j) d[j] = r[j] * (d[j] - dot);
       }
       if (dq) {  // dQ = dS K * scale
-        const HeadOut DQ = head_out(a, dq, dqs0, dqs1, n, h, buf->o);
-        cpu::sgemm_avx512(false, false, a.L, a.D, a.S, a.scale, dw, a.S, K.p, K.ld, 0.0f, DQ.p, DQ.ld);
-        head_store(a, DQ, a.L);
+        product(a.bf16, false, false, a.L, a.D, a.S, a.scale, Mat{dw, true, a.S}, K, head_ptr(a, dq, dqs0, n, h),
+                !a.bf16, dqs1);
       }
       if (dk) {  // dK = dS^T Q * scale
-        const HeadOut DK = head_out(a, dk, dks0, dks1, n, h, buf->o);
-        cpu::sgemm_avx512(true, false, a.S, a.D, a.L, a.scale, dw, a.S, Q.p, Q.ld, 0.0f, DK.p, DK.ld);
-        head_store(a, DK, a.S);
+        product(a.bf16, true, false, a.S, a.D, a.L, a.scale, Mat{dw, true, a.S}, Q, head_ptr(a, dk, dks0, n, h),
+                !a.bf16, dks1);
       }
     }
   });
@@ -460,16 +450,16 @@ void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v
   if (dk.defined()) matmul_into(ds.transpose(-2, -1), heads(q, H), heads(dk, H), scale);  // dK = dS^T Q / sqrt(D)
 }
 
-// bfloat16 q, k, v on the CPU run without float32 copies. The fused kernel
-// (32-64 keys, no mask) converts each head into float32 in L1 and rounds
-// each head of its outputs once: the float32 kernel's arithmetic on the
-// same values. The composed path (short key sequences, or a mask) reads the
-// bf16 inputs in place and writes the bf16 output through the bf16 GEMM
+// bfloat16 q, k, v on the CPU run without float32 copies. Both paths read
+// the bf16 inputs in place and write the bf16 outputs through the bf16 GEMM
 // (ops/bgemm_avx512.h), with the scores, softmax, dropout and their
-// gradients in float32 buffers; the weights are rounded to bfloat16 as the
-// GEMM packs them, as PyTorch's autocast runs the softmax output through a
-// bf16 bmm. Either saves converting the packed projection, the output and
-// their gradients as whole tensors. float16 still takes float32 copies.
+// gradients in float32; the weights are rounded to bfloat16 as the GEMM
+// packs them, as PyTorch's autocast runs the softmax output through a bf16
+// bmm. The fused kernel (32-64 keys, no mask) does the composed path's
+// products one head at a time, so the two agree but for a rounding flipped
+// by their softmax kernels' float32 differences. Either saves converting the
+// packed projection, the output and their gradients as whole tensors.
+// float16 still takes float32 copies.
 bool bf16_path(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
   return q.device().is_cpu() && q.dtype() == DType::BFloat16 && k.dtype() == DType::BFloat16 &&
          v.dtype() == DType::BFloat16 && (!mask.defined() || mask.dtype() == DType::Bool);

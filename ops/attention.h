@@ -13,8 +13,8 @@
 /// a packed projection the backward GEMMs write dq, dk and dv into their
 /// slices of one (N, L, 3E) gradient. What runs between the GEMMs is the
 /// softmax and dropout kernels, so every backend with those kernels runs it.
-/// On the CPU, float32 attention over 32 to 64 keys without a mask (at most
-/// 64 queries and head dims) runs one fused kernel instead: each head's
+/// On the CPU, float32 or bfloat16 attention over 32 to 64 keys without a
+/// mask (at most 64 queries and head dims) runs one fused kernel instead: each head's
 /// scores, softmax, dropout and product stay in a 16 KB buffer, only each
 /// row's log-sum-exp is kept, and backward recomputes the weights from it
 /// and redraws the same dropout mask (the FlashAttention scheme).

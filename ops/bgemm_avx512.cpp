@@ -26,7 +26,8 @@
 #define EMBER_BGEMM_X86 1
 #include <immintrin.h>
 
-#include <ember/ops/avx512_transpose.h>  // transpose16, EMBER_TARGET_AVX512
+#include <ember/ops/avx512_bf16_round.h>  // round_to_bf16
+#include <ember/ops/avx512_transpose.h>   // transpose16, EMBER_TARGET_AVX512
 #define EMBER_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 // GCC 12's AVX-512 intrinsics pass an "undefined" vector as the unused merge
 // source of shifts, unpacks and extracts, which -Wmaybe-uninitialized reports
@@ -158,13 +159,8 @@ constexpr int64_t kPanelK = 512;  // inner dim per pass (256 pairs: a 64 KB pane
 constexpr int64_t kChunkM = 96;   // rows of C per task: whole blocks of 6 and of 8 rows
 constexpr int64_t kGroupN = 4;    // panels per task at most: its workspace stays 96 x 256 floats
 
-// 16 floats -> their bf16 bits (nearest even; NaN -> 0x7FC0) in the low halves of 32-bit lanes.
-EMBER_TARGET_BF16 inline __m512i round_bf16(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd), 16);
-  return _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_set1_epi32(0x7FC0));
-}
+// 16 floats -> their bf16 bits (core/half.h's rounding) in the low halves of 32-bit lanes.
+EMBER_TARGET_BF16 inline __m512i round_bf16(__m512 x) { return _mm512_cvtepu16_epi32(round_to_bf16(x)); }
 
 // 16 elements (those in `mask`, the rest zero) as bf16 bits in the low halves of 32-bit lanes.
 EMBER_TARGET_BF16 inline __m512i load_bf16(const uint16_t* p, __mmask16 mask) {
@@ -182,7 +178,7 @@ EMBER_TARGET_BF16 inline __m512 load_f32(const float* p, __mmask16 mask) { retur
 
 EMBER_TARGET_BF16 inline void store(float* p, __mmask16 mask, __m512 x) { _mm512_mask_storeu_ps(p, mask, x); }
 EMBER_TARGET_BF16 inline void store(uint16_t* p, __mmask16 mask, __m512 x) {
-  _mm256_mask_storeu_epi16(p, mask, _mm512_cvtepi32_epi16(round_bf16(x)));
+  _mm256_mask_storeu_epi16(p, mask, round_to_bf16(x));
 }
 
 inline __mmask16 first_lanes(int64_t count) {

@@ -8,9 +8,7 @@
 // Where the instructions round differently from PyTorch, the differing lanes
 // are patched from the integer formula of core/half.h (rare lanes, so the
 // patch costs a mask test per 16 elements on ordinary data):
-// - vcvtneps2bf16 treats float32 subnormal inputs as zero (PyTorch rounds
-//   them into bfloat16's subnormals) and keeps a NaN's sign and payload
-//   (PyTorch gives 0x7FC0);
+// - vcvtneps2bf16: ops/avx512_bf16_round.h says how;
 // - vcvtps2ph keeps a NaN's payload (PyTorch, through the FP16 library,
 //   gives sign | 0x7E00).
 #include <ember/ops/convert.h>
@@ -25,6 +23,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #include <immintrin.h>
+
+#include <ember/ops/avx512_bf16_round.h>  // round_to_bf16, nan_lanes
 #define EMBER_CONVERT_X86 1
 #endif
 
@@ -49,31 +49,10 @@ namespace {
 #define EMBER_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define EMBER_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-// Lanes of u (float32 bits) that are NaN.
-EMBER_TARGET_AVX512 inline __mmask16 nan_lanes(__m512i u) {
-  const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
-  return _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7F800000));
-}
-
-// core/half.h's bf16_bits_from_float on 16 lanes, widened to 32 bits.
-EMBER_TARGET_AVX512 inline __m256i bf16_integer_rounding(__m512i u, __mmask16 nan) {
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
-  r = _mm512_mask_blend_epi32(nan, r, _mm512_set1_epi32(0x7FC0));
-  return _mm512_cvtepi32_epi16(r);
-}
-
 EMBER_TARGET_AVX512_BF16 void float_to_bf16_avx512(const float* src, bfloat16* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512 x = _mm512_loadu_ps(src + i);
-    const __m512i u = _mm512_castps_si512(x);
-    __m256i r = (__m256i)_mm512_cvtneps_pbh(x);
-    const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
-    const __mmask16 nan = nan_lanes(u);
-    const __mmask16 subnormal =
-        _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(0x00800000)) & _mm512_test_epi32_mask(a, a);
-    if (nan | subnormal) r = _mm256_mask_blend_epi16(nan | subnormal, r, bf16_integer_rounding(u, nan));
+    const __m256i r = round_to_bf16(_mm512_loadu_ps(src + i));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), r);
   }
   for (; i < n; ++i) dst[i] = bfloat16(src[i]);

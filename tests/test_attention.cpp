@@ -212,12 +212,17 @@ TEST_CASE("multi_head_attention: the fused float32 CPU kernel matches the compos
   }
 }
 
-TEST_CASE("multi_head_attention: the fused kernel in bfloat16 is the float32 kernel with each output rounded once") {
+TEST_CASE("multi_head_attention: the fused kernel in bfloat16 does the composed path's bf16 products") {
   // bfloat16 q, k, v (autocast's) go through the fused kernel without float32
-  // copies: each head is converted exactly in L1, the arithmetic is the
-  // float32 kernel's, and each output element (and each gradient) is rounded
-  // to bfloat16 once. So the results equal the float32 kernel's on the same
-  // (bf16-valued) inputs, rounded: bit for bit, dropout included.
+  // copies, its products on the bf16 GEMM as torch.autocast runs attention's
+  // bmm: q, k, v and g read as they are, the float32 weights (and their
+  // gradient) rounded to bfloat16 as the GEMM packs them, float32 sums, each
+  // output rounded once. The composed path (forced here by a mask that masks
+  // nothing) does the same products through matmul: the two agree bit for bit
+  // but for an element whose rounding a float32-level difference in the
+  // softmax flips (at most one bf16 step: 2^-8 of the largest, measured 0 to
+  // 1.9e-3). The float32 kernel on the same inputs differs by the rounding of
+  // the weights (measured 1.8e-3 to 3.9e-3 of the largest).
   struct Case {
     int64_t N, L, S, H, D;
     bool packed;
@@ -233,30 +238,40 @@ TEST_CASE("multi_head_attention: the fused kernel in bfloat16 is the float32 ker
       const Tensor wide_q = randn({c.N, c.L, 3 * E + 2}, TensorOptions(DType::BFloat16), &gen);
       const Tensor wide_kv = randn({c.N, c.S, 2 * E + 1}, TensorOptions(DType::BFloat16), &gen);
       const Tensor gout = randn({c.N, c.L, E}, TensorOptions(DType::BFloat16), &gen);
-      std::vector<Tensor> outs, grads;
-      for (DType dt : {DType::BFloat16, DType::Float32}) {
+      const Tensor none = zeros({c.L, c.S}, TensorOptions(DType::Bool));
+      std::vector<Tensor> outs, grads;  // fused bf16, composed bf16, fused float32
+      for (int run = 0; run < 3; ++run) {
+        const DType dt = run == 2 ? DType::Float32 : DType::BFloat16;
+        const Tensor mask = run == 1 ? none : Tensor();
         const Tensor base_q = wide_q.to(dt).detach().requires_grad_(),
                      base_kv = wide_kv.to(dt).detach().requires_grad_();
         Generator drop(42);
         Tensor out;
         if (c.packed) {
-          out = multi_head_self_attention(base_q.narrow(2, 1, 3 * E), c.H, Tensor(), p, &drop);
+          out = multi_head_self_attention(base_q.narrow(2, 1, 3 * E), c.H, mask, p, &drop);
         } else {
           out = multi_head_attention(base_q.narrow(2, 1, E), base_kv.narrow(2, 0, E), base_kv.narrow(2, E + 1, E), c.H,
-                                     Tensor(), p, &drop);
+                                     mask, p, &drop);
         }
         CHECK(out.dtype() == dt);
         sum(mul(out, gout.to(dt))).backward();
-        // Both rounded to bfloat16 (the float32 run once, here), compared as float32.
-        outs.push_back(out.to(DType::BFloat16).to(DType::Float32));
-        grads.push_back(base_q.grad().to(DType::BFloat16).to(DType::Float32));
-        if (!c.packed) grads.push_back(base_kv.grad().to(DType::BFloat16).to(DType::Float32));
+        outs.push_back(out.to(DType::Float32));
+        grads.push_back(base_q.grad().to(DType::Float32));
+        if (!c.packed) grads.push_back(base_kv.grad().to(DType::Float32));
       }
-      CHECK(equal(outs[0], outs[1]));
-      const size_t half = grads.size() / 2;
-      for (size_t i = 0; i < half; ++i) CHECK(equal(grads[i], grads[i + half]));
-      CHECK(max(abs(outs[1])).item<double>() > 0.1);  // not vacuous
-      CHECK(max(abs(grads[half])).item<double>() > 0.01);
+      auto diff = [](const Tensor& x, const Tensor& y) { return max(abs(sub(x, y))).item<double>(); };
+      const double scale = max(abs(outs[2])).item<double>();
+      CHECK(scale > 0.1);  // not vacuous
+      // Fused and composed bf16: a few bf16 roundings of a float32-level difference.
+      CHECK(diff(outs[0], outs[1]) <= 4e-3 * scale);
+      CHECK(diff(outs[0], outs[2]) <= 1e-2 * scale);
+      const size_t per = grads.size() / 3;
+      for (size_t i = 0; i < per; ++i) {
+        const double gs = max(abs(grads[2 * per + i])).item<double>();
+        CHECK(gs > 0.01);
+        CHECK(diff(grads[i], grads[per + i]) <= 4e-3 * gs);
+        CHECK(diff(grads[i], grads[2 * per + i]) <= 1e-2 * gs);
+      }
     }
   }
 }
