@@ -18,6 +18,7 @@
 #include <ember/core/dtype.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/bgemm_avx512.h>
+#include <ember/ops/convert.h>
 #include <ember/ops/dropout.h>
 #include <ember/ops/fast_math.h>
 #include <ember/ops/half_ops.h>
@@ -175,7 +176,7 @@ void prefetch_task(const FusedArgs& a, int64_t t, const void* g = nullptr, int64
 // float32: ops/sgemm_avx512.h. bfloat16 (autocast's q, k, v): the bf16 GEMM
 // (ops/bgemm_avx512.h), as torch.autocast runs attention's two bmm in bf16:
 // q, k, v, g are read in place, a float32 A (the weights W, their gradient)
-// is rounded to bfloat16 as it is packed, the sums are float32, and a bf16 C
+// is rounded to bfloat16 once (as_a), the sums are float32, and a bf16 C
 // (the output, dq, dk, dv) is rounded once. B is always q, k, v or g.
 struct Mat {
   const void* p;
@@ -221,7 +222,20 @@ void* head_ptr(const FusedArgs& a, void* x, int64_t s0, int64_t n, int64_t h) {
 // call would be a fresh mapping to fault in).
 struct TaskBuffers {
   alignas(64) float w[64 * 64], f[64 * 64], dw[64 * 64];
+  alignas(64) uint16_t wb[64 * 64];  // bfloat16: a float32 A rounded once (as_a)
 };
+
+// The float32 L x S array x as a product's A operand. For bfloat16 it is
+// rounded into wb first (the rounding the bf16 GEMM would make as it packed
+// x, so the same bits), and the GEMM reads a row-major bf16 A in place
+// instead of transposing and rounding the float32 array while it packs it:
+// one rounding pass, though dQ and dK both read dS.
+Mat as_a(const FusedArgs& a, const float* x, uint16_t* wb) {
+  if (!a.bf16) return {x, true, a.S};
+  const int64_t n = a.L * a.S;
+  cpu::float_to_bf16(x, reinterpret_cast<bfloat16*>(wb), n);
+  return {wb, false, a.S};
+}
 TaskBuffers& task_buffers() {
   thread_local std::unique_ptr<TaskBuffers> b = std::make_unique<TaskBuffers>();
   return *b;
@@ -263,8 +277,8 @@ void fused_forward(const FusedArgs& a, void* out, float* lse) {
         for (int64_t e = 0; e < a.L * a.S; ++e) w[e] *= f[e];
       }
       // O = Wd V
-      product(a.bf16, false, false, a.L, a.D, a.S, 1.0f, Mat{w, true, a.S}, V, head_ptr(a, out, a.L * E, n, h), !a.bf16,
-              E);
+      product(a.bf16, false, false, a.L, a.D, a.S, 1.0f, as_a(a, w, buf->wb), V, head_ptr(a, out, a.L * E, n, h),
+              !a.bf16, E);
     }
   });
 }
@@ -301,7 +315,7 @@ void fused_backward(const FusedArgs& a, const float* lse, const void* g, int64_t
           for (int64_t e = 0; e < LS; ++e) dw[e] = w[e] * f[e];
           wd = dw;
         }
-        product(a.bf16, true, false, a.S, a.D, a.L, 1.0f, Mat{wd, true, a.S}, G, head_ptr(a, dv, dvs0, n, h), !a.bf16,
+        product(a.bf16, true, false, a.S, a.D, a.L, 1.0f, as_a(a, wd, buf->wb), G, head_ptr(a, dv, dvs0, n, h), !a.bf16,
                 dvs1);
       }
       if (!dq && !dk) continue;
@@ -320,14 +334,11 @@ void fused_backward(const FusedArgs& a, const float* lse, const void* g, int64_t
 #pragma omp simd
         for (int64_t j = 0; j < a.S; ++j) d[j] = r[j] * (d[j] - dot);
       }
-      if (dq) {  // dQ = dS K * scale
-        product(a.bf16, false, false, a.L, a.D, a.S, a.scale, Mat{dw, true, a.S}, K, head_ptr(a, dq, dqs0, n, h),
-                !a.bf16, dqs1);
-      }
-      if (dk) {  // dK = dS^T Q * scale
-        product(a.bf16, true, false, a.S, a.D, a.L, a.scale, Mat{dw, true, a.S}, Q, head_ptr(a, dk, dks0, n, h),
-                !a.bf16, dks1);
-      }
+      const Mat dS = as_a(a, dw, buf->wb);
+      if (dq)  // dQ = dS K * scale
+        product(a.bf16, false, false, a.L, a.D, a.S, a.scale, dS, K, head_ptr(a, dq, dqs0, n, h), !a.bf16, dqs1);
+      if (dk)  // dK = dS^T Q * scale
+        product(a.bf16, true, false, a.S, a.D, a.L, a.scale, dS, Q, head_ptr(a, dk, dks0, n, h), !a.bf16, dks1);
     }
   });
 }
