@@ -262,6 +262,22 @@ EMBER_TARGET_BF16 void pack(const void* x, GemmElem t, bool kmajor, int64_t ld, 
   }
 }
 
+// Rows [0, rows) of a row-major float32 A, inner-dim elements [0, kw),
+// rounded to bf16 into dst as rows of (kw + 1) / 2 * 2 elements (a lone last
+// element's partner zero): the kernel reads a pair of A as one 32-bit word
+// anywhere, so a row-major copy needs no transpose.
+EMBER_TARGET_BF16 void pack_rows(const float* src, int64_t ld, int64_t kw, int64_t rows, uint16_t* dst) {
+  const int64_t kp = (kw + 1) / 2 * 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* s = src + r * ld;
+    uint16_t* d = dst + r * kp;
+    for (int64_t p = 0; p < kp; p += 16) {
+      const __mmask16 in = first_lanes(kw - p), out = first_lanes(kp - p);
+      _mm256_mask_storeu_epi16(d + p, out, round_to_bf16(_mm512_maskz_loadu_ps(in, s + p)));
+    }
+  }
+}
+
 // Where one block's sums go. Without w_out: C = alpha * sums + beta * C +
 // bias (c, bias at the block's first row and column); with it: the raw sums
 // into the float32 workspace (an inner-dim pass that is not the last). With
@@ -432,7 +448,14 @@ EMBER_TARGET_BF16 void run_task(const BgemmArgs& g, const PackedB& pb, int64_t r
     const int64_t k0 = pass * kPanelK, kw = std::min(kPanelK, g.k - k0);
     const uint16_t* a;
     int64_t ars, aqs;
-    if (pack_a) {
+    if (pack_a && !g.trans_a) {
+      // A row-major float32 A (autocast's float32 activations): its rows
+      // rounded to bf16 in place of order, kw rounded up to whole pairs.
+      pack_rows(static_cast<const float*>(g.a) + r0 * g.lda + k0, g.lda, kw, mrows, reinterpret_cast<uint16_t*>(ap));
+      a = reinterpret_cast<const uint16_t*>(ap);
+      ars = (kw + 1) / 2 * 2;
+      aqs = 2;
+    } else if (pack_a) {
       const auto* src = static_cast<const unsigned char*>(g.a) + esz * (g.trans_a ? k0 * g.lda + r0 : r0 * g.lda + k0);
       pack(src, g.a_type, g.trans_a, g.lda, kw, mrows, mpad, ap, mpad);
       a = reinterpret_cast<const uint16_t*>(ap);

@@ -28,8 +28,9 @@
 /// interleaved: word (q, j) holds B(2q, j) in its low half and B(2q+1, j) in
 /// its high half, a missing B(k, j) for odd k and missing columns zero. A's
 /// pairs are broadcast as 32-bit words: straight from a row-major bf16 A
-/// with an even k, else from a small per-task packed copy (a transposed or
-/// float32 A, or an odd k, whose last element has no partner to read). Blocks
+/// (an odd k's last element read alone: its neighbour is not its partner),
+/// else from a small per-task packed copy: a row-major float32 A's rows
+/// rounded to bf16 in their order, a transposed A's pairs interleaved. Blocks
 /// of 6 x 64 (8 x 16..48 for narrower panels) of C accumulate in registers;
 /// inner dims beyond 512 go panel by panel through a float32 workspace, so a
 /// bf16 C is still rounded once. Large products are cut into row chunks and
