@@ -98,56 +98,95 @@ struct Scratch {
 
 // ---- the fallback: float32 operands through the float32 GEMM ------------------
 
-float elem(const void* p, GemmElem t, int64_t i) {
-  // A float32 operand is rounded to bf16, as the kernel packs it.
-  return t == GemmElem::kBFloat16 ? bf16_to_float(static_cast<const uint16_t*>(p)[i])
-                                  : bf16_to_float(bf16_from_float(static_cast<const float*>(p)[i]));
+// The operand's value as the kernel multiplies it: a float32 element
+// rounded to bf16 (as the kernel packs it), a bf16 one as it is.
+inline float operand(uint16_t h) { return bf16_to_float(h); }
+inline float operand(float x) { return bf16_to_float(bf16_from_float(x)); }
+
+// Rows [i0, i0 + ni) of op(X) (X stored [rows][ld], or transposed), all nj
+// columns, as float32 into dst[ni][nj]. The type and the transpose are
+// chosen outside the loops, so the row-major one vectorises.
+template <class T>
+void load_op(const T* x, bool trans, int64_t ld, int64_t i0, int64_t ni, int64_t nj, float* dst) {
+  for (int64_t i = 0; i < ni; ++i) {
+    float* d = dst + i * nj;
+    if (trans) {
+      for (int64_t j = 0; j < nj; ++j) d[j] = operand(x[j * ld + i0 + i]);
+    } else {
+      const T* r = x + (i0 + i) * ld;
+      for (int64_t j = 0; j < nj; ++j) d[j] = operand(r[j]);
+    }
+  }
 }
+void load_op(const void* x, GemmElem t, bool trans, int64_t ld, int64_t i0, int64_t ni, int64_t nj, float* dst) {
+  if (t == GemmElem::kBFloat16)
+    load_op(static_cast<const uint16_t*>(x), trans, ld, i0, ni, nj, dst);
+  else
+    load_op(static_cast<const float*>(x), trans, ld, i0, ni, nj, dst);
+}
+
+// Per-thread float32 copies of the fallback's operands (no allocation per
+// call: attention makes thousands of small products per step).
+thread_local Scratch t_fall_b, t_fall_a, t_fall_c;
 
 void bgemm_fallback(const BgemmArgs& g) {
   const int64_t m = g.m, n = g.n, k = g.k;
   // op(B) as a row-major float32 [k][n], shared by every row block.
-  std::vector<float> bf(static_cast<size_t>(k * n));
-  parallel_for(0, k, std::max<int64_t>(1, kParallelWork / std::max<int64_t>(1, n * 64)), [&](int64_t lo, int64_t hi) {
-    for (int64_t p = lo; p < hi; ++p)
-      for (int64_t j = 0; j < n; ++j) bf[p * n + j] = elem(g.b, g.b_type, g.trans_b ? j * g.ldb + p : p * g.ldb + j);
-  });
+  auto* bf = static_cast<float*>(t_fall_b.get(sizeof(float) * std::max<int64_t>(1, k * n)));
+  parallel_for(0, k, std::max<int64_t>(1, kParallelWork / std::max<int64_t>(1, n * 64)),
+               [&](int64_t lo, int64_t hi) { load_op(g.b, g.b_type, g.trans_b, g.ldb, lo, hi - lo, n, bf + lo * n); });
   const int64_t rows = std::max<int64_t>(16, ceil_div(kParallelWork, std::max<int64_t>(1, n * k)));
   parallel_for(0, ceil_div(m, rows), 1, [&](int64_t lo, int64_t hi) {
     for (int64_t blk = lo; blk < hi; ++blk) {
       const int64_t r0 = blk * rows, mr = std::min(rows, m - r0);
-      std::vector<float> af(static_cast<size_t>(mr * k)), t(static_cast<size_t>(mr * n), 0.0f);
-      for (int64_t r = 0; r < mr; ++r)
-        for (int64_t p = 0; p < k; ++p)
-          af[r * k + p] = elem(g.a, g.a_type, g.trans_a ? p * g.lda + r0 + r : (r0 + r) * g.lda + p);
+      auto* af = static_cast<float*>(t_fall_a.get(sizeof(float) * std::max<int64_t>(1, mr * k)));
+      auto* t = static_cast<float*>(t_fall_c.get(sizeof(float) * std::max<int64_t>(1, mr * n)));
+      load_op(g.a, g.a_type, g.trans_a, g.lda, r0, mr, k, af);
       // t = alpha op(A) op(B), then C = t + beta C + bias in the kernel's order.
-      if (k > 0) {
-        if (sgemm_avx512_fits(mr, n, k))
-          sgemm_avx512(false, false, mr, n, k, g.alpha, af.data(), k, bf.data(), n, 0.0f, t.data(), n);
-        else
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mr), static_cast<int>(n),
-                      static_cast<int>(k), g.alpha, af.data(), static_cast<int>(k), bf.data(), static_cast<int>(n),
-                      0.0f, t.data(), static_cast<int>(n));
+      if (k == 0) {
+        std::fill(t, t + mr * n, 0.0f);
+      } else if (sgemm_avx512_fits(mr, n, k)) {
+        sgemm_avx512(false, false, mr, n, k, g.alpha, af, k, bf, n, 0.0f, t, n);
+      } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mr), static_cast<int>(n),
+                    static_cast<int>(k), g.alpha, af, static_cast<int>(k), bf, static_cast<int>(n), 0.0f, t,
+                    static_cast<int>(n));
       }
-      for (int64_t r = 0; r < mr; ++r)
-        for (int64_t j = 0; j < n; ++j) {
-          float x = t[r * n + j];
-          const int64_t ci = (r0 + r) * g.ldc + j;
-          if (g.beta != 0.0f) {
-            const float c = g.c_type == GemmElem::kFloat32 ? static_cast<const float*>(g.c)[ci]
-                                                           : bf16_to_float(static_cast<const uint16_t*>(g.c)[ci]);
-            x = std::fma(g.beta, c, x);
+      // C = t + beta C + bias, each step a loop of its own (one branch per
+      // row, not per element, so that each vectorises).
+      for (int64_t r = 0; r < mr; ++r) {
+        float* x = t + r * n;
+        const int64_t c0 = (r0 + r) * g.ldc;
+        if (g.beta != 0.0f) {
+          if (g.c_type == GemmElem::kFloat32) {
+            const float* c = static_cast<const float*>(g.c) + c0;
+            for (int64_t j = 0; j < n; ++j) x[j] = std::fma(g.beta, c[j], x[j]);
+          } else {
+            const uint16_t* c = static_cast<const uint16_t*>(g.c) + c0;
+            for (int64_t j = 0; j < n; ++j) x[j] = std::fma(g.beta, bf16_to_float(c[j]), x[j]);
           }
-          if (g.bias)
-            x += g.bias_type == GemmElem::kFloat32 ? static_cast<const float*>(g.bias)[j]
-                                                   : bf16_to_float(static_cast<const uint16_t*>(g.bias)[j]);
-          if (g.c_type == GemmElem::kFloat32)
-            static_cast<float*>(g.c)[ci] = x;
-          else
-            static_cast<uint16_t*>(g.c)[ci] = bf16_from_float(x);
         }
+        if (g.bias) {
+          if (g.bias_type == GemmElem::kFloat32) {
+            const float* bias = static_cast<const float*>(g.bias);
+            for (int64_t j = 0; j < n; ++j) x[j] += bias[j];
+          } else {
+            const uint16_t* bias = static_cast<const uint16_t*>(g.bias);
+            for (int64_t j = 0; j < n; ++j) x[j] += bf16_to_float(bias[j]);
+          }
+        }
+        if (g.c_type == GemmElem::kFloat32) {
+          std::copy(x, x + n, static_cast<float*>(g.c) + c0);
+        } else {
+          uint16_t* c = static_cast<uint16_t*>(g.c) + c0;
+          for (int64_t j = 0; j < n; ++j) c[j] = bf16_from_float(x[j]);
+        }
+      }
     }
+    t_fall_a.trim();
+    t_fall_c.trim();
   });
+  t_fall_b.trim();
 }
 
 #if EMBER_BGEMM_X86
