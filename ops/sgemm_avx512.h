@@ -56,19 +56,31 @@ constexpr int64_t kPanelN = 64, kPanelK = 256;
 template <int MR, int NB>
 inline void block(int64_t k, float alpha, float beta, const float* a, int64_t ars, int64_t acs, const float* bp,
                   float* c, int64_t ldc, __mmask16 last, const float* bias) {
+  // The loops over rows and vectors are unrolled by pragma, as in
+  // ops/bgemm_avx512.cpp: without it GCC 12 unrolls them only after its scalar
+  // replacement of acc has given up, and the accumulators go through the
+  // stack around the loop (a copy of all 24 per block: most of a block's time
+  // at attention's k = 16).
   __m512 acc[MR][NB];
+#pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
     for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_setzero_ps();
   for (int64_t p = 0; p < k; ++p) {
     __m512 bv[NB];
+#pragma GCC unroll 8
     for (int j = 0; j < NB; ++j) bv[j] = _mm512_load_ps(bp + p * NB * 16 + j * 16);
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const __m512 av = _mm512_set1_ps(a[r * ars + p * acs]);
+#pragma GCC unroll 8
       for (int j = 0; j < NB; ++j) acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
     }
   }
   const __m512 al = _mm512_set1_ps(alpha), be = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
     for (int j = 0; j < NB; ++j) {
       const __mmask16 mask = j == NB - 1 ? last : static_cast<__mmask16>(0xFFFF);
       float* cp = c + r * ldc + j * 16;
