@@ -47,8 +47,8 @@ __global__ void sum_rows_kernel(const TI* __restrict__ x, TO* __restrict__ out, 
 }
 
 // Sums of A contiguous rows of R. A few long rows (a whole-tensor sum is one
-// row) would leave all but A blocks of the GPU idle, so rows of more than
-// 8192 elements are split into slices of at least 4096 when there are fewer
+// row) would leave all but A blocks of the GPU idle, so rows of 8192
+// elements or more are split into slices of at least 4096 when there are fewer
 // than kFillBlocks rows (cuda/column_sum.cuh), and the slices'
 // partial sums (float32 for the 16-bit types) are summed by a second launch.
 // The order of the additions depends on the shape alone.

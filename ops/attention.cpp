@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <memory>
 
@@ -190,23 +189,22 @@ void product(bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float
                       B.ld, 0.0f, static_cast<float*>(c), ldc);
     return;
   }
-  cpu::BgemmArgs g;
-  g.trans_a = ta;
-  g.trans_b = tb;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.alpha = alpha;
-  g.a = A.p;
-  g.lda = A.ld;
-  g.a_type = A.f32 ? cpu::GemmElem::kFloat32 : cpu::GemmElem::kBFloat16;
-  g.b = B.p;
-  g.ldb = B.ld;
-  g.b_type = B.f32 ? cpu::GemmElem::kFloat32 : cpu::GemmElem::kBFloat16;
-  g.c = c;
-  g.ldc = ldc;
-  g.c_type = c_f32 ? cpu::GemmElem::kFloat32 : cpu::GemmElem::kBFloat16;
-  cpu::bgemm(g);
+  const auto elem = [](bool f32) { return f32 ? cpu::GemmElem::kFloat32 : cpu::GemmElem::kBFloat16; };
+  cpu::bgemm(cpu::BgemmArgs{.trans_a = ta,
+                            .trans_b = tb,
+                            .m = m,
+                            .n = n,
+                            .k = k,
+                            .alpha = alpha,
+                            .a = A.p,
+                            .lda = A.ld,
+                            .a_type = elem(A.f32),
+                            .b = B.p,
+                            .ldb = B.ld,
+                            .b_type = elem(B.f32),
+                            .c = c,
+                            .ldc = ldc,
+                            .c_type = elem(c_f32)});
 }
 // Head h of batch entry n of an (N, T, E) array of the kernel's dtype.
 Mat head(const FusedArgs& a, const void* x, int64_t s0, int64_t s1, int64_t n, int64_t h) {
@@ -464,12 +462,11 @@ void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v
 // bfloat16 q, k, v on the CPU run without float32 copies. Both paths read
 // the bf16 inputs in place and write the bf16 outputs through the bf16 GEMM
 // (ops/bgemm_avx512.h), with the scores, softmax, dropout and their
-// gradients in float32; the weights are rounded to bfloat16 as the GEMM
-// packs them, as PyTorch's autocast runs the softmax output through a bf16
-// bmm. The fused kernel (32-64 keys, no mask) does the composed path's
-// products one head at a time, so the two agree but for a rounding flipped
-// by their softmax kernels' float32 differences. Either saves converting the
-// packed projection, the output and their gradients as whole tensors.
+// gradients in float32; the weights are rounded to bfloat16 (by the GEMM as
+// it packs them; in the fused kernel once, into a buffer: as_a), as
+// PyTorch's autocast runs the softmax output through a bf16 bmm. The fused kernel (32-64 keys, no mask) does the
+// composed path's products one head at a time, so the two agree but for a rounding flipped by their softmax kernels'
+// float32 differences. Either saves converting the packed projection, the output and their gradients as whole tensors.
 // float16 still takes float32 copies.
 bool bf16_path(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
   return q.device().is_cpu() && q.dtype() == DType::BFloat16 && k.dtype() == DType::BFloat16 &&

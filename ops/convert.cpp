@@ -24,7 +24,7 @@
 #endif
 #include <immintrin.h>
 
-#include <ember/ops/avx512_bf16_round.h>  // round_to_bf16, nan_lanes
+#include <ember/ops/avx512_bf16_round.h>  // round_to_bf16, nan_lanes, the target attributes
 #define EMBER_CONVERT_X86 1
 #endif
 
@@ -46,10 +46,8 @@ ConvertPaths convert_paths() {
 namespace {
 
 #if EMBER_CONVERT_X86
-#define EMBER_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
-#define EMBER_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-EMBER_TARGET_AVX512_BF16 void float_to_bf16_avx512(const float* src, bfloat16* dst, int64_t n) {
+EMBER_TARGET_AVX512_BF16_ROUND void float_to_bf16_avx512(const float* src, bfloat16* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256i r = round_to_bf16(_mm512_loadu_ps(src + i));
@@ -58,7 +56,7 @@ EMBER_TARGET_AVX512_BF16 void float_to_bf16_avx512(const float* src, bfloat16* d
   for (; i < n; ++i) dst[i] = bfloat16(src[i]);
 }
 
-EMBER_TARGET_AVX512 void float_to_f16_avx512(const float* src, float16* dst, int64_t n) {
+EMBER_TARGET_AVX512_ROUND void float_to_f16_avx512(const float* src, float16* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 x = _mm512_loadu_ps(src + i);
@@ -75,7 +73,7 @@ EMBER_TARGET_AVX512 void float_to_f16_avx512(const float* src, float16* dst, int
   for (; i < n; ++i) dst[i] = float16(src[i]);
 }
 
-EMBER_TARGET_AVX512 void bf16_to_float_avx512(const bfloat16* src, float* dst, int64_t n) {
+EMBER_TARGET_AVX512_ROUND void bf16_to_float_avx512(const bfloat16* src, float* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
@@ -84,7 +82,7 @@ EMBER_TARGET_AVX512 void bf16_to_float_avx512(const bfloat16* src, float* dst, i
   for (; i < n; ++i) dst[i] = static_cast<float>(src[i]);
 }
 
-EMBER_TARGET_AVX512 void f16_to_float_avx512(const float16* src, float* dst, int64_t n) {
+EMBER_TARGET_AVX512_ROUND void f16_to_float_avx512(const float16* src, float* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
