@@ -4,14 +4,14 @@
 /// Each op family declares one KernelTable per kernel signature, e.g.
 ///
 /// \code
-///   KernelTable<void(const Tensor& x, Tensor& y)> relu_kernel("relu");
+///   KernelTable<void(const Tensor& x2, ..., Tensor& y2)> layer_norm_kernel("layer_norm");   // ops/norm.h
 /// \endcode
 ///
 /// and each backend registers its function for its DeviceType:
 ///
 /// \code
-///   EMBER_REGISTER_KERNEL(relu_kernel, CPU, relu_cpu);    // ops/activation.cpp
-///   EMBER_REGISTER_KERNEL(relu_kernel, CUDA, relu_cuda);  // cuda/activation.cu
+///   EMBER_REGISTER_KERNEL(layer_norm_kernel, CPU, cpu_layer_norm);    // ops/norm_cpu.cpp
+///   EMBER_REGISTER_KERNEL(layer_norm_kernel, CUDA, cuda_layer_norm);  // cuda/norm.cu
 /// \endcode
 ///
 /// Calling the table with a device is one array load and an indirect call: no
@@ -110,6 +110,26 @@ class KernelTable<R(Args...)> {
   Fn fns_[kNumDeviceTypes] = {};
 };
 
+/// Marks table's kernel for device type as computing bfloat16 and float16
+/// tensors itself (load as float32, compute and accumulate in float32, store
+/// rounded), at static initialisation through EMBER_REGISTER_HALF_KERNEL.
+/// An op declared Half::NativeWhere with op::marked<...> (core/op.h) then
+/// skips the float32 copies on that device.
+void register_half_kernel(const void* table, DeviceType type);
+/// Whether table's kernel for device type was marked so.
+bool takes_half_kernel(const void* table, DeviceType type);
+/// takes_half_kernel for a kernel table (any signature).
+template <class Table>
+bool takes_half(const Table& table, Device device) {
+  return takes_half_kernel(&table, device.type);
+}
+
+/// Registers the mark from a static initialiser.
+struct HalfKernelRegistrar {
+  /// register_half_kernel(table, type).
+  HalfKernelRegistrar(const void* table, DeviceType type) { register_half_kernel(table, type); }
+};
+
 /// Registers a kernel from a static initialiser (what EMBER_REGISTER_KERNEL expands to).
 struct KernelRegistrar {
   /// table.set(type, fn).
@@ -128,5 +148,10 @@ struct KernelRegistrar {
 #define EMBER_REGISTER_KERNEL(table, device, fn)                                            \
   static ::ember::KernelRegistrar EMBER_CONCAT(ember_kernel_registrar_, __COUNTER__)(table, \
                                                                                      ::ember::DeviceType::device, fn)
+/// Marks table's kernel for DeviceType::device as computing 16-bit tensors
+/// itself (register_half_kernel).
+#define EMBER_REGISTER_HALF_KERNEL(table, device)                                              \
+  static ::ember::HalfKernelRegistrar EMBER_CONCAT(ember_half_kernel_registrar_, __COUNTER__)( \
+      &(table), ::ember::DeviceType::device)
 
 }  // namespace ember

@@ -19,10 +19,21 @@ std::mutex& mu() {
   static std::mutex m;
   return m;
 }
-// Keyed by the table's name pointer's string; few distinct kernels.
+// Keyed by the table's (op's) name; few distinct kernels and ops.
 std::map<std::string, Row>& table() {
   static auto* t = new std::map<std::string, Row>;
   return *t;
+}
+std::map<std::string, Row>& op_table() {
+  static auto* t = new std::map<std::string, Row>;
+  return *t;
+}
+
+std::vector<Row> sorted(const std::map<std::string, Row>& m) {
+  std::vector<Row> out;
+  for (auto& [k, r] : m) out.push_back(r);
+  std::sort(out.begin(), out.end(), [](const Row& a, const Row& b) { return a.seconds > b.seconds; });
+  return out;
 }
 
 // EMBER_PROFILE=1: profile the whole run and print the table at exit.
@@ -48,17 +59,29 @@ void record_kernel(const char* name, double seconds) {
   r.seconds += seconds;
 }
 
+void record_op(const char* name, double seconds, int64_t flops) {
+  std::lock_guard<std::mutex> lock(mu());
+  Row& r = op_table()[name];
+  if (r.name.empty()) r.name = name;
+  ++r.calls;
+  r.seconds += seconds;
+  r.flops += flops;
+}
+
 std::vector<Row> rows() {
   std::lock_guard<std::mutex> lock(mu());
-  std::vector<Row> out;
-  for (auto& [k, r] : table()) out.push_back(r);
-  std::sort(out.begin(), out.end(), [](const Row& a, const Row& b) { return a.seconds > b.seconds; });
-  return out;
+  return sorted(table());
+}
+
+std::vector<Row> op_rows() {
+  std::lock_guard<std::mutex> lock(mu());
+  return sorted(op_table());
 }
 
 void reset() {
   std::lock_guard<std::mutex> lock(mu());
   table().clear();
+  op_table().clear();
 }
 
 std::string report() {
@@ -78,6 +101,21 @@ std::string report() {
   std::snprintf(line, sizeof line, "%-28s %9s %11.3f   (kernels only; matmul %.3f GFLOP so far)\n", "total", "",
                 total * 1e3, static_cast<double>(matmul_flops()) * 1e-9);
   s += line;
+  const std::vector<Row> ops = op_rows();
+  if (ops.empty()) return s;
+  // Op times include their nested ops and kernels, so they do not add up.
+  std::snprintf(line, sizeof line, "\n%-28s %9s %11s %11s %10s\n", "op (inner calls included)", "calls", "total ms",
+                "us/call", "GFLOP/s");
+  s += line;
+  for (const Row& r : ops) {
+    char rate[16] = "-";
+    if (r.flops > 0 && r.seconds > 0)
+      std::snprintf(rate, sizeof rate, "%.2f", static_cast<double>(r.flops) * 1e-9 / r.seconds);
+    std::snprintf(line, sizeof line, "%-28s %9lld %11.3f %11.2f %10s\n", r.name.c_str(),
+                  static_cast<long long>(r.calls), r.seconds * 1e3,
+                  r.calls ? r.seconds * 1e6 / static_cast<double>(r.calls) : 0.0, rate);
+    s += line;
+  }
   return s;
 }
 

@@ -1,7 +1,9 @@
 /// \file
 /// An op-level profiler: time and call count per kernel (forward and backward
-/// kernels are separate tables, e.g. "softmax" and "softmax_backward"), plus
-/// the matmul FLOPs, printed as a table like torch.profiler's key_averages.
+/// kernels are separate tables, e.g. "softmax" and "softmax_backward"), and
+/// per op (each op::call of a declared op, its inner ops and kernels
+/// included, with the FLOPs its declaration counts), plus the matmul FLOPs,
+/// printed as tables like torch.profiler's key_averages.
 ///
 /// \code
 ///   { ember::profiler::Guard g;  train_step(); }   // or EMBER_PROFILE=1
@@ -47,6 +49,9 @@ class Guard {
 
 /// Called by KernelTable when enabled.
 void record_kernel(const char* name, double seconds);
+/// Called by op::call (core/op.h) when enabled: one call of a declared op,
+/// its wall time (nested ops and kernels included) and FLOPs (0: not counted).
+void record_op(const char* name, double seconds, int64_t flops);
 
 /// Matmul FLOPs (2 m n k per product) counted always, profiler on or off:
 /// the benchmarks divide them by step time.
@@ -57,16 +62,20 @@ inline uint64_t matmul_flops() { return detail::g_matmul_flops.load(std::memory_
 
 /// One kernel's totals: its table's name, how many calls, and the seconds they took.
 struct Row {
-  std::string name;    ///< the kernel table's name
+  std::string name;    ///< the kernel table's (or the op's) name
   int64_t calls = 0;   ///< calls recorded
   double seconds = 0;  ///< their total time
+  int64_t flops = 0;   ///< ops only: the FLOPs their declarations counted
 };
-/// Kernels seen since the last reset, slowest first.
+/// Kernels (rows) and declared ops (op_rows) seen since the last reset,
+/// slowest first; reset clears both.
 ///@{
 std::vector<Row> rows();
+std::vector<Row> op_rows();
 void reset();
 ///@}
-/// The table: kernel, calls, total ms, % of the total, mean us per call.
+/// The tables: kernel, calls, total ms, % of the total, mean us per call;
+/// then op, calls, total ms, us per call and GFLOP/s where FLOPs are counted.
 std::string report();
 
 }  // namespace ember::profiler

@@ -141,8 +141,8 @@ __global__ void forward_kernel(const T* __restrict__ q, const T* __restrict__ k,
         if (lane < nv) s = dot(qs + rr * D, ks + lane * ld, D) * g.scale;
         T mx = warp_reduce(s, MaxOp{});
         mx = m[r] > mx ? m[r] : mx;
-        T p = lane < nv ? fn::exp_(s - mx) : T(0);
-        const T corr = m[r] == neg_inf<T>() ? T(0) : fn::exp_(m[r] - mx);
+        T p = lane < nv ? fn::hd::exp(s - mx) : T(0);
+        const T corr = m[r] == neg_inf<T>() ? T(0) : fn::hd::exp(m[r] - mx);
         l[r] = l[r] * corr + warp_reduce(p, SumOp{});
         m[r] = mx;
         if (g.dropout && lane < nv) p *= drop_factor(g, t, i, j0 + lane);
@@ -167,7 +167,7 @@ __global__ void forward_kernel(const T* __restrict__ q, const T* __restrict__ k,
 #pragma unroll
       for (int c = 0; c < kMaxCols; ++c)
         if (lane + 32 * c < D) orow[lane + 32 * c] = acc[r][c] * inv;
-      if (lane == 0) lse[t * g.L + i] = m[r] + fn::log_(l[r]);
+      if (lane == 0) lse[t * g.L + i] = m[r] + fn::hd::log(l[r]);
     }
   }
 }
@@ -243,8 +243,8 @@ __global__ void dq_kernel(const T* __restrict__ q, const T* __restrict__ k, cons
         if (nv <= 0) continue;
         T ds = 0;
         if (lane < nv) {
-          const T p = fn::exp_(dot(qs + rr * D, ks + lane * ld, D) * g.scale - gd.lse[t * g.L + i]);  // term 1
-          T dp = dot(gs + rr * D, vs + lane * ld, D);                                                 // term 2
+          const T p = fn::hd::exp(dot(qs + rr * D, ks + lane * ld, D) * g.scale - gd.lse[t * g.L + i]);  // term 1
+          T dp = dot(gs + rr * D, vs + lane * ld, D);                                                    // term 2
           if (g.dropout) dp *= drop_factor(g, t, i, j0 + lane);
           ds = p * (dp - gd.delta[t * g.L + i]);  // term 3
         }
@@ -329,7 +329,7 @@ __global__ void dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, co
         T pf = 0, ds = 0;
         if (lane >= first && lane < bq) {
           const int64_t i = i0 + lane;
-          const T p = fn::exp_(dot(qs + lane * ld, ks + rr * D, D) * g.scale - lses[lane]);  // term 1
+          const T p = fn::hd::exp(dot(qs + lane * ld, ks + rr * D, D) * g.scale - lses[lane]);  // term 1
           const T f = g.dropout ? drop_factor(g, t, i, j) : T(1);
           const T dp = dot(gs + lane * ld, vs + rr * D, D);  // term 2
           pf = p * f;

@@ -40,13 +40,13 @@ __global__ void cross_entropy_rows_kernel(const T* __restrict__ x, const int64_t
     mx = block_reduce(mx, MaxOp{}, -std::numeric_limits<A>::infinity(), scratch);
     A s = 0, sx = 0;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-      s += fn::exp_(A(row[c]) - mx);
+      s += fn::hd::exp(A(row[c]) - mx);
       if (smooth) sx += A(row[c]);
     }
     s = block_reduce(s, SumOp{}, A(0), scratch);
     if (smooth) sx = block_reduce(sx, SumOp{}, A(0), scratch);
     if (threadIdx.x == 0) {
-      const A l = mx + fn::log_(s);
+      const A l = mx + fn::hd::log(s);
       lse[r] = l;
       loss[r] = l - keep * A(row[tr]) - (smooth ? spread * sx : A(0));
     }
@@ -70,10 +70,10 @@ __global__ void cross_entropy_cols_kernel(const T* __restrict__ x, const int64_t
     for (int64_t c = 0; c < C; ++c) mx = A(row[c * L]) > mx ? A(row[c * L]) : mx;
     A s = 0, sx = 0;
     for (int64_t c = 0; c < C; ++c) {
-      s += fn::exp_(A(row[c * L]) - mx);
+      s += fn::hd::exp(A(row[c * L]) - mx);
       if (smooth) sx += A(row[c * L]);
     }
-    const A l = mx + fn::log_(s);
+    const A l = mx + fn::hd::log(s);
     lse[r] = l;
     loss[r] = l - keep * A(row[tr * L]) - (smooth ? spread * sx : A(0));
   }
@@ -95,7 +95,7 @@ __global__ void cross_entropy_backward_kernel_impl(const T* __restrict__ x, cons
       continue;
     }
     const A gr = g[per_row ? r : 0] * scale;
-    d[i] = T((fn::exp_(A(x[i]) - lse[r]) - spread - (c == tr ? keep : A(0))) * gr);
+    d[i] = T((fn::hd::exp(A(x[i]) - lse[r]) - spread - (c == tr ? keep : A(0))) * gr);
   }
 }
 

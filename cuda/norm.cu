@@ -41,7 +41,7 @@ __global__ void layer_norm_kernel_impl(const T* __restrict__ x, const T* __restr
       v += d * d;
     }
     const A var = block_reduce(v, SumOp{}, A(0), scratch) / A(N);
-    const A rs = A(1) / fn::sqrt_(var + eps);
+    const A rs = A(1) / fn::hd::sqrt(var + eps);
     if (threadIdx.x == 0) {
       mean[row] = mu;
       rstd[row] = rs;

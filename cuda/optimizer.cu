@@ -39,7 +39,7 @@ __device__ __forceinline__ void adam_element(T& p, T g, T& m, T& v, const AdamSc
   const A vi = c.b2 * A(v) + (A(1) - c.b2) * grad * grad;
   m = T(mi);
   v = T(vi);
-  p = T(param - c.step_size * mi / (fn::sqrt_(vi) / c.bc2_sqrt + c.eps));
+  p = T(param - c.step_size * mi / (fn::hd::sqrt(vi) / c.bc2_sqrt + c.eps));
 }
 
 // Kernel parameters stay under the classic 4 KiB limit.

@@ -48,15 +48,15 @@ __global__ void softmax_rows_kernel(const T* __restrict__ x, const bool* __restr
     }
     A s = 0;
     for (int64_t r = threadIdx.x; r < R; r += blockDim.x)
-      if (!mr || !mr[r]) s += fn::exp_(A(xr[r]) - mx);
+      if (!mr || !mr[r]) s += fn::hd::exp(A(xr[r]) - mx);
     s = block_reduce(s, SumOp{}, A(0), scratch);
     if (log) {
-      const A lse = mx + fn::log_(s);
+      const A lse = mx + fn::hd::log(s);
       for (int64_t r = threadIdx.x; r < R; r += blockDim.x) yr[r] = T(A(xr[r]) - lse);
     } else {
       const A inv = A(1) / s;
       for (int64_t r = threadIdx.x; r < R; r += blockDim.x)
-        yr[r] = T((!mr || !mr[r]) ? fn::exp_(A(xr[r]) - mx) * inv : A(0));
+        yr[r] = T((!mr || !mr[r]) ? fn::hd::exp(A(xr[r]) - mx) * inv : A(0));
     }
   }
 }
@@ -80,13 +80,13 @@ __global__ void softmax_cols_kernel(const T* __restrict__ x, const bool* __restr
     }
     A s = 0;
     for (int64_t r = 0; r < R; ++r)
-      if (!mr || !mr[r * B]) s += fn::exp_(A(xr[r * B]) - mx);
+      if (!mr || !mr[r * B]) s += fn::hd::exp(A(xr[r * B]) - mx);
     if (log) {
-      const A lse = mx + fn::log_(s);
+      const A lse = mx + fn::hd::log(s);
       for (int64_t r = 0; r < R; ++r) yr[r * B] = T(A(xr[r * B]) - lse);
     } else {
       const A inv = A(1) / s;
-      for (int64_t r = 0; r < R; ++r) yr[r * B] = T((!mr || !mr[r * B]) ? fn::exp_(A(xr[r * B]) - mx) * inv : A(0));
+      for (int64_t r = 0; r < R; ++r) yr[r * B] = T((!mr || !mr[r * B]) ? fn::hd::exp(A(xr[r * B]) - mx) * inv : A(0));
     }
   }
 }
@@ -104,7 +104,7 @@ __global__ void softmax_backward_rows_kernel(const T* __restrict__ y, const T* _
     for (int64_t r = threadIdx.x; r < R; r += blockDim.x) dot += log ? A(gr[r]) : A(gr[r]) * A(yr[r]);
     dot = block_reduce(dot, SumOp{}, A(0), scratch);
     for (int64_t r = threadIdx.x; r < R; r += blockDim.x)
-      dr[r] = T(log ? A(gr[r]) - fn::exp_(A(yr[r])) * dot : A(yr[r]) * (A(gr[r]) - dot));
+      dr[r] = T(log ? A(gr[r]) - fn::hd::exp(A(yr[r])) * dot : A(yr[r]) * (A(gr[r]) - dot));
   }
 }
 
@@ -119,7 +119,7 @@ __global__ void softmax_backward_cols_kernel(const T* __restrict__ y, const T* _
     A dot = 0;
     for (int64_t r = 0; r < R; ++r) dot += log ? A(gr[r * B]) : A(gr[r * B]) * A(yr[r * B]);
     for (int64_t r = 0; r < R; ++r)
-      dr[r * B] = T(log ? A(gr[r * B]) - fn::exp_(A(yr[r * B])) * dot : A(yr[r * B]) * (A(gr[r * B]) - dot));
+      dr[r * B] = T(log ? A(gr[r * B]) - fn::hd::exp(A(yr[r * B])) * dot : A(yr[r * B]) * (A(gr[r * B]) - dot));
   }
 }
 

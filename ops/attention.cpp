@@ -6,20 +6,13 @@
 // does one head at a time in L1 and keeps none of the (N, H, L, S) weights.
 #include <ember/ops/attention.h>
 
-#include <algorithm>
 #include <cmath>
-#include <limits>
-#include <memory>
 
-#include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
-#include <ember/core/dtype.h>
-#include <ember/core/parallel.h>
-#include <ember/ops/bgemm_avx512.h>
-#include <ember/ops/convert.h>
+#include <ember/core/op.h>
+#include <ember/ops/attention_fused.h>
 #include <ember/ops/dropout.h>
-#include <ember/ops/fast_math.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/matmul.h>
 #include <ember/ops/pointwise.h>
@@ -80,300 +73,41 @@ void detail::check_attention_inputs(const char* op, const Tensor& q, const Tenso
 namespace {
 using detail::unit_last;
 
-// ---- fused CPU kernel ----------------------------------------------------------
-//
-// Per (batch entry, head) task, everything between the GEMMs stays in a 16 KB
-// buffer: S = Q K^T / sqrt(D), the softmax, dropout and O = Wd V, with the
-// small products on ops/sgemm_avx512.h (float32) or ops/bgemm_avx512.h
-// (bfloat16: see product()). The composed path writes and reads
-// back the (N, H, L, S) scores, weights, dropped weights and mask (10 MB
-// each at the demo's batch 256) between kernels; this one keeps only each
-// row's log-sum-exp, and backward recomputes W = exp(S - lse) (as
-// FlashAttention does) and redraws the dropout mask from the same Philox
-// counters. The draws are those of the composed path (element e of the
-// (N, H, L, S) weights takes word e % 4 of counter offset + e / 4), so both
-// paths give the same result for the same seed.
-
-struct FusedArgs {
-  const void *q, *k, *v;  // head h of entry n, row i: q + n * qs0 + i * qs1 + h * D
-  bool bf16;              // q, k, v, out, g and dq, dk, dv hold bfloat16 (else float32)
-  int64_t qs0, qs1, ks0, ks1, vs0, vs1;
-  int64_t N, H, L, S, D;
-  float scale;
-  double p;               // dropout probability (0: none)
-  uint64_t seed, offset;  // Philox stream of the dropout draws
+// Both attention ops are on PyTorch's lower-precision autocast list (as
+// nn.MultiheadAttention's products are). 16-bit: the body's bf16 path
+// (bf16_path), float32 copies rounded once otherwise.
+// The fused kernel (ops/attention_cpu.cpp) is a fast path for the shapes
+// fused_fits takes. FLOPs: S = Q K^T and O = W V, 2 N L S E each (E: all
+// heads together).
+constexpr const char* kComposed = "the composed path: matmul_into, softmax and dropout kernels, (N, H, L, S) weights";
+constexpr OpDef mha_op{
+    .name = "multi_head_attention",
+    .autocast = Autocast::LowerPrecision,
+    .half = Half::InBody,
+    .fast_paths = {{{.table = &detail::attention_forward_kernel, .without = kComposed}}},
+    .flops = [](const Tensor* const* in, int, const Tensor& out) { return 4 * out.numel() * in[1]->size(1); },
 };
+constexpr OpDef mhsa_op{
+    .name = "multi_head_self_attention",
+    .autocast = Autocast::LowerPrecision,
+    .half = Half::InBody,
+    .fast_paths = {{{.table = &detail::attention_forward_kernel, .without = kComposed}}},
+    .flops = [](const Tensor* const*, int, const Tensor& out) { return 4 * out.numel() * out.size(1); },
+};
+EMBER_REGISTER_OP(mha_op);
+EMBER_REGISTER_OP(mhsa_op);
 
 // From 32 keys up: at the ViT's 17 tokens the composed path, whose softmax
 // puts 16 rows across the vector lanes, measured faster; at the demo
 // transformer's 50 the fused one does (docs/PERFORMANCE.md, "ops/attention.cpp").
 bool fused_shape_fits(const Tensor& q, const Tensor& k, int64_t H, const Tensor& mask) {
   const int64_t D = q.size(2) / H;
-  return cpu::kHaveSgemmAvx512 && q.device().is_cpu() && !mask.defined() && q.size(1) <= 64 && k.size(1) >= 32 &&
-         k.size(1) <= 64 && D <= 64 && q.numel() > 0 && k.numel() > 0;
+  return cpu::kHaveSgemmAvx512 && !mask.defined() && q.size(1) <= 64 && k.size(1) >= 32 && k.size(1) <= 64 && D <= 64 &&
+         q.numel() > 0 && k.numel() > 0;
 }
 bool fused_fits(const Tensor& q, const Tensor& k, int64_t H, const Tensor& mask) {
   return (q.dtype() == DType::Float32 || q.dtype() == DType::BFloat16) && fused_shape_fits(q, k, H, mask);
 }
-
-FusedArgs fused_args(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, double scale, double p,
-                     const RandomSpec& spec) {
-  FusedArgs a;
-  a.q = q.data_ptr();
-  a.k = k.data_ptr();
-  a.v = v.data_ptr();
-  a.bf16 = q.dtype() == DType::BFloat16;
-  a.qs0 = q.stride(0), a.qs1 = q.stride(1), a.ks0 = k.stride(0), a.ks1 = k.stride(1);
-  a.vs0 = v.stride(0), a.vs1 = v.stride(1);
-  a.N = q.size(0), a.H = H, a.L = q.size(1), a.S = k.size(1), a.D = q.size(2) / H;
-  a.scale = static_cast<float>(scale);
-  a.p = p;
-  a.seed = spec.seed;
-  a.offset = spec.offset;
-  return a;
-}
-
-// The dropout multipliers (0 or 1/(1-p)) of task t's L x S weights, as
-// cpu_dropout (ops/dropout.cpp) decides them (dropout_threshold).
-void dropout_factors(const FusedArgs& a, int64_t t, float* f) {
-  const int64_t n = a.L * a.S, e0 = t * n;
-  const uint32_t th = dropout_threshold(a.p);
-  const float sc = static_cast<float>(1.0 / (1.0 - a.p));
-  alignas(64) uint32_t bits[256];
-  // Blocks of 64 counters (256 elements) from the counter holding e0.
-  for (int64_t c = e0 / 4; 4 * c < e0 + n; c += 64) {
-    philox_block<64>(a.seed, a.offset + static_cast<uint64_t>(c), bits);
-    const int64_t lo = std::max<int64_t>(e0, 4 * c), hi = std::min<int64_t>(e0 + n, 4 * c + 256);
-    for (int64_t e = lo; e < hi; ++e) f[e - e0] = (bits[e - 4 * c] >> 8) >= th ? sc : 0.0f;
-  }
-}
-
-// Bytes per element of the fused kernel's arrays.
-int64_t esize(const FusedArgs& a) { return a.bf16 ? 2 : 4; }
-
-// Asks for the cache lines of task t's rows of q, k and v (and of g in
-// backward). A head is one short run in each row of a projection whose rows
-// are 3E elements apart; the hardware prefetcher does not follow that, and
-// without this every row of K costs a miss while sgemm_avx512 packs it: asked
-// for one task ahead, the misses overlap the current task's arithmetic.
-void prefetch_task(const FusedArgs& a, int64_t t, const void* g = nullptr, int64_t gs0 = 0, int64_t gs1 = 0) {
-  if (t >= a.N * a.H) return;
-  const int64_t n = t / a.H, h = t % a.H, es = esize(a);
-  auto rows = [&](const void* x, int64_t s0, int64_t s1, int64_t count) {
-    const char* base = static_cast<const char*>(x) + es * (n * s0 + h * a.D);
-    for (int64_t i = 0; i < count; ++i)
-      for (int64_t b = 0; b < es * a.D; b += 64) __builtin_prefetch(base + es * i * s1 + b);
-  };
-  rows(a.q, a.qs0, a.qs1, a.L);
-  rows(a.k, a.ks0, a.ks1, a.S);
-  rows(a.v, a.vs0, a.vs1, a.S);
-  if (g) rows(g, gs0, gs1, a.L);
-}
-
-// One product of a task, C = alpha op(A) op(B), on one head's rows (row
-// strides lda, ldb, ldc; a head's pointer is x + n * s0 + h * D elements).
-// float32: ops/sgemm_avx512.h. bfloat16 (autocast's q, k, v): the bf16 GEMM
-// (ops/bgemm_avx512.h), as torch.autocast runs attention's two bmm in bf16:
-// q, k, v, g are read in place, a float32 A (the weights W, their gradient)
-// is rounded to bfloat16 once (as_a), the sums are float32, and a bf16 C
-// (the output, dq, dk, dv) is rounded once. B is always q, k, v or g.
-struct Mat {
-  const void* p;
-  bool f32;  // float32 (else bfloat16)
-  int64_t ld;
-};
-void product(bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, Mat A, Mat B, void* c,
-             bool c_f32, int64_t ldc) {
-  if (!bf16) {
-    cpu::sgemm_avx512(ta, tb, m, n, k, alpha, static_cast<const float*>(A.p), A.ld, static_cast<const float*>(B.p),
-                      B.ld, 0.0f, static_cast<float*>(c), ldc);
-    return;
-  }
-  const auto elem = [](bool f32) { return f32 ? cpu::GemmElem::kFloat32 : cpu::GemmElem::kBFloat16; };
-  cpu::bgemm(cpu::BgemmArgs{.trans_a = ta,
-                            .trans_b = tb,
-                            .m = m,
-                            .n = n,
-                            .k = k,
-                            .alpha = alpha,
-                            .a = A.p,
-                            .lda = A.ld,
-                            .a_type = elem(A.f32),
-                            .b = B.p,
-                            .ldb = B.ld,
-                            .b_type = elem(B.f32),
-                            .c = c,
-                            .ldc = ldc,
-                            .c_type = elem(c_f32)});
-}
-// Head h of batch entry n of an (N, T, E) array of the kernel's dtype.
-Mat head(const FusedArgs& a, const void* x, int64_t s0, int64_t s1, int64_t n, int64_t h) {
-  return {static_cast<const char*>(x) + esize(a) * (n * s0 + h * a.D), !a.bf16, s1};
-}
-void* head_ptr(const FusedArgs& a, void* x, int64_t s0, int64_t n, int64_t h) {
-  return static_cast<char*>(x) + esize(a) * (n * s0 + h * a.D);
-}
-
-// Per-thread float32 buffers of one task: the L x S weights, dropout factors
-// and weight gradients, 64 x 64 each: the most the fused kernel takes.
-// Kept per thread (48 KB: too much for a stack array, and a fresh one per
-// call would be a fresh mapping to fault in).
-struct TaskBuffers {
-  alignas(64) float w[64 * 64], f[64 * 64], dw[64 * 64];
-  alignas(64) uint16_t wb[64 * 64];  // bfloat16: a float32 A rounded once (as_a)
-};
-
-// The float32 L x S array x as a product's A operand. For bfloat16 it is
-// rounded into wb first (the rounding the bf16 GEMM would make as it packed
-// x, so the same bits), and the GEMM reads a row-major bf16 A in place
-// instead of transposing and rounding the float32 array while it packs it:
-// one rounding pass, though dQ and dK both read dS.
-Mat as_a(const FusedArgs& a, const float* x, uint16_t* wb) {
-  if (!a.bf16) return {x, true, a.S};
-  const int64_t n = a.L * a.S;
-  cpu::float_to_bf16(x, reinterpret_cast<bfloat16*>(wb), n);
-  return {wb, false, a.S};
-}
-TaskBuffers& task_buffers() {
-  thread_local std::unique_ptr<TaskBuffers> b = std::make_unique<TaskBuffers>();
-  return *b;
-}
-
-// out (N, L, E) contiguous; lse (N, H, L) float32.
-void fused_forward(const FusedArgs& a, void* out, float* lse) {
-  const int64_t E = a.H * a.D;
-  parallel_for(0, a.N * a.H, 4, [&](int64_t lo, int64_t hi) {
-    TaskBuffers* buf = &task_buffers();
-    float *w = buf->w, *f = buf->f;
-    prefetch_task(a, lo);
-    for (int64_t t = lo; t < hi; ++t) {
-      const int64_t n = t / a.H, h = t % a.H;
-      prefetch_task(a, t + 1);
-      const Mat Q = head(a, a.q, a.qs0, a.qs1, n, h), K = head(a, a.k, a.ks0, a.ks1, n, h),
-                V = head(a, a.v, a.vs0, a.vs1, n, h);
-      // S = Q K^T * scale
-      product(a.bf16, false, true, a.L, a.S, a.D, a.scale, Q, K, w, true, a.S);
-      float* lt = lse + t * a.L;
-      for (int64_t i = 0; i < a.L; ++i) {
-        float* r = w + i * a.S;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < a.S; ++j) mx = r[j] > mx ? r[j] : mx;
-        float sum = 0;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < a.S; ++j) {
-          r[j] = fast::expf(r[j] - mx);
-          sum += r[j];
-        }
-        const float inv = 1.0f / sum;
-#pragma omp simd
-        for (int64_t j = 0; j < a.S; ++j) r[j] *= inv;
-        lt[i] = mx + std::log(sum);
-      }
-      if (a.p > 0) {
-        dropout_factors(a, t, f);
-#pragma omp simd
-        for (int64_t e = 0; e < a.L * a.S; ++e) w[e] *= f[e];
-      }
-      // O = Wd V
-      product(a.bf16, false, false, a.L, a.D, a.S, 1.0f, as_a(a, w, buf->wb), V, head_ptr(a, out, a.L * E, n, h),
-              !a.bf16, E);
-    }
-  });
-}
-
-// g (N, L, E) with unit last stride (row stride gs1, batch gs0); dq, dk, dv
-// (N, T, E) views with unit last stride, or null when not wanted.
-void fused_backward(const FusedArgs& a, const float* lse, const void* g, int64_t gs0, int64_t gs1, void* dq,
-                    int64_t dqs0, int64_t dqs1, void* dk, int64_t dks0, int64_t dks1, void* dv, int64_t dvs0,
-                    int64_t dvs1) {
-  parallel_for(0, a.N * a.H, 4, [&](int64_t lo, int64_t hi) {
-    TaskBuffers* buf = &task_buffers();
-    float *w = buf->w, *f = buf->f, *dw = buf->dw;
-    prefetch_task(a, lo, g, gs0, gs1);
-    for (int64_t t = lo; t < hi; ++t) {
-      const int64_t n = t / a.H, h = t % a.H, LS = a.L * a.S;
-      prefetch_task(a, t + 1, g, gs0, gs1);
-      const Mat Q = head(a, a.q, a.qs0, a.qs1, n, h), K = head(a, a.k, a.ks0, a.ks1, n, h),
-                V = head(a, a.v, a.vs0, a.vs1, n, h), G = head(a, g, gs0, gs1, n, h);
-      // W = exp(S - lse), the forward's weights recomputed (S by the same product).
-      product(a.bf16, false, true, a.L, a.S, a.D, a.scale, Q, K, w, true, a.S);
-      const float* lt = lse + t * a.L;
-      for (int64_t i = 0; i < a.L; ++i) {
-        float* r = w + i * a.S;
-        const float l = lt[i];
-#pragma omp simd
-        for (int64_t j = 0; j < a.S; ++j) r[j] = fast::expf(r[j] - l);
-      }
-      if (a.p > 0) dropout_factors(a, t, f);
-      // dV = Wd^T G, Wd = W * f.
-      if (dv) {
-        const float* wd = w;
-        if (a.p > 0) {
-#pragma omp simd
-          for (int64_t e = 0; e < LS; ++e) dw[e] = w[e] * f[e];
-          wd = dw;
-        }
-        product(a.bf16, true, false, a.S, a.D, a.L, 1.0f, as_a(a, wd, buf->wb), G, head_ptr(a, dv, dvs0, n, h), !a.bf16,
-                dvs1);
-      }
-      if (!dq && !dk) continue;
-      // dW = (G V^T) * f; dS = W * (dW - rowsum(dW * W)), into dw.
-      product(a.bf16, false, true, a.L, a.S, a.D, 1.0f, G, V, dw, true, a.S);
-      if (a.p > 0) {
-#pragma omp simd
-        for (int64_t e = 0; e < LS; ++e) dw[e] *= f[e];
-      }
-      for (int64_t i = 0; i < a.L; ++i) {
-        float* d = dw + i * a.S;
-        const float* r = w + i * a.S;
-        float dot = 0;
-#pragma omp simd reduction(+ : dot)
-        for (int64_t j = 0; j < a.S; ++j) dot += d[j] * r[j];
-#pragma omp simd
-        for (int64_t j = 0; j < a.S; ++j) d[j] = r[j] * (d[j] - dot);
-      }
-      const Mat dS = as_a(a, dw, buf->wb);
-      if (dq)  // dQ = dS K * scale
-        product(a.bf16, false, false, a.L, a.D, a.S, a.scale, dS, K, head_ptr(a, dq, dqs0, n, h), !a.bf16, dqs1);
-      if (dk)  // dK = dS^T Q * scale
-        product(a.bf16, true, false, a.S, a.D, a.L, a.scale, dS, Q, head_ptr(a, dk, dks0, n, h), !a.bf16, dks1);
-    }
-  });
-}
-
-// The fused kernel's entry points, through kernel tables so that the
-// profiler and anomaly mode see them like every other kernel. q, k, v:
-// (N, T, E) with unit last stride, float32 or bfloat16; out (N, L, E) of
-// their dtype and lse (N, H, L) float32, contiguous; g, dq, dk, dv of their
-// dtype (dq, dk, dv: views with unit last stride, or undefined).
-struct FusedParams {
-  int64_t heads;
-  double scale, p;
-  RandomSpec spec;
-};
-
-void cpu_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const FusedParams& fp, Tensor& out,
-                           Tensor& lse) {
-  fused_forward(fused_args(q, k, v, fp.heads, fp.scale, fp.p, fp.spec), out.data_ptr(),
-                static_cast<float*>(lse.data_ptr()));
-}
-
-void cpu_attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
-                            const FusedParams& fp, Tensor& dq, Tensor& dk, Tensor& dv) {
-  auto ptr = [](Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
-  auto st = [](const Tensor& t, int i) { return t.defined() ? t.stride(i) : 0; };
-  fused_backward(fused_args(q, k, v, fp.heads, fp.scale, fp.p, fp.spec), static_cast<const float*>(lse.data_ptr()),
-                 g.data_ptr(), g.stride(0), g.stride(1), ptr(dq), st(dq, 0), st(dq, 1), ptr(dk), st(dk, 0), st(dk, 1),
-                 ptr(dv), st(dv, 0), st(dv, 1));
-}
-
-KernelTable<void(const Tensor& q, const Tensor& k, const Tensor& v, const FusedParams& fp, Tensor& out, Tensor& lse)>
-    attention_forward_kernel("multi_head_attention");
-KernelTable<void(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
-                 const FusedParams& fp, Tensor& dq, Tensor& dk, Tensor& dv)>
-    attention_backward_kernel("multi_head_attention_backward");
-EMBER_REGISTER_KERNEL(attention_forward_kernel, CPU, cpu_attention_forward);
-EMBER_REGISTER_KERNEL(attention_backward_kernel, CPU, cpu_attention_backward);
 
 // What the forward keeps for backward: the weights W = softmax(S), the
 // dropout mask and Wd = dropout(W) (Wd is W when p = 0); or, from the fused
@@ -384,8 +118,9 @@ struct Forward {
   RandomSpec spec{RandomKind::Uniform, 0, 0, 0.0, 1.0};
 };
 
+// fused_kernel: the op's fast path is present on q's device.
 Forward forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, const Tensor& mask, double p,
-                Generator* gen, double scale) {
+                Generator* gen, double scale, bool fused_kernel) {
   const int64_t N = q.size(0), L = q.size(1), S = k.size(1), E = q.size(2);
   const TensorOptions o(q.dtype(), q.device());
   // Scores, weights and their gradients: float32 for bfloat16 q, k, v (the
@@ -394,14 +129,15 @@ Forward forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, co
   const Shape ws{N, H, L, S}, rows{N * H * L, S, 1};  // softmax over S, one row per (n, h, query)
   Forward f;
   f.out = empty({N, L, E}, o);
-  if (fused_fits(q, k, H, mask)) {
+  if (fused_kernel && fused_fits(q, k, H, mask)) {
     if (p > 0) {
       Generator& g = gen ? *gen : default_generator();
       f.spec = RandomSpec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(N * H * L * S) + 3) / 4), 0.0,
                           1.0};
     }
     f.lse = empty({N, H, L}, TensorOptions(DType::Float32, q.device()));
-    attention_forward_kernel(q.device(), q, k, v, FusedParams{H, scale, p, f.spec}, f.out, f.lse);
+    detail::attention_forward_kernel(q.device(), q, k, v, detail::FusedAttentionParams{H, scale, p, f.spec}, f.out,
+                                     f.lse);
     return f;
   }
   f.w = empty(ws, wo);
@@ -431,7 +167,8 @@ Forward forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, co
 void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Forward& f, int64_t H, double p,
               double scale, Tensor dq, Tensor dk, Tensor dv) {
   if (f.lse.defined()) {
-    attention_backward_kernel(q.device(), unit_last(g), q, k, v, f.lse, FusedParams{H, scale, p, f.spec}, dq, dk, dv);
+    detail::attention_backward_kernel(q.device(), unit_last(g), q, k, v, f.lse,
+                                      detail::FusedAttentionParams{H, scale, p, f.spec}, dq, dk, dv);
     return;
   }
   if (!f.wd.defined()) {  // no queries, or no batch: nothing flows back
@@ -475,24 +212,17 @@ bool bf16_path(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
 
 double scale_of(const Tensor& q, int64_t H) { return 1.0 / std::sqrt(static_cast<double>(q.size(2) / H)); }
 
-}  // namespace
-
-Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t num_heads, const Tensor& mask,
-                            double dropout_p, Generator* gen) {
-  if (auto ac = autocast_dtype_for("multi_head_attention", q)) {  // core/autocast.h
-    AutocastSuspend off;
-    return multi_head_attention(autocast_cast(q, *ac), autocast_cast(k, *ac), autocast_cast(v, *ac), num_heads,
-                                autocast_cast(mask, *ac), dropout_p, gen);
-  }
+Tensor mha_body(const Tensor& q, const Tensor& k, const Tensor& v, int64_t num_heads, const Tensor& mask,
+                double dropout_p, Generator* gen) {
   detail::check_attention_inputs("multi_head_attention", q, k, v, num_heads, mask, dropout_p);
   if (any_half({&q, &k, &v, &mask}) && !bf16_path(q, k, v, mask))  // float32 copies, rounded once
-    return multi_head_attention(upcast_half(q), upcast_half(k), upcast_half(v), num_heads, upcast_half(mask), dropout_p,
-                                gen)
+    return mha_body(upcast_half(q), upcast_half(k), upcast_half(v), num_heads, upcast_half(mask), dropout_p, gen)
         .to(q.dtype());
   const Tensor qp = unit_last(q), kp = unit_last(k), vp = unit_last(v);
   const int64_t H = num_heads;
   const double scale = scale_of(q, H);
-  Forward f = forward(qp, kp, vp, H, mask, dropout_p, gen, scale);
+  Forward f = forward(qp, kp, vp, H, mask, dropout_p, gen, scale,
+                      op::fast_path<mha_op>(detail::attention_forward_kernel, q.device()));
   Tensor out = std::move(f.out);  // not kept by the node: the output holds the node
   if (autograd::needs_grad({q, k, v}))
     autograd::record("multi_head_attention", {q, k, v}, out,
@@ -512,12 +242,7 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, i
   return out;
 }
 
-Tensor multi_head_self_attention(const Tensor& qkv, int64_t num_heads, const Tensor& mask, double dropout_p,
-                                 Generator* gen) {
-  if (auto ac = autocast_dtype_for("multi_head_self_attention", qkv)) {  // core/autocast.h
-    AutocastSuspend off;
-    return multi_head_self_attention(autocast_cast(qkv, *ac), num_heads, autocast_cast(mask, *ac), dropout_p, gen);
-  }
+Tensor mhsa_body(const Tensor& qkv, int64_t num_heads, const Tensor& mask, double dropout_p, Generator* gen) {
   EMBER_CHECK(qkv.defined() && qkv.dim() == 3 && qkv.size(2) % 3 == 0, ShapeError,
               "multi_head_self_attention: expected a packed projection (N, L, 3E), got ",
               qkv.defined() ? qkv.shape().str() : std::string("an undefined tensor"));
@@ -526,9 +251,10 @@ Tensor multi_head_self_attention(const Tensor& qkv, int64_t num_heads, const Ten
   const Tensor q = packed.narrow(2, 0, E), k = packed.narrow(2, E, E), v = packed.narrow(2, 2 * E, E);
   detail::check_attention_inputs("multi_head_self_attention", q, k, v, H, mask, dropout_p);
   if (any_half({&qkv, &mask}) && !bf16_path(q, k, v, mask))
-    return multi_head_self_attention(upcast_half(qkv), num_heads, upcast_half(mask), dropout_p, gen).to(qkv.dtype());
+    return mhsa_body(upcast_half(qkv), num_heads, upcast_half(mask), dropout_p, gen).to(qkv.dtype());
   const double scale = scale_of(q, H);
-  Forward f = forward(q, k, v, H, mask, dropout_p, gen, scale);
+  Forward f = forward(q, k, v, H, mask, dropout_p, gen, scale,
+                      op::fast_path<mhsa_op>(detail::attention_forward_kernel, q.device()));
   Tensor out = std::move(f.out);  // not kept by the node: the output holds the node
   if (autograd::needs_grad({qkv}))
     autograd::record("multi_head_self_attention", {qkv}, out,
@@ -542,6 +268,18 @@ Tensor multi_head_self_attention(const Tensor& qkv, int64_t num_heads, const Ten
                        ctx.set_grad(0, d);
                      });
   return out;
+}
+
+}  // namespace
+
+Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t num_heads, const Tensor& mask,
+                            double dropout_p, Generator* gen) {
+  return op::call<mha_op>(mha_body, q, k, v, num_heads, mask, dropout_p, gen);
+}
+
+Tensor multi_head_self_attention(const Tensor& qkv, int64_t num_heads, const Tensor& mask, double dropout_p,
+                                 Generator* gen) {
+  return op::call<mhsa_op>(mhsa_body, qkv, num_heads, mask, dropout_p, gen);
 }
 
 }  // namespace ember

@@ -17,6 +17,7 @@
 
 #include <ember/core/autograd.h>
 #include <ember/core/dtype_dispatch.h>
+#include <ember/core/op.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/half_ops.h>
@@ -179,16 +180,29 @@ EMBER_REGISTER_KERNEL(batch_norm_stats_kernel, CPU, cpu_batch_norm_stats);
 EMBER_REGISTER_KERNEL(batch_norm_apply_kernel, CPU, cpu_batch_norm_apply);
 EMBER_REGISTER_KERNEL(batch_norm_backward_kernel, CPU, cpu_batch_norm_backward);
 
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
+namespace {
+
+// 16-bit handling is the body's: x, weight and bias go to float32 copies
+// (statistics in float32) while the running buffers, updated in place, stay
+// the caller's tensors in their own dtype. Not on an autocast list.
+constexpr OpDef batch_norm_op{
+    .name = "batch_norm",
+    .half = Half::InBody,
+    .fast_paths = {{{.table = &batch_norm_apply_kernel,
+                     .without = "batch_norm composed from reductions and elementwise ops (batch_norm_composed)"}}},
+};
+EMBER_REGISTER_OP(batch_norm_op);
+
+Tensor batch_norm_body(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                       const Tensor& bias, bool training, double momentum, double eps) {
   EMBER_CHECK(x.dim() >= 2 && x.dim() <= 5, ShapeError,
               "batch_norm: expected input of shape (N, C), (N, C, L), (N, C, H, W) or (N, C, D, H, W), got ",
               x.shape().str());
   EMBER_CHECK(x.is_floating_point(), DTypeError, "batch_norm: expected a floating-point tensor, got ",
               dtype_name(x.dtype()));
   if (any_half({&x, &weight, &bias}))  // statistics in float32; running buffers keep their dtype
-    return batch_norm(upcast_half(x), running_mean, running_var, upcast_half(weight), upcast_half(bias), training,
-                      momentum, eps)
+    return batch_norm_body(upcast_half(x), running_mean, running_var, upcast_half(weight), upcast_half(bias), training,
+                           momentum, eps)
         .to(x.dtype());
   const int64_t C = x.size(1);
   for (const Tensor* p : {&running_mean, &running_var, &weight, &bias})
@@ -204,7 +218,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                 "batch_norm: eval mode needs running_mean and running_var");
   // The fused kernels take weight and bias of x's dtype and device (PyTorch's
   // mixed cases, e.g. a float64 input with float32 parameters, go composed).
-  bool fused = batch_norm_apply_kernel.has(x.device().type);
+  bool fused = op::fast_path<batch_norm_op>(batch_norm_apply_kernel, x.device());
   for (const Tensor* p : {&weight, &bias})
     fused = fused && (!p->defined() || (p->dtype() == x.dtype() && p->device() == x.device()));
   if (!fused) return batch_norm_composed(x, running_mean, running_var, weight, bias, training, momentum, eps);
@@ -248,6 +262,13 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                        if (ctx.needs_grad(2)) ctx.set_grad(2, db);
                      });
   return y;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  return op::call<batch_norm_op>(batch_norm_body, x, running_mean, running_var, weight, bias, training, momentum, eps);
 }
 
 }  // namespace ember

@@ -5,6 +5,7 @@
 // with a mask.
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
+#include <ember/core/op.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/attention.h>
 #include <ember/ops/causal_attention.h>
@@ -54,7 +55,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
 }
 
 template <class T>
-T exp_(T x) {
+T exp_fast(T x) {
   if constexpr (std::is_same_v<T, float>)
     return fast::expf(x);
   else
@@ -161,12 +162,12 @@ void forward_kernel(const Args& a, T* out, T* lse) {
             for (int64_t j = 0; j < nv; ++j) mx = sr[j] > mx ? sr[j] : mx;
             T sum = 0;
             for (int64_t j = 0; j < nv; ++j) {
-              sr[j] = exp_<T>(sr[j] - mx);
+              sr[j] = exp_fast<T>(sr[j] - mx);
               sum += sr[j];
             }
             std::fill(sr + nv, sr + bc, T(0));
             if (nv == 0) continue;  // the row's running m, l and acc stand
-            const T corr = m[r] == -std::numeric_limits<T>::infinity() ? T(0) : exp_<T>(m[r] - mx);
+            const T corr = m[r] == -std::numeric_limits<T>::infinity() ? T(0) : exp_fast<T>(m[r] - mx);
             l[r] = l[r] * corr + sum;
             m[r] = mx;
             if (corr != T(1)) {
@@ -239,7 +240,7 @@ void backward_kernel(const Args& a, const T* lse, const T* g, int64_t gs0, int64
             T* wr = w + r * kBlock;
             const int64_t nv = visible(a, i0 + r, j0, bc);
             const T ls = lse[t * a.L + i0 + r];
-            for (int64_t j = 0; j < nv; ++j) wr[j] = exp_<T>(wr[j] - ls);
+            for (int64_t j = 0; j < nv; ++j) wr[j] = exp_fast<T>(wr[j] - ls);
             std::fill(wr + nv, wr + bc, T(0));
           }
           const T* wdrop = w;
@@ -307,12 +308,36 @@ using detail::causal_forward_kernel;
 EMBER_REGISTER_KERNEL(causal_forward_kernel, CPU, cpu_causal_forward);
 EMBER_REGISTER_KERNEL(causal_backward_kernel, CPU, cpu_causal_backward);
 
+// Neither op is on an autocast list (PyTorch 1.13's has no fused attention).
+// The fused kernels compute float32 and float64; 16-bit inputs, and devices
+// without the kernels, take the composed path (multi_head_attention with a
+// causal mask, which has its own bf16 path). FLOPs: the kept half of
+// S = Q K^T and O = W V, about 2 N L S E.
+constexpr OpDef causal_attention_op{
+    .name = "causal_attention",
+    .half = Half::InBody,
+    .fast_paths = {{{.table = &causal_forward_kernel,
+                     .without = "multi_head_attention with causal_attention_mask (the (L, S) weights materialised)"}}},
+    .flops = [](const Tensor* const* in, int, const Tensor& out) { return 2 * out.numel() * in[1]->size(1); },
+};
+constexpr OpDef causal_self_attention_op{
+    .name = "causal_self_attention",
+    .half = Half::InBody,
+    .fast_paths = {{{.table = &causal_forward_kernel,
+                     .without =
+                         "multi_head_self_attention with causal_attention_mask (the (T, T) weights materialised)"}}},
+    .flops = [](const Tensor* const*, int, const Tensor& out) { return 2 * out.numel() * out.size(1); },
+};
+EMBER_REGISTER_OP(causal_attention_op);
+EMBER_REGISTER_OP(causal_self_attention_op);
+
 // Whether the fused kernels take q (width E = H * D): float32 or float64 on
 // a device that registered them; on CUDA only heads up to
 // kCudaCausalMaxHeadDim wide (the kernels keep a row's D accumulators in
 // registers, four per lane), wider ones run the composed path.
+template <const OpDef& D>
 bool fused(const Tensor& q, int64_t H) {
-  if (!causal_forward_kernel.has(q.device().type)) return false;
+  if (!op::fast_path<D>(causal_forward_kernel, q.device())) return false;
   if (q.dtype() != DType::Float32 && q.dtype() != DType::Float64) return false;
   return q.device().type != DeviceType::CUDA || q.size(2) / H <= detail::kCudaCausalMaxHeadDim;
 }
@@ -379,10 +404,12 @@ Tensor causal_attention_mask(int64_t L, int64_t S, Device device) {
   return gt(cols, rows);
 }
 
-Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t num_heads, double dropout_p,
-                        Generator* gen) {
+namespace {
+
+Tensor causal_attention_body(const Tensor& q, const Tensor& k, const Tensor& v, int64_t num_heads, double dropout_p,
+                             Generator* gen) {
   check("causal_attention", q, k, v, num_heads, dropout_p);
-  if (!fused(q, num_heads))
+  if (!fused<causal_attention_op>(q, num_heads))
     return multi_head_attention(q, k, v, num_heads, causal_attention_mask(q.size(1), k.size(1), q.device()), dropout_p,
                                 gen);
   const Tensor qp = detail::unit_last(q), kp = detail::unit_last(k), vp = detail::unit_last(v);
@@ -397,7 +424,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64
   return out;
 }
 
-Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropout_p, Generator* gen) {
+Tensor causal_self_attention_body(const Tensor& qkv, int64_t num_heads, double dropout_p, Generator* gen) {
   EMBER_CHECK(qkv.defined() && qkv.dim() == 3 && qkv.size(2) % 3 == 0, ShapeError,
               "causal_self_attention: expected a packed projection (N, T, 3E), got ",
               qkv.defined() ? qkv.shape().str() : std::string("an undefined tensor"));
@@ -405,7 +432,7 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
   const Tensor packed = detail::unit_last(qkv);
   const Tensor q = packed.narrow(2, 0, E), k = packed.narrow(2, E, E), v = packed.narrow(2, 2 * E, E);
   check("causal_self_attention", q, k, v, num_heads, dropout_p);
-  if (!fused(q, num_heads))
+  if (!fused<causal_self_attention_op>(q, num_heads))
     return multi_head_self_attention(qkv, num_heads, causal_attention_mask(T, T, qkv.device()), dropout_p, gen);
   Tensor out;
   Saved sv = run_forward(q, k, v, num_heads, dropout_p, gen, out);
@@ -423,6 +450,17 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
                        ctx.set_grad(0, d);
                      });
   return out;
+}
+
+}  // namespace
+
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t num_heads, double dropout_p,
+                        Generator* gen) {
+  return op::call<causal_attention_op>(causal_attention_body, q, k, v, num_heads, dropout_p, gen);
+}
+
+Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropout_p, Generator* gen) {
+  return op::call<causal_self_attention_op>(causal_self_attention_body, qkv, num_heads, dropout_p, gen);
 }
 
 }  // namespace ember

@@ -10,10 +10,10 @@
 #include <ember/ops/conv.h>
 #include <ember/ops/conv_kernels.h>
 
-#include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
+#include <ember/core/op.h>
 #include <ember/core/parallel.h>
 #include <ember/core/profiler.h>
 #include <ember/ops/elementwise.h>
@@ -252,9 +252,10 @@ WindowGeom window_geom(const char* op, const Tensor& x, std::array<int64_t, 2> k
   return g;
 }
 
-Tensor unfold(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
-              std::array<int64_t, 2> padding) {
-  if (any_half(x)) return unfold(upcast_half(x), kernel, stride, padding).to(x.dtype());  // exact: a copy
+namespace {
+
+Tensor unfold_body(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
+                   std::array<int64_t, 2> padding) {
   const WindowGeom g = window_geom("unfold", x, kernel, stride, padding);
   const Tensor xc = x.detach().contiguous();
   Tensor cols = empty({g.N, g.C * g.kh * g.kw, g.Ho * g.Wo}, TensorOptions(x.dtype(), x.device()));
@@ -269,12 +270,26 @@ Tensor unfold(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t
   return cols;
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
-              std::array<int64_t, 2> padding) {
-  if (auto ac = autocast_dtype_for("conv2d", x)) {  // core/autocast.h
-    AutocastSuspend off;
-    return conv2d(autocast_cast(x, *ac), autocast_cast(weight, *ac), autocast_cast(bias, *ac), stride, padding);
-  }
+// conv2d is on PyTorch's lower-precision autocast list. Its 16-bit
+// handling is the body's: the bf16 GEMM where the windows tile the image,
+// one float32 convolution rounded once otherwise.
+constexpr OpDef conv2d_op{
+    .name = "conv2d",
+    .autocast = Autocast::LowerPrecision,
+    .half = Half::InBody,
+    .fast_paths = {{{.table = &conv2d_forward_kernel,
+                     .without = "overlapping windows take the im2row + GEMM path, as non-overlapping ones do"}}},
+    // 2 FLOPs per multiply-add: out (N, O, Ho, Wo) times C kh kw each.
+    .flops = [](const Tensor* const* in, int,
+                const Tensor& out) { return 2 * out.numel() * (in[1]->size(0) ? in[1]->numel() / in[1]->size(0) : 0); },
+};
+// A copy: exact in any dtype.
+constexpr OpDef unfold_op{.name = "unfold", .half = Half::Float32};
+EMBER_REGISTER_OP(conv2d_op);
+EMBER_REGISTER_OP(unfold_op);
+
+Tensor conv2d_body(const Tensor& x, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
+                   std::array<int64_t, 2> padding) {
   EMBER_CHECK(weight.dim() == 4, ShapeError, "conv2d: expected weight of shape (O, C, kh, kw), got ",
               weight.shape().str());
   EMBER_CHECK(x.dim() == 4 && x.size(1) == weight.size(1), ShapeError, "conv2d: input of shape ", x.shape().str(),
@@ -298,8 +313,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
   const bool bf16_tiles = x.device().is_cpu() && x.dtype() == DType::BFloat16 && weight.dtype() == DType::BFloat16 &&
                           (!bias.defined() || bias.dtype() == DType::BFloat16) && tiles(g);
   if (any_half({&x, &weight, &bias}) && !bf16_tiles)
-    return conv2d(upcast_half(x), upcast_half(weight), upcast_half(bias), stride, padding).to(x.dtype());
-  if (overlap && conv2d_forward_kernel.has(x.device().type)) return conv2d_direct(x, weight, bias, g);
+    return conv2d_body(upcast_half(x), upcast_half(weight), upcast_half(bias), stride, padding).to(x.dtype());
+  if (overlap && op::fast_path<conv2d_op>(conv2d_forward_kernel, x.device())) return conv2d_direct(x, weight, bias, g);
   const int64_t O = weight.size(0), K = g.C * g.kh * g.kw;
   // rows (N*Ho*Wo, K) = im2row(x), differentiable through row2im.
   const Tensor xc = x.detach().contiguous();
@@ -315,6 +330,18 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::ar
   // (N*Ho*Wo, O) = rows @ W^T + b: the output channels-last, then NCHW.
   const Tensor out = linear(rows, weight.reshape({O, K}), bias);
   return out.reshape({g.N, g.Ho, g.Wo, O}).permute({0, 3, 1, 2}).contiguous();
+}
+
+}  // namespace
+
+Tensor unfold(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
+              std::array<int64_t, 2> padding) {
+  return op::call<unfold_op>(unfold_body, x, kernel, stride, padding);
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
+              std::array<int64_t, 2> padding) {
+  return op::call<conv2d_op>(conv2d_body, x, weight, bias, stride, padding);
 }
 
 }  // namespace ember

@@ -11,10 +11,10 @@
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
+#include <ember/core/op.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/convert.h>
 #include <ember/ops/elementwise.h>
-#include <ember/ops/half_ops.h>
 #include <ember/ops/random_kernels.h>
 
 namespace ember {
@@ -130,14 +130,19 @@ void cpu_masked_scale(const Tensor& gt, const Tensor& keept, Tensor& dxt, double
 EMBER_REGISTER_KERNEL(dropout_kernel, CPU, cpu_dropout);
 EMBER_REGISTER_KERNEL(masked_scale_kernel, CPU, cpu_masked_scale);
 
-Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
-  EMBER_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: probability has to be between 0 and 1, got ", p);
-  EMBER_CHECK(x.is_floating_point(), DTypeError, "dropout: expected a floating-point tensor, got ",
-              dtype_name(x.dtype()));
-  if (!training || p == 0.0) return x;
-  // The CPU kernels take 16-bit tensors (float32 arithmetic, one rounding);
-  // elsewhere they run on float32 copies (the same masks either way).
-  if (any_half(x) && !x.device().is_cpu()) return dropout(upcast_half(x), p, training, gen).to(x.dtype());
+namespace {
+
+// The CPU kernels take 16-bit tensors (float32 arithmetic, one rounding);
+// elsewhere they run on float32 copies (the same masks either way).
+constexpr OpDef dropout_op{
+    .name = "dropout",
+    .half = Half::NativeWhere,
+    .native_half = [](Device d) { return d.is_cpu(); },
+};
+EMBER_REGISTER_OP(dropout_op);
+
+// Training with 0 < p: the mask drawn from gen's counters.
+Tensor dropout_body(const Tensor& x, double p, Generator* gen) {
   if (p == 1.0) return mul(x, 0.0);
   Generator& g = gen ? *gen : default_generator();
   const RandomSpec spec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(x.numel()) + 3) / 4), 0.0, 1.0};
@@ -153,6 +158,16 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
       ctx.set_grad(0, dx);
     });
   return out;
+}
+
+}  // namespace
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  EMBER_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: probability has to be between 0 and 1, got ", p);
+  EMBER_CHECK(x.is_floating_point(), DTypeError, "dropout: expected a floating-point tensor, got ",
+              dtype_name(x.dtype()));
+  if (!training || p == 0.0) return x;
+  return op::call<dropout_op>(dropout_body, x, p, gen);
 }
 
 }  // namespace ember

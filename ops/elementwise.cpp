@@ -9,8 +9,8 @@
 
 #include <cmath>
 
-#include <ember/core/autocast.h>
 #include <ember/core/dtype_dispatch.h>
+#include <ember/core/op.h>
 #include <ember/ops/cpu_loops.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/pointwise_kernels.h>
@@ -228,28 +228,35 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
 }
 
 // ---- math -------------------------------------------------------------------
+// exp and log are on PyTorch's float32 autocast list; their pointwise
+// kernels take 16-bit tensors.
+constexpr OpDef exp_op{.name = "exp", .autocast = Autocast::Float32};
+constexpr OpDef log_op{.name = "log", .autocast = Autocast::Float32};
+EMBER_REGISTER_OP(exp_op);
+EMBER_REGISTER_OP(log_op);
+
 Tensor exp(const Tensor& x) {
-  if (auto ac = autocast_dtype_for("exp", x)) {  // core/autocast.h
-    AutocastSuspend off;
-    return exp(autocast_cast(x, *ac));
-  }
-  Tensor out = unary_forward<fn::Exp>(x);
-  if (needs_grad({x}))
-    record("exp", {x}, out,
-           [so = SavedTensor(out)](BackwardContext& ctx) { ctx.set_grad(0, mul(ctx.grad_output(), so.get())); });
-  return out;
+  return op::call<exp_op>(
+      [](const Tensor& x) {
+        Tensor out = unary_forward<fn::Exp>(x);
+        if (needs_grad({x}))
+          record("exp", {x}, out,
+                 [so = SavedTensor(out)](BackwardContext& ctx) { ctx.set_grad(0, mul(ctx.grad_output(), so.get())); });
+        return out;
+      },
+      x);
 }
 
 Tensor log(const Tensor& x) {
-  if (auto ac = autocast_dtype_for("log", x)) {  // core/autocast.h
-    AutocastSuspend off;
-    return log(autocast_cast(x, *ac));
-  }
-  Tensor out = unary_forward<fn::Log>(x);
-  if (needs_grad({x}))
-    record("log", {x}, out,
-           [sx = SavedTensor(x)](BackwardContext& ctx) { ctx.set_grad(0, div(ctx.grad_output(), sx.get())); });
-  return out;
+  return op::call<log_op>(
+      [](const Tensor& x) {
+        Tensor out = unary_forward<fn::Log>(x);
+        if (needs_grad({x}))
+          record("log", {x}, out,
+                 [sx = SavedTensor(x)](BackwardContext& ctx) { ctx.set_grad(0, div(ctx.grad_output(), sx.get())); });
+        return out;
+      },
+      x);
 }
 
 Tensor sqrt(const Tensor& x) {

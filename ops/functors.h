@@ -17,68 +17,72 @@
 
 namespace ember::fn {
 
+/// Host/device math (`hd::exp`, ...): the overload that is right on the host
+/// and on a device, and on the host in float32 the inline, vectorisable
+/// ones of fast_math.h.
+namespace hd {
 /// Math that resolves to the right overload on host and device.
 ///@{
 template <class T>
-EMBER_HD inline T exp_(T x) {
+EMBER_HD inline T exp(T x) {
   return std::exp(x);
 }
 template <class T>
-EMBER_HD inline T log_(T x) {
+EMBER_HD inline T log(T x) {
   return std::log(x);
 }
 template <class T>
-EMBER_HD inline T sqrt_(T x) {
+EMBER_HD inline T sqrt(T x) {
   return std::sqrt(x);
 }
 template <class T>
-EMBER_HD inline T tanh_(T x) {
+EMBER_HD inline T tanh(T x) {
   return std::tanh(x);
 }
 template <class T>
-EMBER_HD inline T erf_(T x) {
+EMBER_HD inline T erf(T x) {
   return std::erf(x);
 }
 template <class T>
-EMBER_HD inline T log1p_(T x) {
+EMBER_HD inline T log1p(T x) {
   return std::log1p(x);
 }
 template <class T>
-EMBER_HD inline T sin_(T x) {
+EMBER_HD inline T sin(T x) {
   return std::sin(x);
 }
 template <class T>
-EMBER_HD inline T cos_(T x) {
+EMBER_HD inline T cos(T x) {
   return std::cos(x);
 }
 template <class T>
-EMBER_HD inline T pow_(T x, T y) {
+EMBER_HD inline T pow(T x, T y) {
   return std::pow(x, y);
 }
 template <class T>
-EMBER_HD inline T abs_(T x) {
+EMBER_HD inline T abs(T x) {
   return x < T(0) ? -x : x;
 }
 ///@}
 /// GELU's erf: on the host in float32 the inline one of fast_math.h, so the
 /// GELU loops vectorise; elsewhere the library's.
 template <class T>
-EMBER_HD inline T gelu_erf_(T x) {
+EMBER_HD inline T gelu_erf(T x) {
   return std::erf(x);
 }
 /// GELU's derivative Phi(x) + x phi(x), Phi and phi the standard normal's
 /// cdf and density.
 template <class T>
-EMBER_HD inline T gelu_grad_(T x) {
-  const T cdf = T(0.5) * (T(1) + gelu_erf_(x * T(0.70710678118654752440)));
-  const T pdf = T(0.39894228040143267794) * exp_(T(-0.5) * x * x);
+EMBER_HD inline T gelu_grad(T x) {
+  const T cdf = T(0.5) * (T(1) + gelu_erf(x * T(0.70710678118654752440)));
+  const T pdf = T(0.39894228040143267794) * exp(T(-0.5) * x * x);
   return cdf + x * pdf;
 }
 #if !defined(__CUDA_ARCH__)
 /// Host float32: erf(x / sqrt 2) computes exp(-x^2 / 2), which is phi's
 /// exponential too: one exp per element instead of two.
 template <>
-EMBER_FAST_INLINE float gelu_grad_<float>(float x) {
+EMBER_FAST_INLINE float gelu_grad<float>(float x) {
   float e;
   const float erf = fast::erff(x * 0.70710678118654752440f, e);
   return 0.5f * (1.0f + erf) + x * 0.39894228040143267794f * e;
@@ -86,20 +90,21 @@ EMBER_FAST_INLINE float gelu_grad_<float>(float x) {
 /// Host float32 exp: inline and vectorisable (fast_math.h, under 2 ulp).
 ///@{
 template <>
-EMBER_FAST_INLINE float exp_<float>(float x) {
+EMBER_FAST_INLINE float exp<float>(float x) {
   return fast::expf(x);
 }
 template <>
-EMBER_FAST_INLINE float gelu_erf_<float>(float x) {
+EMBER_FAST_INLINE float gelu_erf<float>(float x) {
   return fast::erff(x);
 }
 ///@}
 /// Host float32 tanh: inline and vectorisable (fast_math.h, under 4 ulp).
 template <>
-EMBER_FAST_INLINE float tanh_<float>(float x) {
+EMBER_FAST_INLINE float tanh<float>(float x) {
   return fast::tanhf(x);
 }
 #endif
+}  // namespace hd
 
 /// \cond functors
 // The functor structs below are the scalar formulas behind the ops of
@@ -122,56 +127,56 @@ struct Abs {
   EMBER_FUNCTOR_HEAD(Abs, "abs", true)
   template <class T>
   EMBER_HD T operator()(T x) const {
-    return abs_(x);
+    return hd::abs(x);
   }
 };
 struct Exp {
   EMBER_FUNCTOR_HEAD(Exp, "exp", false)
   template <class T>
   EMBER_HD T operator()(T x) const {
-    return exp_(x);
+    return hd::exp(x);
   }
 };
 struct Log {
   EMBER_FUNCTOR_HEAD(Log, "log", false)
   template <class T>
   EMBER_HD T operator()(T x) const {
-    return log_(x);
+    return hd::log(x);
   }
 };
 struct Sqrt {
   EMBER_FUNCTOR_HEAD(Sqrt, "sqrt", false)
   template <class T>
   EMBER_HD T operator()(T x) const {
-    return sqrt_(x);
+    return hd::sqrt(x);
   }
 };
 struct Rsqrt {
   EMBER_FUNCTOR_HEAD(Rsqrt, "rsqrt", false)
   template <class T>
   EMBER_HD T operator()(T x) const {
-    return T(1) / sqrt_(x);
+    return T(1) / hd::sqrt(x);
   }
 };
 struct Sin {
   EMBER_FUNCTOR_HEAD(Sin, "sin", false)
   template <class T>
   EMBER_HD T operator()(T x) const {
-    return sin_(x);
+    return hd::sin(x);
   }
 };
 struct Cos {
   EMBER_FUNCTOR_HEAD(Cos, "cos", false)
   template <class T>
   EMBER_HD T operator()(T x) const {
-    return cos_(x);
+    return hd::cos(x);
   }
 };
 struct Tanh {
   EMBER_FUNCTOR_HEAD(Tanh, "tanh", false)
   template <class T>
   EMBER_HD T operator()(T x) const {
-    return tanh_(x);
+    return hd::tanh(x);
   }
 };
 // Stable for large |x|: exp only ever of a non-positive number. One exp and
@@ -181,7 +186,7 @@ struct Sigmoid {
   EMBER_FUNCTOR_HEAD(Sigmoid, "sigmoid", false)
   template <class T>
   EMBER_HD T operator()(T x) const {
-    const T e = exp_(x < T(0) ? x : -x);
+    const T e = hd::exp(x < T(0) ? x : -x);
     const T s = T(1) / (T(1) + e);
     return x >= T(0) ? s : e * s;
   }
@@ -205,7 +210,7 @@ struct Gelu {
   EMBER_FUNCTOR_HEAD(Gelu, "gelu", false)
   template <class T>
   EMBER_HD T operator()(T x) const {
-    return T(0.5) * x * (T(1) + gelu_erf_(x * T(0.70710678118654752440)));
+    return T(0.5) * x * (T(1) + hd::gelu_erf(x * T(0.70710678118654752440)));
   }
 };
 // PyTorch's approximate="tanh": x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
@@ -214,7 +219,7 @@ struct GeluTanh {
   template <class T>
   EMBER_HD T operator()(T x) const {
     const T k = T(0.79788456080286535588);
-    return T(0.5) * x * (T(1) + tanh_(k * (x + T(0.044715) * x * x * x)));
+    return T(0.5) * x * (T(1) + hd::tanh(k * (x + T(0.044715) * x * x * x)));
   }
 };
 // softplus(x) = log(1 + exp(beta x)) / beta, linear above threshold (a=beta, b=threshold).
@@ -224,7 +229,7 @@ struct Softplus {
   EMBER_HD T operator()(T x) const {
     const T bx = T(a) * x;
     if (bx > T(b)) return x;
-    return (bx > T(0) ? bx + log1p_(exp_(-bx)) : log1p_(exp_(bx))) / T(a);
+    return (bx > T(0) ? bx + hd::log1p(hd::exp(-bx)) : hd::log1p(hd::exp(bx))) / T(a);
   }
 };
 // clamp to [a, b]; a = -inf or b = +inf leaves that side open.
@@ -270,8 +275,8 @@ struct PowScalar {
   EMBER_HD T operator()(T x) const {
     if (a == 2.0) return x * x;
     if (a == 1.0) return x;
-    if (a == 0.5) return sqrt_(x);
-    return pow_(x, static_cast<T>(a));
+    if (a == 0.5) return hd::sqrt(x);
+    return hd::pow(x, static_cast<T>(a));
   }
 };
 
@@ -308,7 +313,7 @@ struct Pow {
   EMBER_FUNCTOR_HEAD(Pow, "pow", false)
   template <class T>
   EMBER_HD T operator()(T x, T y) const {
-    return pow_(x, y);
+    return hd::pow(x, y);
   }
 };
 // NaN-propagating, as torch.maximum / torch.minimum.
@@ -365,7 +370,7 @@ struct GeluBackward {
   EMBER_FUNCTOR_HEAD(GeluBackward, "gelu_backward", false)
   template <class T>
   EMBER_HD T operator()(T g, T x) const {
-    return g * gelu_grad_(x);
+    return g * hd::gelu_grad(x);
   }
 };
 // With u = k (x + c x^3) and t = tanh u:
@@ -375,7 +380,7 @@ struct GeluTanhBackward {
   template <class T>
   EMBER_HD T operator()(T g, T x) const {
     const T k = T(0.79788456080286535588), c = T(0.044715);
-    const T t = tanh_(k * (x + c * x * x * x));
+    const T t = hd::tanh(k * (x + c * x * x * x));
     return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * c * x * x));
   }
 };
@@ -450,6 +455,8 @@ struct LogicalOr {
 /// \endcond
 #undef EMBER_FUNCTOR_HEAD
 
+// (clang-format does not settle on these lists of macro calls)
+// clang-format off
 /// The lists every backend expands to register one kernel per functor.
 ///@{
 #define EMBER_UNARY_FUNCTORS(X)                                                                              \
@@ -461,6 +468,7 @@ struct LogicalOr {
   X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(ReluBackward) X(SigmoidBackward) X(TanhBackward) X(SiluBackward) \
       X(GeluBackward) X(GeluTanhBackward) X(SoftplusBackward)
 #define EMBER_COMPARE_FUNCTORS(X) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge) X(LogicalAnd) X(LogicalOr)
+// clang-format on
 ///@}
 
 }  // namespace ember::fn

@@ -24,6 +24,7 @@
 
 #include <ember/core/autograd.h>
 #include <ember/core/dtype_dispatch.h>
+#include <ember/core/op.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/factory.h>
 #include <ember/ops/half_ops.h>
@@ -338,12 +339,15 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   return out;
 }
 
-Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_index_dtype("index_add", index, x);
-  check_same_device("index_add", x, src);
-  EMBER_CHECK(x.dtype() == src.dtype(), DTypeError, "index_add: x and src must have the same dtype, got ",
-              dtype_name(x.dtype()), " and ", dtype_name(src.dtype()));
-  if (any_half(x)) return index_add(upcast_half(x), dim, index, upcast_half(src)).to(x.dtype());  // float32 sums
+namespace {
+
+// 16-bit x and src: the sums in float32, rounded once.
+constexpr OpDef index_add_op{.name = "index_add", .half = Half::Float32};
+constexpr OpDef scatter_add_op{.name = "scatter_add", .half = Half::Float32};
+EMBER_REGISTER_OP(index_add_op);
+EMBER_REGISTER_OP(scatter_add_op);
+
+Tensor index_add_body(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   EMBER_CHECK(index.dim() <= 1, ShapeError, "index_add: index must be 1-D or 0-dim, got shape ", index.shape().str());
   const int d = wrap_dim(dim, x.dim(), "index_add");
   const Tensor xv = x.dim() == 0 ? x.detach().view({1}) : x;
@@ -367,6 +371,16 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
                ctx.set_grad(1, index_select_impl(g.reshape(xshape), d, si.get()).reshape(ctx.input_meta(1).shape));
            });
   return out;
+}
+
+}  // namespace
+
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_index_dtype("index_add", index, x);
+  check_same_device("index_add", x, src);
+  EMBER_CHECK(x.dtype() == src.dtype(), DTypeError, "index_add: x and src must have the same dtype, got ",
+              dtype_name(x.dtype()), " and ", dtype_name(src.dtype()));
+  return op::call<index_add_op>(index_add_body, x, dim, index, src);
 }
 
 namespace {
@@ -439,14 +453,8 @@ void embedding_backward(BackwardContext& ctx, const SavedTensor& flat, int64_t V
   ctx.set_grad(0, gw.to(ctx.grad_output().dtype()));
 }
 
-}  // namespace
-
-Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+Tensor scatter_add_body(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   const int d = check_gather_shapes("scatter_add", x, dim, index);
-  check_same_device("scatter_add", x, src);
-  EMBER_CHECK(x.dtype() == src.dtype(), DTypeError, "scatter_add: x and src must have the same dtype, got ",
-              dtype_name(x.dtype()), " and ", dtype_name(src.dtype()));
-  if (any_half(x)) return scatter_add(upcast_half(x), dim, index, upcast_half(src)).to(x.dtype());
   EMBER_CHECK(src.dim() == index.dim(), ShapeError, "scatter_add: src must have as many dims as index, got src shape ",
               src.shape().str(), " and index shape ", index.shape().str());
   for (int i = 0; i < src.dim(); ++i)
@@ -470,6 +478,16 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
            [si = needs_grad({src}) ? SavedTensor(iv) : SavedTensor(), d, xshape = xv.shape(),
             sshape = sv.shape()](BackwardContext& ctx) { scatter_add_backward(ctx, si, d, xshape, sshape); });
   return out;
+}
+
+}  // namespace
+
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_gather_shapes("scatter_add", x, dim, index);
+  check_same_device("scatter_add", x, src);
+  EMBER_CHECK(x.dtype() == src.dtype(), DTypeError, "scatter_add: x and src must have the same dtype, got ",
+              dtype_name(x.dtype()), " and ", dtype_name(src.dtype()));
+  return op::call<scatter_add_op>(scatter_add_body, x, dim, index, src);
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {

@@ -14,13 +14,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
 #include <ember/core/dtype_dispatch.h>
+#include <ember/core/op.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/cpu_loops.h>
 #include <ember/ops/elementwise.h>
-#include <ember/ops/half_ops.h>
 #include <ember/ops/indexing.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/reduce.h>
@@ -53,7 +52,7 @@ inline void row_logsumexp(const T* row, int64_t C, int64_t stride, bool want_sum
   }
   double e = 0;
 #pragma omp simd reduction(+ : e)
-  for (int64_t c = 0; c < C; ++c) e += fn::exp_(row[c * stride] - m);
+  for (int64_t c = 0; c < C; ++c) e += fn::hd::exp(row[c * stride] - m);
   lse = static_cast<double>(m) + std::log(e);
   sumx = want_sum ? s : 0.0;
 }
@@ -117,9 +116,9 @@ void cpu_cross_entropy_backward(const Tensor& logits3, const Tensor& target, con
         // d loss / d x_c = softmax_c - q_c with q the smoothed target.
         const T gr = static_cast<T>(static_cast<double>(g[per_row ? r : 0]) * scale), l = ls[r];
         if (L == 1) {
-          for (int64_t c = 0; c < C; ++c) drow[c] = (fn::exp_(row[c] - l) - spread) * gr;
+          for (int64_t c = 0; c < C; ++c) drow[c] = (fn::hd::exp(row[c] - l) - spread) * gr;
         } else {
-          for (int64_t c = 0; c < C; ++c) drow[c * L] = (fn::exp_(row[c * L] - l) - spread) * gr;
+          for (int64_t c = 0; c < C; ++c) drow[c * L] = (fn::hd::exp(row[c * L] - l) - spread) * gr;
         }
         drow[tr * L] -= keep * gr;
       }
@@ -285,15 +284,7 @@ double row_scale(Reduction reduction, int64_t count) {
   return reduction == Reduction::Mean ? 1.0 / static_cast<double>(count) : 1.0;
 }
 
-}  // namespace
-
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  if (auto ac = autocast_dtype_for("mse_loss", input)) {  // core/autocast.h
-    AutocastSuspend off;
-    return mse_loss(autocast_cast(input, *ac), autocast_cast(target, *ac), reduction);
-  }
-  if (any_half({&input, &target}))
-    return mse_loss(upcast_half(input), upcast_half(target), reduction).to(half_result_dtype({&input, &target}));
+Tensor mse_loss_body(const Tensor& input, const Tensor& target, Reduction reduction) {
   EMBER_CHECK(input.is_floating_point(), DTypeError, "mse_loss: input must be floating point, got ",
               dtype_name(input.dtype()), " (input shape ", input.shape().str(), ")");
   EMBER_CHECK(input.shape() == target.shape(), ShapeError, "mse_loss: input shape ", input.shape().str(),
@@ -304,21 +295,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   return reduce_loss(square(sub(input, target)), reduction);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
-                     double label_smoothing) {
-  if (auto ac = autocast_dtype_for("cross_entropy", logits)) {  // core/autocast.h
-    AutocastSuspend off;
-    return cross_entropy(autocast_cast(logits, *ac), target, reduction, ignore_index, label_smoothing);
-  }
-  // 16-bit logits: the loss in float32, returned in their dtype; the kernel
-  // reads them itself where the device's kernels take 16-bit tensors (the
-  // per-row losses and logsumexps, and so the reduction, stay float32), on a
-  // float32 copy otherwise.
-  if (any_half(logits)) {
-    if (!takes_half(cross_entropy_kernel, logits.device()) ||
-        !takes_half(cross_entropy_backward_kernel, logits.device()))
-      return cross_entropy(upcast_half(logits), target, reduction, ignore_index, label_smoothing).to(logits.dtype());
-  }
+Tensor cross_entropy_body(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                          double label_smoothing) {
   EMBER_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
               "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
   ClassRows rows = class_rows("cross_entropy", "logits", logits, target, ignore_index);
@@ -347,13 +325,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   return acc == logits.dtype() ? out : out.to(logits.dtype());
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
-  if (auto ac = autocast_dtype_for("nll_loss", log_probs)) {  // core/autocast.h
-    AutocastSuspend off;
-    return nll_loss(autocast_cast(log_probs, *ac), target, reduction, ignore_index);
-  }
-  if (any_half(log_probs))
-    return nll_loss(upcast_half(log_probs), target, reduction, ignore_index).to(log_probs.dtype());
+Tensor nll_loss_body(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
   ClassRows rows = class_rows("nll_loss", "log_probs", log_probs, target, ignore_index);
   const int64_t R = rows.target.numel();
   Tensor loss = empty({R}, TensorOptions(log_probs.dtype(), log_probs.device()));
@@ -374,8 +346,6 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
   return out;
 }
 
-namespace {
-
 // loss = (1 - t) x + w softplus(-x) with w = 1 + (pw - 1) t:
 //   d/dx  = (1 - t) - w sigmoid(-x)   (sigmoid(x) - t without pos_weight)
 //   d/dt  = -x + (pw - 1) softplus(-x)
@@ -393,19 +363,8 @@ void bce_with_logits_backward(BackwardContext& ctx, const SavedTensor& sx, const
   }
 }
 
-}  // namespace
-
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,
-                                        const Tensor& pos_weight) {
+Tensor bce_with_logits_body(const Tensor& input, const Tensor& target, Reduction reduction, const Tensor& pos_weight) {
   const char* op = "binary_cross_entropy_with_logits";
-  if (auto ac = autocast_dtype_for(op, input)) {  // core/autocast.h
-    AutocastSuspend off;
-    return binary_cross_entropy_with_logits(autocast_cast(input, *ac), autocast_cast(target, *ac), reduction,
-                                            autocast_cast(pos_weight, *ac));
-  }
-  if (any_half({&input, &target, &pos_weight}))
-    return binary_cross_entropy_with_logits(upcast_half(input), upcast_half(target), reduction, upcast_half(pos_weight))
-        .to(half_result_dtype({&input, &target, &pos_weight}));
   EMBER_CHECK(input.is_floating_point(), DTypeError, op, ": input must be floating point, got ",
               dtype_name(input.dtype()), " (input shape ", input.shape().str(), ")");
   EMBER_CHECK(target.is_floating_point(), DTypeError, op, ": target must be floating point, got ",
@@ -435,6 +394,45 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
              bce_with_logits_backward(ctx, sx, st, spw);
            });
   return reduce_loss(out, reduction);
+}
+
+// Every loss is on PyTorch's float32 autocast list. 16-bit inputs: computed
+// in float32 and returned in their dtype; cross_entropy's kernels read
+// 16-bit logits themselves where the device's are marked (the per-row
+// losses and logsumexps, and so the reduction, stay float32).
+constexpr OpDef mse_loss_op{.name = "mse_loss", .autocast = Autocast::Float32, .half = Half::Float32};
+constexpr OpDef cross_entropy_op{
+    .name = "cross_entropy",
+    .autocast = Autocast::Float32,
+    .half = Half::NativeWhere,
+    .native_half = op::marked<cross_entropy_kernel, cross_entropy_backward_kernel>,
+};
+constexpr OpDef nll_loss_op{.name = "nll_loss", .autocast = Autocast::Float32, .half = Half::Float32};
+constexpr OpDef bce_with_logits_op{
+    .name = "binary_cross_entropy_with_logits", .autocast = Autocast::Float32, .half = Half::Float32};
+EMBER_REGISTER_OP(mse_loss_op);
+EMBER_REGISTER_OP(cross_entropy_op);
+EMBER_REGISTER_OP(nll_loss_op);
+EMBER_REGISTER_OP(bce_with_logits_op);
+
+}  // namespace
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return op::call<mse_loss_op>(mse_loss_body, input, target, reduction);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                     double label_smoothing) {
+  return op::call<cross_entropy_op>(cross_entropy_body, logits, target, reduction, ignore_index, label_smoothing);
+}
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+  return op::call<nll_loss_op>(nll_loss_body, log_probs, target, reduction, ignore_index);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,
+                                        const Tensor& pos_weight) {
+  return op::call<bce_with_logits_op>(bce_with_logits_body, input, target, reduction, pos_weight);
 }
 
 }  // namespace ember

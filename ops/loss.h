@@ -98,11 +98,11 @@ namespace fn {
 ///@{
 template <class T>
 EMBER_HD inline T softplus_neg(T x) {
-  return (x < T(0) ? -x : T(0)) + log1p_(exp_(-abs_(x)));
+  return (x < T(0) ? -x : T(0)) + hd::log1p(hd::exp(-hd::abs(x)));
 }
 template <class T>
 EMBER_HD inline T bce_with_logits(T x, T t) {
-  return (x > T(0) ? x : T(0)) - x * t + log1p_(exp_(-abs_(x)));
+  return (x > T(0) ? x : T(0)) - x * t + hd::log1p(hd::exp(-hd::abs(x)));
 }
 template <class T>
 EMBER_HD inline T bce_with_logits(T x, T t, T pw) {

@@ -6,7 +6,7 @@
 ///   struct Swish {  // x * sigmoid(beta x), beta in `a`
 ///     EMBER_FUNCTOR_MEMBERS("swish", false)
 ///     template <class T> EMBER_HD T operator()(T x) const {
-///       return x / (T(1) + ember::fn::exp_(-T(a) * x));
+///       return x / (T(1) + ember::fn::hd::exp(-T(a) * x));
 ///     }
 ///   };
 ///   EMBER_REGISTER_UNARY_FUNCTOR(Swish);

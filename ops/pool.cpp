@@ -19,9 +19,9 @@
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
+#include <ember/core/op.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/factory.h>
-#include <ember/ops/half_ops.h>
 
 namespace ember {
 
@@ -147,9 +147,17 @@ PoolGeom pool_geom(const char* op, const Tensor& x, std::array<int64_t, 2> k, st
   return PoolGeom{w.N, w.C, w.H, w.W, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw, w.Ho, w.Wo};
 }
 
+// 16-bit inputs on float32 copies: the average's sums in float32, rounded
+// once; the maximum and its index exactly (a maximum is one of its inputs).
+constexpr OpDef avg_pool2d_op{.name = "avg_pool2d", .half = Half::Float32};
+constexpr OpDef adaptive_avg_pool2d_op{.name = "adaptive_avg_pool2d", .half = Half::Float32};
+constexpr OpDef max_pool2d_op{.name = "max_pool2d", .half = Half::Float32};
+EMBER_REGISTER_OP(avg_pool2d_op);
+EMBER_REGISTER_OP(adaptive_avg_pool2d_op);
+EMBER_REGISTER_OP(max_pool2d_op);
+
 // The average pool shared by avg_pool2d and adaptive_avg_pool2d.
 Tensor avg_pool(const char* op, const Tensor& x, const PoolGeom& g) {
-  if (any_half(x)) return avg_pool(op, upcast_half(x), g).to(x.dtype());  // float32 sums, rounded once
   const Tensor xc = x.detach().contiguous();
   Tensor y = empty({g.N, g.C, g.Ho, g.Wo}, TensorOptions(x.dtype(), x.device()));
   if (y.numel()) avg_pool2d_kernel(x.device(), xc, y, g);
@@ -163,15 +171,9 @@ Tensor avg_pool(const char* op, const Tensor& x, const PoolGeom& g) {
   return y;
 }
 
-}  // namespace
-
-std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, std::array<int64_t, 2> kernel,
-                                                  std::array<int64_t, 2> stride, std::array<int64_t, 2> padding) {
+std::pair<Tensor, Tensor> max_pool2d_body(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
+                                          std::array<int64_t, 2> padding) {
   const PoolGeom g = pool_geom("max_pool2d", x, kernel, stride, padding);
-  if (any_half(x)) {  // float32 and back: exact, a maximum is one of its inputs
-    auto [y, idx] = max_pool2d_with_indices(upcast_half(x), kernel, stride, padding);
-    return {y.to(x.dtype()), idx};
-  }
   const Tensor xc = x.detach().contiguous();
   Tensor y = empty({g.N, g.C, g.Ho, g.Wo}, TensorOptions(x.dtype(), x.device()));
   Tensor idx = empty({g.N, g.C, g.Ho, g.Wo}, TensorOptions(DType::Int64, x.device()));
@@ -186,6 +188,13 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, std::array<in
   return {y, idx};
 }
 
+}  // namespace
+
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, std::array<int64_t, 2> kernel,
+                                                  std::array<int64_t, 2> stride, std::array<int64_t, 2> padding) {
+  return op::call<max_pool2d_op>(max_pool2d_body, x, kernel, stride, padding);
+}
+
 Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
                   std::array<int64_t, 2> padding) {
   return max_pool2d_with_indices(x, kernel, stride, padding).first;
@@ -195,7 +204,7 @@ Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int
                   std::array<int64_t, 2> padding, bool count_include_pad) {
   PoolGeom g = pool_geom("avg_pool2d", x, kernel, stride, padding);
   g.count_include_pad = count_include_pad;
-  return avg_pool("avg_pool2d", x, g);
+  return op::call<avg_pool2d_op>(avg_pool, "avg_pool2d", x, g);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
@@ -209,7 +218,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) 
               x.shape().str());
   PoolGeom g{x.size(0), x.size(1), x.size(2), x.size(3), 0, 0, 0, 0, 0, 0, output_size[0], output_size[1]};
   g.adaptive = true;
-  return avg_pool("adaptive_avg_pool2d", x, g);
+  return op::call<adaptive_avg_pool2d_op>(avg_pool, "adaptive_avg_pool2d", x, g);
 }
 
 }  // namespace ember

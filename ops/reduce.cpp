@@ -2,13 +2,12 @@
 // every reduction shares and sum_to for the autograd engine.
 #include <ember/ops/reduce.h>
 
-#include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
+#include <ember/core/op.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
-#include <ember/ops/half_ops.h>
 #include <ember/ops/reduce_layout.h>
 
 namespace ember {
@@ -133,14 +132,9 @@ using autograd::BackwardContext;
 using autograd::needs_grad;
 using autograd::record;
 
-Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
-  if (auto ac = autocast_dtype_for("sum", x)) {  // core/autocast.h
-    AutocastSuspend off;
-    return sum(autocast_cast(x, *ac), dims, keepdim);
-  }
-  // A 16-bit input is accumulated in float32: by the kernel itself where the
-  // device's kernel takes 16-bit tensors (ops/half_ops.h), on a float32 copy otherwise.
-  if (any_half(x) && !takes_half(sum_kernel, x.device())) return sum(upcast_half(x), dims, keepdim).to(x.dtype());
+namespace {
+
+Tensor sum_body(const Tensor& x, const Shape& dims, bool keepdim) {
   Tensor in = x.dtype() == DType::Bool ? x.to(DType::Int64) : x;
   ReduceLayout L = reduce_layout(in, dims, keepdim, "sum");
   Tensor out = empty(L.out_shape, TensorOptions(in.dtype(), in.device()));
@@ -159,24 +153,38 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
   return out;
 }
 
-Tensor sum(const Tensor& x) { return sum(x, Shape{}, false); }
-
-Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
-  if (auto ac = autocast_dtype_for("mean", x)) {  // core/autocast.h
-    AutocastSuspend off;
-    return mean(autocast_cast(x, *ac), dims, keepdim);
-  }
-  // On the CPU a 16-bit mean stays on a float32 copy and rounds once, as
-  // PyTorch's (the 16-bit sum then a 16-bit division would round twice, as
-  // CUDA's does: docs/PRECISION.md).
-  if (any_half(x) && (x.device().is_cpu() || !takes_half(sum_kernel, x.device())))
-    return mean(upcast_half(x), dims, keepdim).to(x.dtype());
+Tensor mean_body(const Tensor& x, const Shape& dims, bool keepdim) {
   EMBER_CHECK(x.is_floating_point(), DTypeError, "mean: expected a floating-point tensor, got ", dtype_name(x.dtype()));
   const Tensor s = sum(x, dims, keepdim);
   const int64_t count = s.numel() ? x.numel() / s.numel() : 0;
   return mul(s, 1.0 / static_cast<double>(count));
 }
 
+// A 16-bit input is accumulated in float32: by the kernel itself where the
+// device's is marked, on a float32 copy otherwise.
+constexpr OpDef sum_op{
+    .name = "sum",
+    .autocast = Autocast::Float32,
+    .half = Half::NativeWhere,
+    .native_half = op::marked<sum_kernel>,
+};
+// On the CPU a 16-bit mean stays on a float32 copy and rounds once, as
+// PyTorch's; elsewhere the 16-bit sum then a 16-bit division round twice, as
+// CUDA's does (docs/PRECISION.md).
+constexpr OpDef mean_op{
+    .name = "mean",
+    .autocast = Autocast::Float32,
+    .half = Half::NativeWhere,
+    .native_half = [](Device d) { return !d.is_cpu() && takes_half(sum_kernel, d); },
+};
+EMBER_REGISTER_OP(sum_op);
+EMBER_REGISTER_OP(mean_op);
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) { return op::call<sum_op>(sum_body, x, dims, keepdim); }
+Tensor sum(const Tensor& x) { return sum(x, Shape{}, false); }
+Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) { return op::call<mean_op>(mean_body, x, dims, keepdim); }
 Tensor mean(const Tensor& x) { return mean(x, Shape{}, false); }
 
 namespace autograd {

@@ -9,10 +9,10 @@
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
+#include <ember/core/op.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
-#include <ember/ops/half_ops.h>
 #include <ember/ops/reduce.h>
 #include <ember/ops/reduce_layout.h>
 
@@ -80,7 +80,6 @@ void extreme(const Tensor& x, const Shape& dims, bool keepdim, bool is_max, bool
 
 // amax/amin: the gradient is split evenly among tied extremes.
 Tensor amaxmin(const Tensor& x, const Shape& dims, bool keepdim, bool is_max) {
-  if (any_half(x)) return amaxmin(upcast_half(x), dims, keepdim, is_max).to(x.dtype());  // exact
   const char* op = is_max ? "amax" : "amin";
   Tensor values, indices;
   ReduceLayout L;
@@ -122,10 +121,6 @@ void minmax_dim_backward(autograd::BackwardContext& ctx, const Tensor& indices, 
 
 // max/min along one dim, with the index of each value.
 ValuesIndices minmax_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
-  if (any_half(x)) {
-    ValuesIndices r = minmax_dim(upcast_half(x), dim, keepdim, is_max);
-    return {r.values.to(x.dtype()), r.indices};  // exact
-  }
   const char* op = is_max ? "max" : "min";
   const int d = wrap_dim(dim, x.dim(), op);
   Tensor values, indices;
@@ -140,30 +135,7 @@ ValuesIndices minmax_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_max
   return {values, indices};
 }
 
-}  // namespace
-
-Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) { return amaxmin(x, dims, keepdim, true); }
-Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) { return amaxmin(x, dims, keepdim, false); }
-Tensor max(const Tensor& x) { return amax(x, Shape{}, false); }
-Tensor min(const Tensor& x) { return amin(x, Shape{}, false); }
-ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) { return minmax_dim(x, dim, keepdim, true); }
-ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) { return minmax_dim(x, dim, keepdim, false); }
-
-Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
-  NoGradGuard no_grad;
-  return max(x, dim, keepdim).indices;
-}
-Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
-  NoGradGuard no_grad;
-  return min(x, dim, keepdim).indices;
-}
-Tensor argmax(const Tensor& x) {
-  NoGradGuard no_grad;
-  return max(x.reshape({-1}), 0, false).indices;
-}
-
-Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
-  if (any_half(x)) return var(upcast_half(x), dims, correction, keepdim).to(x.dtype());
+Tensor var_body(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
   EMBER_CHECK(x.is_floating_point(), DTypeError, "var: expected a floating-point tensor, got ", dtype_name(x.dtype()));
   // Two passes: the mean first, then squared deviations from it (no
   // cancellation, unlike E[x^2] - E[x]^2).
@@ -173,13 +145,11 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
   return div(ss, static_cast<double>(std::max<int64_t>(n - correction, 0)));
 }
 
-Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
-  if (any_half(x)) return std(upcast_half(x), dims, correction, keepdim).to(x.dtype());
-  return sqrt(var(x, dims, correction, keepdim));
+Tensor std_body(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  return sqrt(var_body(x, dims, correction, keepdim));
 }
 
-Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
-  if (any_half(x)) return logsumexp(upcast_half(x), dims, keepdim).to(x.dtype());
+Tensor logsumexp_body(const Tensor& x, const Shape& dims, bool keepdim) {
   EMBER_CHECK(x.is_floating_point(), DTypeError, "logsumexp: expected a floating-point tensor, got ",
               dtype_name(x.dtype()));
   // lse(x) = m + log sum exp(x - m) for any constant m; m = max keeps exp
@@ -197,6 +167,69 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
     out = out.reshape(L.out_shape);
   }
   return out;
+}
+
+// 16-bit inputs on float32 copies: extremes exactly (an extreme is one of
+// its inputs), the statistics' sums in float32, each rounded once.
+constexpr OpDef amax_op{.name = "amax", .half = Half::Float32};
+constexpr OpDef amin_op{.name = "amin", .half = Half::Float32};
+constexpr OpDef max_op{.name = "max", .half = Half::Float32};
+constexpr OpDef min_op{.name = "min", .half = Half::Float32};
+constexpr OpDef var_op{.name = "var", .half = Half::Float32};
+constexpr OpDef std_op{.name = "std", .half = Half::Float32};
+constexpr OpDef logsumexp_op{.name = "logsumexp", .half = Half::Float32};
+EMBER_REGISTER_OP(amax_op);
+EMBER_REGISTER_OP(amin_op);
+EMBER_REGISTER_OP(max_op);
+EMBER_REGISTER_OP(min_op);
+EMBER_REGISTER_OP(var_op);
+EMBER_REGISTER_OP(std_op);
+EMBER_REGISTER_OP(logsumexp_op);
+
+}  // namespace
+
+// max/min along a dim on float32 copies: the values rounded back, the
+// indices as they are.
+static ValuesIndices round_half_result(ValuesIndices r, DType dt) { return {r.values.to(dt), r.indices}; }
+
+Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) {
+  return op::call<amax_op>(amaxmin, x, dims, keepdim, true);
+}
+Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
+  return op::call<amin_op>(amaxmin, x, dims, keepdim, false);
+}
+Tensor max(const Tensor& x) { return amax(x, Shape{}, false); }
+Tensor min(const Tensor& x) { return amin(x, Shape{}, false); }
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
+  return op::call<max_op>(minmax_dim, x, dim, keepdim, true);
+}
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) {
+  return op::call<min_op>(minmax_dim, x, dim, keepdim, false);
+}
+
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  NoGradGuard no_grad;
+  return max(x, dim, keepdim).indices;
+}
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+  NoGradGuard no_grad;
+  return min(x, dim, keepdim).indices;
+}
+Tensor argmax(const Tensor& x) {
+  NoGradGuard no_grad;
+  return max(x.reshape({-1}), 0, false).indices;
+}
+
+Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  return op::call<var_op>(var_body, x, dims, correction, keepdim);
+}
+
+Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  return op::call<std_op>(std_body, x, dims, correction, keepdim);
+}
+
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+  return op::call<logsumexp_op>(logsumexp_body, x, dims, keepdim);
 }
 
 }  // namespace ember

@@ -16,15 +16,14 @@
 #include <cmath>
 #include <limits>
 
-#include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
+#include <ember/core/op.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
 #include <ember/ops/functors.h>
-#include <ember/ops/half_ops.h>
 #include <ember/ops/pointwise.h>
 
 namespace ember {
@@ -65,11 +64,11 @@ void short_rows_softmax(const T* x, T* y, int64_t R, int64_t lo, int64_t hi, boo
     // path's explicit NaN does.
     if (log)
       for (int64_t r = 0; r < R; ++r)
-        for (int64_t i = 0; i < kRowsPerBlock; ++i) sum[i] += fn::exp_(buf[r][i] - mx[i]);
+        for (int64_t i = 0; i < kRowsPerBlock; ++i) sum[i] += fn::hd::exp(buf[r][i] - mx[i]);
     else
       for (int64_t r = 0; r < R; ++r)
         for (int64_t i = 0; i < kRowsPerBlock; ++i) {
-          buf[r][i] = fn::exp_(buf[r][i] - mx[i]);
+          buf[r][i] = fn::hd::exp(buf[r][i] - mx[i]);
           sum[i] += buf[r][i];
         }
     if (log) {
@@ -102,14 +101,14 @@ void contiguous_row_softmax(const T* __restrict xr, T* __restrict yr, int64_t R,
   T s = 0;
   if (log) {
 #pragma omp simd reduction(+ : s)
-    for (int64_t r = 0; r < R; ++r) s += fn::exp_(xr[r] - mx);
+    for (int64_t r = 0; r < R; ++r) s += fn::hd::exp(xr[r] - mx);
     const T lse = mx + std::log(s);
 #pragma omp simd
     for (int64_t r = 0; r < R; ++r) yr[r] = xr[r] - lse;
   } else {
 #pragma omp simd reduction(+ : s)
     for (int64_t r = 0; r < R; ++r) {
-      const T e = fn::exp_(xr[r] - mx);
+      const T e = fn::hd::exp(xr[r] - mx);
       yr[r] = e;
       s += e;
     }
@@ -155,7 +154,7 @@ void cpu_softmax(const Tensor& x3, const Tensor& mask3, Tensor& y3, bool log) {
         T s = 0;
         for (int64_t r = 0; r < R; ++r) {
           const bool keep = !mr || !mr[r * B];
-          const T e = keep ? fn::exp_(xr[r * B] - mx) : T(0);
+          const T e = keep ? fn::hd::exp(xr[r * B] - mx) : T(0);
           if (!log) yr[r * B] = e;
           s += e;
         }
@@ -190,7 +189,7 @@ void cpu_softmax_backward(const Tensor& y3, const Tensor& g3, Tensor& dx3, bool 
 #pragma omp simd reduction(+ : dot)
             for (int64_t r = 0; r < R; ++r) dot += gr[r];
 #pragma omp simd
-            for (int64_t r = 0; r < R; ++r) dr[r] = gr[r] - fn::exp_(yr[r]) * dot;
+            for (int64_t r = 0; r < R; ++r) dr[r] = gr[r] - fn::hd::exp(yr[r]) * dot;
           } else {
 #pragma omp simd reduction(+ : dot)
             for (int64_t r = 0; r < R; ++r) dot += gr[r] * yr[r];
@@ -209,7 +208,7 @@ void cpu_softmax_backward(const Tensor& y3, const Tensor& g3, Tensor& dx3, bool 
         T dot = 0;  // softmax: sum g*y; log_softmax: sum g
         for (int64_t r = 0; r < R; ++r) dot += log ? gr[r * B] : gr[r * B] * yr[r * B];
         if (log)
-          for (int64_t r = 0; r < R; ++r) dr[r * B] = gr[r * B] - fn::exp_(yr[r * B]) * dot;
+          for (int64_t r = 0; r < R; ++r) dr[r * B] = gr[r * B] - fn::hd::exp(yr[r * B]) * dot;
         else
           for (int64_t r = 0; r < R; ++r) dr[r * B] = yr[r * B] * (gr[r * B] - dot);
       }
@@ -233,12 +232,6 @@ Shape softmax_dims(const Tensor& x, int dim) {
 }
 
 Tensor softmax_impl(const Tensor& x, int64_t dim, const Tensor& mask, bool log, const char* name) {
-  if (auto ac = autocast_dtype_for(name, x)) {  // core/autocast.h
-    AutocastSuspend off;
-    return softmax_impl(autocast_cast(x, *ac), dim, mask, log, name);
-  }
-  if (any_half(x) && !(takes_half(softmax_kernel, x.device()) && takes_half(softmax_backward_kernel, x.device())))
-    return softmax_impl(upcast_half(x), dim, mask, log, name).to(x.dtype());
   EMBER_CHECK(x.is_floating_point(), DTypeError, name, ": expected a floating-point tensor, got ",
               dtype_name(x.dtype()));
   const int d = wrap_dim(dim, x.dim(), name);
@@ -259,10 +252,38 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, const Tensor& mask, bool log, 
   return out;
 }
 
+// A 16-bit input: by the kernels where the device's are marked, on a
+// float32 copy otherwise. softmax and log_softmax are on PyTorch's float32
+// autocast list; masked_softmax is on neither.
+constexpr OpDef softmax_op{
+    .name = "softmax",
+    .autocast = Autocast::Float32,
+    .half = Half::NativeWhere,
+    .native_half = op::marked<softmax_kernel, softmax_backward_kernel>,
+};
+constexpr OpDef log_softmax_op{
+    .name = "log_softmax",
+    .autocast = Autocast::Float32,
+    .half = Half::NativeWhere,
+    .native_half = op::marked<softmax_kernel, softmax_backward_kernel>,
+};
+constexpr OpDef masked_softmax_op{
+    .name = "masked_softmax",
+    .half = Half::NativeWhere,
+    .native_half = op::marked<softmax_kernel, softmax_backward_kernel>,
+};
+EMBER_REGISTER_OP(softmax_op);
+EMBER_REGISTER_OP(log_softmax_op);
+EMBER_REGISTER_OP(masked_softmax_op);
+
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, Tensor(), false, "softmax"); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, Tensor(), true, "log_softmax"); }
+Tensor softmax(const Tensor& x, int64_t dim) {
+  return op::call<softmax_op>(softmax_impl, x, dim, Tensor(), false, "softmax");
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return op::call<log_softmax_op>(softmax_impl, x, dim, Tensor(), true, "log_softmax");
+}
 
 Tensor causal_mask(int64_t q, int64_t k, Device device) {
   const Tensor rows = arange(static_cast<double>(q), TensorOptions(DType::Int64, device)).unsqueeze(1);
@@ -301,7 +322,7 @@ Tensor masked_softmax(const Tensor& x, const Tensor& mask) {
               "masked_softmax: mask of shape ", m.shape().str(), " does not broadcast to the input's shape ",
               x.shape().str());
   const Tensor full = broadcast_view(m, x.shape()).contiguous();
-  return softmax_impl(x, -1, full, false, "masked_softmax");
+  return op::call<masked_softmax_op>(softmax_impl, x, -1, full, false, "masked_softmax");
 }
 
 }  // namespace ember

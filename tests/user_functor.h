@@ -15,7 +15,7 @@ struct Swish {
   EMBER_FUNCTOR_MEMBERS("test_swish", false)
   template <class T>
   EMBER_HD T operator()(T x) const {
-    return x / (T(1) + ember::fn::exp_(-T(a) * x));
+    return x / (T(1) + ember::fn::hd::exp(-T(a) * x));
   }
 };
 
@@ -25,7 +25,7 @@ struct SwishBackward {
   EMBER_FUNCTOR_MEMBERS("test_swish_backward", false)
   template <class T>
   EMBER_HD T operator()(T g, T x) const {
-    const T s = T(1) / (T(1) + ember::fn::exp_(-T(a) * x));
+    const T s = T(1) / (T(1) + ember::fn::hd::exp(-T(a) * x));
     return g * (s + T(a) * x * s * (T(1) - s));
   }
 };

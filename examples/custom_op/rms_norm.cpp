@@ -1,6 +1,6 @@
-// rms_norm: the kernel tables, the CPU kernels, and the op itself (checks,
-// forward through the table, backward recorded for autograd), plus the
-// RMSNorm layer. The CUDA kernels are in rms_norm.cu.
+// rms_norm: the kernel tables, the CPU kernels, the op's declaration and
+// body (checks, forward through the table, backward recorded for autograd),
+// plus the RMSNorm layer. The CUDA kernels are in rms_norm.cu.
 //
 // Per row x of N elements (the last dim), with the gain w:
 //   rstd = 1 / sqrt(mean(x^2) + eps),   y = x * rstd * w
@@ -20,9 +20,9 @@
 #include <ember/core/autograd.h>
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/error.h>
+#include <ember/core/op.h>  // OpDef, op::call
 #include <ember/core/parallel.h>
 #include <ember/ops/factory.h>
-#include <ember/ops/half_ops.h>  // any_half, upcast_half
 
 #include "rms_norm_kernels.h"
 
@@ -102,7 +102,10 @@ void cpu_rms_norm_backward(const Tensor& g2, const Tensor& x2, const Tensor& w, 
 EMBER_REGISTER_KERNEL(rms_norm_kernel, CPU, cpu_rms_norm);
 EMBER_REGISTER_KERNEL(rms_norm_backward_kernel, CPU, cpu_rms_norm_backward);
 
-Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+namespace {
+
+// The op's body: what op::call runs after applying the declaration below.
+Tensor rms_norm_body(const Tensor& x, const Tensor& weight, double eps) {
   // 1. Check the inputs; each error names the op and what was wrong.
   EMBER_CHECK(x.is_floating_point(), DTypeError, "rms_norm: expected a floating-point input, got ",
               dtype_name(x.dtype()));
@@ -116,10 +119,6 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   EMBER_CHECK(weight.device() == x.device(), DeviceError, "rms_norm: input on ", x.device().str(), " but weight on ",
               weight.device().str());
   EMBER_CHECK(eps >= 0, ValueError, "rms_norm: eps must be >= 0, got ", eps);
-  // bfloat16 / float16: computed in float32 and rounded once, as the
-  // built-in ops without a 16-bit kernel do (docs/PRECISION.md); the copies
-  // are recorded, so the gradients come back in the 16-bit dtype.
-  if (any_half({&x, &weight})) return rms_norm(upcast_half(x), upcast_half(weight), eps).to(x.dtype());
 
   // 2. Forward through the table: the kernel of x's device. The kernels take
   //    contiguous (rows, N) views; detach() keeps contiguous()'s copy out of
@@ -155,6 +154,20 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
         });
   }
   return out;
+}
+
+}  // namespace
+
+// The declaration, once: autocast runs a normalisation in float32 (as
+// PyTorch's layer_norm), and bfloat16 / float16 inputs are computed on
+// float32 copies and rounded once, as the built-in ops without a 16-bit
+// kernel are (docs/PRECISION.md); the copies are recorded, so the gradients
+// come back in the 16-bit dtype. Registering it lists it in op::registry().
+constexpr OpDef rms_norm_op{.name = "rms_norm", .autocast = Autocast::Float32, .half = Half::Float32};
+EMBER_REGISTER_OP(rms_norm_op);
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  return op::call<rms_norm_op>(rms_norm_body, x, weight, eps);
 }
 
 RMSNorm::RMSNorm(int64_t n, double e, TensorOptions opts) : eps(e) {

@@ -46,7 +46,7 @@ __global__ void rms_norm_forward_kernel(const T* __restrict__ x, const T* __rest
     T ss = 0;
     for (int64_t i = threadIdx.x; i < N; i += blockDim.x) ss += xr[i] * xr[i];
     // fn::sqrt_ (ops/functors.h) is std::sqrt on the host and sqrt on the device.
-    const T rs = T(1) / fn::sqrt_(block_sum(ss, scratch) / T(N) + eps);
+    const T rs = T(1) / fn::hd::sqrt(block_sum(ss, scratch) / T(N) + eps);
     if (threadIdx.x == 0) rstd[row] = rs;
     for (int64_t i = threadIdx.x; i < N; i += blockDim.x) y[row * N + i] = xr[i] * rs * w[i];
   }
