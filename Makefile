@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 30
 SANITIZER_ENV := ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 \
                  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 EMBER_CACHING_ALLOCATOR=0
 
-.PHONY: all deps build demo vit-recipe vit-recipe-distill test test-sanitize fuzz bench docs clean
+.PHONY: all deps build demo vit-recipe vit-recipe-distill test test-sanitize fuzz format-check bench docs clean
 
 all: build
 
@@ -61,6 +61,11 @@ vit-recipe-distill: build
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
+
+# Every C++ and CUDA source in the style of .clang-format (Debian's
+# clang-format 14, from setup.sh); `clang-format -i FILE` fixes a file.
+format-check: deps
+	git ls-files -z '*.cpp' '*.h' '*.cu' '*.cuh' | xargs -0 clang-format --dry-run --Werror
 
 # The library, tests and apps built with AddressSanitizer (and LeakSanitizer)
 # and UndefinedBehaviorSanitizer at -O1, then every test; the first report

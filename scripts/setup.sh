@@ -10,9 +10,10 @@ set -euo pipefail
 # libclang-rt-14-dev (libFuzzer) build the fuzz targets (make fuzz);
 # libopenmpi-dev and openmpi-bin (mpirun) give data-parallel training and
 # its tests (docs/DISTRIBUTED.md). fortunes is the GPT demo's default corpus
-# (the plain-text files under /usr/share/games/fortunes).
+# (the plain-text files under /usr/share/games/fortunes). clang-format checks
+# the sources' style (make format-check).
 PACKAGES=(build-essential cmake pkg-config libopenblas-dev doctest-dev nlohmann-json3-dev libcli11-dev libstb-dev zlib1g-dev
-          dataset-fashion-mnist clang libclang-rt-14-dev libopenmpi-dev openmpi-bin fortunes)
+          dataset-fashion-mnist clang clang-format libclang-rt-14-dev libopenmpi-dev openmpi-bin fortunes git)
 
 say() { printf 'scripts/setup.sh: %s\n' "$*" >&2; }
 
