@@ -170,7 +170,7 @@ int train(gpt::Config c) {
   nn::GPT model(gpt::model_config(c, data.tokenizer.size()));
   std::vector<Tensor> decay, no_decay;
   for (auto& [n, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  optim::AdamOptions ao;
+  optim::AdamWOptions ao;
   ao.lr = c.lr;
   ao.beta2 = c.beta2;
   ao.weight_decay = c.weight_decay;
