@@ -106,11 +106,7 @@ GPT::GPT(GPTConfig c, Generator* gen) : cfg(c) {
   }
 }
 
-int64_t GPT::num_parameters(bool non_embedding) const {
-  int64_t n = 0;
-  for (const auto& [name, p] : named_parameters()) n += p.numel();
-  return non_embedding ? n - wpe->weight.numel() : n;
-}
+int64_t GPT::num_parameters_non_embedding() const { return num_parameters() - wpe->weight.numel(); }
 
 Tensor GPT::embed(const Tensor& idx, int64_t pos0) {
   EMBER_CHECK(idx.dim() == 2 && idx.dtype() == DType::Int64, ShapeError,

@@ -48,6 +48,19 @@ TEST_CASE("GPT: GPT-2 parameter names, one tied head, nanoGPT's init") {
   CHECK_THROWS_AS(nn::GPT(nn::GPTConfig{11, 8, 2, 3, 16}), ValueError);
 }
 
+TEST_CASE("GPT: num_parameters() counts every parameter, as on any Module, the non-embedding count has its own name") {
+  nn::GPT m(small_config());
+  // wte 11*16 + wpe 8*16 + 2 blocks * (2 norms 2*32 + c_attn 16*48+48 + c_proj 16*16+16 + c_fc 16*64+64
+  // + c_proj 64*16+16) + ln_f 32; the tied head adds nothing.
+  const int64_t all = 176 + 128 + 2 * (64 + 816 + 272 + 1088 + 1040) + 32;
+  CHECK(m.num_parameters() == all);
+  const nn::Module& as_module = m;
+  CHECK(as_module.num_parameters() == all);
+  CHECK(m.num_parameters_non_embedding() == all - 128);  // nanoGPT's count: without wpe
+  CHECK(m.num_parameters(/*non_embedding=*/true) == all - 128);
+  CHECK(m.num_parameters(/*non_embedding=*/false) == all);
+}
+
 TEST_CASE("GPT: logits, loss and every parameter gradient match PyTorch") {
   nn::GPT m(small_config());
   const std::string path = std::string(EMBER_FIXTURE_DIR) + "/gpt_small.safetensors";

@@ -184,7 +184,7 @@ int train(gpt::Config c) {
     std::printf(
         "model: %lld parameters (%lld without positions), %d layers x %d heads, width %lld, context %lld; "
         "%d threads\n",
-        static_cast<long long>(model.num_parameters(false)), static_cast<long long>(model.num_parameters()),
+        static_cast<long long>(model.num_parameters()), static_cast<long long>(model.num_parameters_non_embedding()),
         static_cast<int>(c.layers), static_cast<int>(c.heads), static_cast<long long>(c.width),
         static_cast<long long>(c.context), num_threads());
   if (c.check) return check_done();
@@ -271,8 +271,8 @@ int train(gpt::Config c) {
                               {"tokens_per_second", tps},
                               {"train_cpu_seconds", train_cpu_seconds},
                               {"validation_seconds", val_seconds},
-                              {"parameters", model.num_parameters(false)},
-                              {"parameters_without_positions", model.num_parameters()},
+                              {"parameters", model.num_parameters()},
+                              {"parameters_without_positions", model.num_parameters_non_embedding()},
                               {"vocab_size", data.tokenizer.size()},
                               {"train_tokens", data.train.size()},
                               {"val_tokens", data.val.size()},
