@@ -144,7 +144,9 @@ class GPT : public Module {
 
 /// The index of the next token from one row of logits (SampleOptions: greedy
 /// at temperature 0, else temperature, top-k, top-p, then one draw u in [0,
-/// 1) against the cumulative probabilities).
+/// 1) against the cumulative probabilities). A NaN logit ranks after every
+/// number and is never drawn while a number is left; +inf logits share all
+/// the probability; a row of only NaN or only -inf gives its first token.
 int64_t sample_token(const std::vector<double>& logits, const SampleOptions& opts, double u);
 
 }  // namespace ember::nn

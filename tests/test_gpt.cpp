@@ -8,6 +8,7 @@
 #include "test_util.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace ember;
 
@@ -135,4 +136,33 @@ TEST_CASE("GPT: sample_token: greedy, top-k, top-p") {
   CHECK(nn::sample_token(l, nn::SampleOptions{1.0, 0, 0.5}, 0.49) == 1);
   CHECK(nn::sample_token(l, nn::SampleOptions{1.0, 0, 0.5}, 0.51) == 3);
   CHECK(nn::sample_token(l, nn::SampleOptions{1.0, 0, 0.5}, 0.999) == 3);
+}
+
+TEST_CASE("GPT: sample_token with NaN and infinite logits: NaN never drawn while a number is left") {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  // Greedy: the first of the largest numbers; all NaN gives token 0.
+  CHECK(nn::sample_token({nan, 1.0, 3.0, nan, 3.0}, nn::SampleOptions{0.0}, 0.5) == 2);
+  CHECK(nn::sample_token({nan, nan, nan}, nn::SampleOptions{0.0}, 0.5) == 0);
+  CHECK(nn::sample_token({1.0, inf, inf}, nn::SampleOptions{0.0}, 0.5) == 1);
+  // Sampling: the two zeros share the mass, NaN tokens get none, whatever u.
+  const std::vector<double> l{nan, 0.0, nan, 0.0};
+  for (const nn::SampleOptions& o :
+       {nn::SampleOptions{1.0}, nn::SampleOptions{0.7, 3}, nn::SampleOptions{1.0, 0, 0.9}}) {
+    CHECK(nn::sample_token(l, o, 0.0) == 1);
+    CHECK(nn::sample_token(l, o, 0.49) == 1);
+    CHECK(nn::sample_token(l, o, 0.51) == 3);
+    CHECK(nn::sample_token(l, o, 1 - 1e-16) == 3);
+  }
+  // +inf logits share all the mass (exp(inf - inf) would be NaN).
+  const std::vector<double> li{0.0, inf, 5.0, inf};
+  CHECK(nn::sample_token(li, nn::SampleOptions{1.0}, 0.3) == 1);
+  CHECK(nn::sample_token(li, nn::SampleOptions{1.0}, 0.7) == 3);
+  CHECK(nn::sample_token(li, nn::SampleOptions{1.0}, 1 - 1e-16) == 3);
+  // -inf logits get no mass; all -inf or all NaN: the first token.
+  CHECK(nn::sample_token({-inf, 0.0, -inf}, nn::SampleOptions{1.0}, 1 - 1e-16) == 1);
+  CHECK(nn::sample_token({-inf, -inf, -inf}, nn::SampleOptions{1.0, 2, 0.5}, 0.9) == 0);
+  CHECK(nn::sample_token({nan, nan}, nn::SampleOptions{1.0}, 0.9) == 0);
+  // A temperature small enough to overflow every logit to +inf: still a token in range.
+  const int64_t t = nn::sample_token({1e300, 2e300}, nn::SampleOptions{1e-10}, 0.5);
+  CHECK((t == 0 || t == 1));
 }
