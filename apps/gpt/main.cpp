@@ -315,7 +315,9 @@ int eval_only(gpt::Config c) {
       {"final_val_loss", v},
       {"val_tokens", data.val.size()},
       {"recorded_final_val_loss",
-       meta.count("final_val_loss") ? nlohmann::json::parse(meta.at("final_val_loss")) : nlohmann::json()}};
+       meta.count("final_val_loss")
+           ? app::parse_stored_json(meta.at("final_val_loss"), c.weights, "metadata 'final_val_loss'")
+           : nlohmann::json()}};
   app::write_json((fs::path(c.out) / "eval.json").string(), m);
   std::printf("gpt eval %s: validation loss %.4f over %zu tokens of %s\n", c.weights.c_str(), v, data.val.size(),
               corpus.name.c_str());
