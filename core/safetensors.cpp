@@ -233,6 +233,16 @@ StateDict load_from(Source& src, const std::string& path, std::map<std::string, 
   for (size_t i = 1; i < by_offset.size(); ++i)
     if (by_offset[i]->begin < by_offset[i - 1]->end && by_offset[i]->begin != by_offset[i]->end)
       fail(path, "tensors '" + by_offset[i - 1]->name + "' and '" + by_offset[i]->name + "' overlap");
+  // Without overlaps, the tensors cover the data exactly when their sizes add
+  // up to it: the format allows no holes and nothing after the last tensor
+  // (as the safetensors library checks). A header length a few bytes short
+  // otherwise still parses (the header's padding spaces cut off) and every
+  // tensor would be read from a shifted offset.
+  uint64_t covered = 0;
+  for (const Entry& e : entries) covered += e.end - e.begin;
+  if (covered != data_size)
+    fail(path, "header length " + std::to_string(hlen) + " does not match the file: " + std::to_string(data_size) +
+                   " bytes follow the header, but its tensors cover " + std::to_string(covered));
 
   StateDict out;
   std::vector<char> raw;

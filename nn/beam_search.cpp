@@ -13,6 +13,14 @@
 
 namespace ember::nn {
 
+namespace {
+// Whether a ranks before b, larger first, a NaN after every number: a model
+// that returns NaN log-probabilities still gets hypotheses (ranked last), and
+// the sorts get the strict weak order they need, which `>` alone is not
+// once a NaN is among the values.
+bool ranks_before(double a, double b) { return !std::isnan(a) && (std::isnan(b) || a > b); }
+}  // namespace
+
 double gnmt_length_penalty(int64_t length, double alpha) {
   return std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
 }
@@ -58,15 +66,18 @@ std::vector<std::vector<Hypothesis>> beam_search(int64_t B, const BeamStepFn& st
       for (int64_t k = 0; k < K; ++k) {
         if (L[static_cast<size_t>(k)].log_prob == kDead) continue;
         const double* row = lp.data() + (b * K + k) * V;
+        // -inf is an impossible token (a mask); NaN stays, to rank last.
         for (int64_t v = 0; v < V; ++v)
-          if (row[v] > kDead) cand.push_back({L[static_cast<size_t>(k)].log_prob + row[v], k * V + v});
+          if (row[v] > kDead || std::isnan(row[v]))
+            cand.push_back({L[static_cast<size_t>(k)].log_prob + row[v], k * V + v});
       }
-      // The 2K best, ties to the lower (hypothesis, token) index, so K = 1
-      // picks what argmax picks.
+      // The 2K best, ties (and NaNs among themselves) to the lower
+      // (hypothesis, token) index, so K = 1 picks what argmax picks.
       const size_t keep = std::min(cand.size(), static_cast<size_t>(2 * K));
       std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(keep), cand.end(),
                         [](const Candidate& a, const Candidate& c) {
-                          return a.total > c.total || (a.total == c.total && a.index < c.index);
+                          if (ranks_before(a.total, c.total)) return true;
+                          return !ranks_before(c.total, a.total) && a.index < c.index;
                         });
       std::vector<Live> next;
       std::vector<int64_t> next_parent;
@@ -100,7 +111,8 @@ std::vector<std::vector<Hypothesis>> beam_search(int64_t B, const BeamStepFn& st
     if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
   }
   for (auto& e : ended) {
-    std::stable_sort(e.begin(), e.end(), [](const Hypothesis& a, const Hypothesis& c) { return a.score > c.score; });
+    std::stable_sort(e.begin(), e.end(),
+                     [](const Hypothesis& a, const Hypothesis& c) { return ranks_before(a.score, c.score); });
     if (static_cast<int64_t>(e.size()) > K) e.resize(static_cast<size_t>(K));
   }
   return ended;

@@ -24,6 +24,11 @@
 /// done once beam_size hypotheses have ended (GNMT's and HF's early
 /// stopping); at max_len the live ones end unfinished. With beam_size = 1
 /// this is greedy decoding.
+///
+/// A NaN log-probability ranks after every number (a model with NaN weights
+/// still gets hypotheses, with NaN scores, rather than none); -inf is an
+/// impossible token and is never chosen, so a sentence whose every
+/// continuation is -inf ends with no hypothesis.
 #pragma once
 
 #include <functional>

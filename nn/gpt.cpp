@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -106,11 +107,7 @@ GPT::GPT(GPTConfig c, Generator* gen) : cfg(c) {
   }
 }
 
-int64_t GPT::num_parameters(bool non_embedding) const {
-  int64_t n = 0;
-  for (const auto& [name, p] : named_parameters()) n += p.numel();
-  return non_embedding ? n - wpe->weight.numel() : n;
-}
+int64_t GPT::num_parameters_non_embedding() const { return num_parameters() - wpe->weight.numel(); }
 
 Tensor GPT::embed(const Tensor& idx, int64_t pos0) {
   EMBER_CHECK(idx.dim() == 2 && idx.dtype() == DType::Int64, ShapeError,
@@ -173,16 +170,37 @@ Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache) {
 
 int64_t sample_token(const std::vector<double>& logits, const SampleOptions& o, double u) {
   const int64_t V = static_cast<int64_t>(logits.size());
-  if (o.temperature == 0.0) return std::max_element(logits.begin(), logits.end()) - logits.begin();
+  EMBER_CHECK(V > 0, ValueError, "sample_token: no logits");
+  // Larger first, NaN after every number: a NaN logit is never drawn while a
+  // number is left, and the sort gets a strict weak order (`>` alone is not
+  // one once a NaN is among the values).
+  const auto ranks_before = [&](int64_t a, int64_t b) {
+    return !std::isnan(logits[a]) && (std::isnan(logits[b]) || logits[a] > logits[b]);
+  };
+  if (o.temperature == 0.0) {  // greedy: the first of the largest
+    int64_t best = 0;
+    for (int64_t i = 1; i < V; ++i)
+      if (ranks_before(i, best)) best = i;
+    return best;
+  }
   // Tokens by decreasing logit (ties by index, so the order is fixed).
   std::vector<int64_t> order(V);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
-  const int64_t k = o.top_k > 0 ? std::min(o.top_k, V) : V;
-  std::vector<double> p(k);
+  std::stable_sort(order.begin(), order.end(), ranks_before);
+  int64_t k = o.top_k > 0 ? std::min(o.top_k, V) : V;
   const double mx = logits[order[0]] / o.temperature;
+  // All NaN, or all -inf: no distribution to draw from; the first token, as greedy.
+  if (std::isnan(mx) || mx == -std::numeric_limits<double>::infinity()) return order[0];
+  while (std::isnan(logits[order[k - 1]])) --k;
+  // exp(x - max), where a +inf maximum (an infinite logit, or one that
+  // overflowed under a small temperature) shares all the mass among the
+  // tokens at +inf, and exp(inf - inf) would be NaN.
+  std::vector<double> p(k);
   double sum = 0;
-  for (int64_t i = 0; i < k; ++i) sum += p[i] = std::exp(logits[order[i]] / o.temperature - mx);
+  for (int64_t i = 0; i < k; ++i) {
+    const double x = logits[order[i]] / o.temperature;
+    sum += p[i] = std::isinf(mx) ? (x == mx ? 1.0 : 0.0) : std::exp(x - mx);
+  }
   // Nucleus: the fewest leading tokens whose probability reaches top_p.
   int64_t keep = k;
   if (o.top_p < 1.0) {
@@ -196,6 +214,9 @@ int64_t sample_token(const std::vector<double>& logits, const SampleOptions& o, 
     }
     sum = std::accumulate(p.begin(), p.begin() + keep, 0.0);
   }
+  // Tokens of probability 0 (-inf logits) at the end are never drawn, even
+  // when rounding leaves the cumulative sum short of u.
+  while (keep > 1 && p[keep - 1] == 0.0) --keep;
   double c = 0;
   for (int64_t i = 0; i < keep; ++i) {
     c += p[i] / sum;

@@ -119,8 +119,17 @@ class GPT : public Module {
   /// without dropout (for pictures; composed ops, no graph).
   Tensor attention_weights(const Tensor& idx, int64_t layer);
   std::string type_name() const override { return "GPT"; }
-  /// Parameters without wpe (nanoGPT's count).
-  int64_t num_parameters(bool non_embedding = true) const;
+  /// Every parameter element, as for any Module (the tied head counted once).
+  using Module::num_parameters;
+  /// Parameters without the position embedding wpe: nanoGPT's
+  /// get_num_params(non_embedding=True), the count its logs report.
+  int64_t num_parameters_non_embedding() const;
+  /// nanoGPT's get_num_params with its argument spelled out: the
+  /// non-embedding count when true, every parameter when false. No default,
+  /// so that num_parameters() means the same on a GPT as on any Module.
+  int64_t num_parameters(bool non_embedding) const {
+    return non_embedding ? num_parameters_non_embedding() : num_parameters();
+  }
 
   GPTConfig cfg;                        ///< the sizes
   std::shared_ptr<Embedding> wte, wpe;  ///< token and position embeddings; wte.weight is also the head
@@ -135,7 +144,9 @@ class GPT : public Module {
 
 /// The index of the next token from one row of logits (SampleOptions: greedy
 /// at temperature 0, else temperature, top-k, top-p, then one draw u in [0,
-/// 1) against the cumulative probabilities).
+/// 1) against the cumulative probabilities). A NaN logit ranks after every
+/// number and is never drawn while a number is left; +inf logits share all
+/// the probability; a row of only NaN or only -inf gives its first token.
 int64_t sample_token(const std::vector<double>& logits, const SampleOptions& opts, double u);
 
 }  // namespace ember::nn

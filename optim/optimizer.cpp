@@ -21,9 +21,15 @@ namespace ember::optim {
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name)
     : groups_(std::move(groups)) {
-  EMBER_CHECK(lr >= 0, ValueError, name, ": invalid learning rate ", lr);
+  // A NaN lr is an optimizer with no default rate (SGD, as torch's
+  // `required`): allowed only when every group brings its own.
+  const bool lr_required = std::isnan(lr);
+  EMBER_CHECK(lr_required || lr >= 0, ValueError, name, ": invalid learning rate ", lr);
   EMBER_CHECK(weight_decay >= 0, ValueError, name, ": invalid weight_decay ", weight_decay);
-  for (ParamGroup& g : groups_) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    ParamGroup& g = groups_[gi];
+    EMBER_CHECK(!lr_required || g.lr >= 0, ValueError, name, ": no learning rate for parameter group ", gi,
+                " (lr has no default here, as in PyTorch 1.13: give it in the options or in the group)");
     if (g.lr < 0) g.lr = lr;
     if (g.weight_decay < 0) g.weight_decay = weight_decay;
     if (g.initial_lr < 0) g.initial_lr = g.lr;
@@ -221,9 +227,10 @@ void Adam::load_state_dict(const StateDict& s) {
     }
 }
 
-AdamW::AdamW(std::vector<Tensor> params, AdamOptions opts)
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions opts)
     : AdamW(std::vector<ParamGroup>{{std::move(params)}}, opts) {}
-AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions opts) : Adam(std::move(groups), opts, true, "AdamW") {}
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
+    : Adam(std::move(groups), AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, true, "AdamW") {}
 
 // ---- gradient clipping ------------------------------------------------------
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {

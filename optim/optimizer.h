@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -50,9 +51,12 @@ class Optimizer {
   std::vector<ParamGroup> groups_;  ///< the parameter groups
 };
 
-/// torch.optim.SGD's arguments.
+/// torch.optim.SGD's arguments, with PyTorch 1.13's defaults.
 struct SGDOptions {
-  double lr = 1e-3;         ///< learning rate
+  /// Learning rate. PyTorch 1.13's SGD has no default (lr is required), so
+  /// NaN here means "not given": construction then fails unless every
+  /// parameter group sets its own lr, as torch's `required` does.
+  double lr = std::numeric_limits<double>::quiet_NaN();
   double momentum = 0;      ///< momentum factor (0: plain SGD)
   double dampening = 0;     ///< dampening of the momentum
   double weight_decay = 0;  ///< L2 penalty added to the gradient
@@ -77,13 +81,26 @@ class SGD final : public Optimizer {
   std::vector<std::vector<Tensor>> momentum_;  ///< per group, per param (undefined until first step)
 };
 
-/// torch.optim.Adam/AdamW's arguments.
+/// torch.optim.Adam's arguments and PyTorch 1.13's defaults (amsgrad is
+/// not supported).
 struct AdamOptions {
   double lr = 1e-3;         ///< learning rate
   double beta1 = 0.9;       ///< decay of the first moment
   double beta2 = 0.999;     ///< decay of the second moment
   double eps = 1e-8;        ///< added to the denominator
-  double weight_decay = 0;  ///< Adam: L2 added to the gradient; AdamW: decoupled (default 1e-2)
+  double weight_decay = 0;  ///< L2 penalty added to the gradient
+};
+
+/// torch.optim.AdamW's arguments and PyTorch 1.13's defaults. A type of its
+/// own, not AdamOptions, so that `AdamW(params, {.lr = 3e-4})` keeps AdamW's
+/// weight_decay of 1e-2 as in PyTorch, rather than Adam's 0. The fields are
+/// AdamOptions' in the same order, so positional initialisers read the same.
+struct AdamWOptions {
+  double lr = 1e-3;            ///< learning rate
+  double beta1 = 0.9;          ///< decay of the first moment
+  double beta2 = 0.999;        ///< decay of the second moment
+  double eps = 1e-8;           ///< added to the denominator
+  double weight_decay = 1e-2;  ///< decoupled: p -= lr * weight_decay * p
 };
 
 /// Adam (decoupled = false) and AdamW (decoupled = true) share one fused
@@ -118,12 +135,12 @@ class Adam : public Optimizer {
 /// from the adaptive step, as torch.optim.AdamW.
 class AdamW final : public Adam {
  public:
-  /// AdamW's defaults: Adam's with weight_decay 1e-2.
-  static AdamOptions defaults() { return {.weight_decay = 1e-2}; }
+  /// AdamW's defaults (AdamWOptions{}).
+  static AdamWOptions defaults() { return {}; }
   /// One group of params, or several groups with their own lr/weight_decay.
   ///@{
-  AdamW(std::vector<Tensor> params, AdamOptions opts = defaults());
-  AdamW(std::vector<ParamGroup> groups, AdamOptions opts = defaults());
+  AdamW(std::vector<Tensor> params, AdamWOptions opts = {});
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions opts = {});
   ///@}
 };
 

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 
 #include <ember/ember.h>
 
@@ -177,4 +178,62 @@ TEST_CASE("beam search rejects bad settings and a step of the wrong shape") {
                                   },
                                   {2, 5, kBos, kEos, 0.6}),
                   ShapeError);
+}
+
+TEST_CASE("beam search: NaN log-probabilities rank last, +inf first, all -inf ends with no hypothesis") {
+  constexpr int64_t V = 5;
+  // A model whose weights are NaN: log_softmax of NaN logits is NaN everywhere.
+  // Every candidate ties at NaN, so the lowest (hypothesis, token) indices go
+  // on: token 0 stays live, <eos> (2) ends one hypothesis a step.
+  auto nan_model = [](const Tensor& tokens, const Tensor&) {
+    return log_softmax(full({tokens.numel(), V}, std::nan("")), 1);
+  };
+  const auto res = nn::beam_search(2, nan_model, {3, 6, kBos, kEos, 0.6});
+  REQUIRE(res.size() == 2);
+  for (const auto& hyps : res) {
+    REQUIRE(hyps.size() == 3);
+    CHECK(hyps[0].tokens.empty());
+    CHECK(hyps[1].tokens == std::vector<int64_t>{0});
+    CHECK(hyps[2].tokens == std::vector<int64_t>{0, 0});
+    for (const nn::Hypothesis& h : hyps) {
+      CHECK(h.finished);
+      CHECK(std::isnan(h.log_prob));
+      CHECK(std::isnan(h.score));
+    }
+  }
+  // NaN beside numbers: the numbers win, NaN <eos> included; -inf is never taken.
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  auto mixed = [&](const Tensor& tokens, const Tensor&) {
+    std::vector<double> row{nan, -1.0, nan, -0.5, -inf}, all;
+    for (int64_t r = 0; r < tokens.numel(); ++r) all.insert(all.end(), row.begin(), row.end());
+    return from_vector(all, {tokens.numel(), V});
+  };
+  const auto greedy = nn::beam_search(1, mixed, {1, 3, kBos, kEos, 0.0});
+  REQUIRE(greedy[0].size() == 1);
+  CHECK(greedy[0][0].tokens == std::vector<int64_t>{3, 3, 3});
+  CHECK(greedy[0][0].log_prob == doctest::Approx(-1.5));
+  CHECK_FALSE(greedy[0][0].finished);
+  const auto wide = nn::beam_search(1, mixed, {2, 2, kBos, kEos, 0.0});
+  REQUIRE(wide[0].size() == 2);
+  CHECK(wide[0][0].tokens == std::vector<int64_t>{3, 3});
+  CHECK(wide[0][0].log_prob == doctest::Approx(-1.0));
+  CHECK(wide[0][1].tokens == std::vector<int64_t>{3, 1});  // ties with {1, 3} at -1.5: the lower index first
+  // +inf: taken first; every extension of it is +inf too, ties by index.
+  auto infinite = [&](const Tensor& tokens, const Tensor&) {
+    std::vector<double> row{0.0, inf, -1.0, nan, -2.0}, all;
+    for (int64_t r = 0; r < tokens.numel(); ++r) all.insert(all.end(), row.begin(), row.end());
+    return from_vector(all, {tokens.numel(), V});
+  };
+  const auto inf_res = nn::beam_search(1, infinite, {2, 2, kBos, kEos, 0.6});
+  REQUIRE(inf_res[0].size() == 2);
+  CHECK(inf_res[0][0].tokens == std::vector<int64_t>{1, 0});
+  CHECK(inf_res[0][1].tokens == std::vector<int64_t>{1, 1});
+  CHECK(inf_res[0][0].score == inf);
+  CHECK(inf_res[0][1].score == inf);
+  // Every continuation impossible: no hypothesis for the sentence.
+  auto impossible = [&](const Tensor& tokens, const Tensor&) { return full({tokens.numel(), V}, -inf); };
+  const auto none = nn::beam_search(2, impossible, {2, 3, kBos, kEos, 0.6});
+  REQUIRE(none.size() == 2);
+  CHECK(none[0].empty());
+  CHECK(none[1].empty());
 }

@@ -147,6 +147,30 @@ TEST_CASE("safetensors: corrupt files are rejected with the file and the problem
   CHECK(contains(named, "'t'"));
 }
 
+TEST_CASE("safetensors: a header length that does not match the file is refused, naming the file") {
+  auto err = [](const std::string& p) { return error_of<IOError>([&] { load_safetensors(p); }); };
+  // A header padded with spaces, as writers pad it to 8 bytes, and 1.5, -2 as float32.
+  const std::string header = R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})" + std::string(3, ' ');
+  const float values[2] = {1.5f, -2.0f};
+  const std::string data(reinterpret_cast<const char*>(values), sizeof values);
+  check_close(find(load_safetensors(write_raw("exact.safetensors", header, data)), "t"), {1.5, -2.0}, 0);
+  // One byte short: still valid JSON (one padding space less), and the
+  // tensor would be read one byte early.
+  const int64_t n = static_cast<int64_t>(header.size());
+  const std::string shorter = err(write_raw("short_by_one.safetensors", header, data, n - 1));
+  CHECK(contains(shorter, "short_by_one.safetensors"));
+  CHECK_MESSAGE(contains(shorter, "header length " + std::to_string(n - 1) +
+                                      " does not match the file: 9 bytes follow the header, but its tensors cover 8"),
+                shorter);
+  // One byte long: the header swallows the first data byte.
+  CHECK(contains(err(write_raw("long_by_one.safetensors", header, data, n + 1)), "long_by_one.safetensors"));
+  // Bytes after the last tensor, and a hole between two.
+  CHECK(contains(err(write_raw("trailing.safetensors", header, data + "x")), "does not match the file"));
+  const std::string holed = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                            R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})";
+  CHECK(contains(err(write_raw("hole.safetensors", holed, std::string(12, '\0'))), "tensors cover 8"));
+}
+
 TEST_CASE("safetensors: the reader over memory gives what the file reader gives") {
   const fs::path p = scratch("memory.safetensors");
   save_safetensors(p.string(), {{"a", arange(0, 6).reshape({2, 3})}, {"b", full({2}, 0.5)}}, {{"k", "v"}});

@@ -8,6 +8,7 @@
 #include "test_util.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace ember;
 
@@ -46,6 +47,19 @@ TEST_CASE("GPT: GPT-2 parameter names, one tied head, nanoGPT's init") {
   nn::GPT m2(nb);
   for (auto& [n, p] : m2.named_parameters()) CHECK_MESSAGE(n.find("bias") == std::string::npos, n);
   CHECK_THROWS_AS(nn::GPT(nn::GPTConfig{11, 8, 2, 3, 16}), ValueError);
+}
+
+TEST_CASE("GPT: num_parameters() counts every parameter, as on any Module, the non-embedding count has its own name") {
+  nn::GPT m(small_config());
+  // wte 11*16 + wpe 8*16 + 2 blocks * (2 norms 2*32 + c_attn 16*48+48 + c_proj 16*16+16 + c_fc 16*64+64
+  // + c_proj 64*16+16) + ln_f 32; the tied head adds nothing.
+  const int64_t all = 176 + 128 + 2 * (64 + 816 + 272 + 1088 + 1040) + 32;
+  CHECK(m.num_parameters() == all);
+  const nn::Module& as_module = m;
+  CHECK(as_module.num_parameters() == all);
+  CHECK(m.num_parameters_non_embedding() == all - 128);  // nanoGPT's count: without wpe
+  CHECK(m.num_parameters(/*non_embedding=*/true) == all - 128);
+  CHECK(m.num_parameters(/*non_embedding=*/false) == all);
 }
 
 TEST_CASE("GPT: logits, loss and every parameter gradient match PyTorch") {
@@ -122,4 +136,33 @@ TEST_CASE("GPT: sample_token: greedy, top-k, top-p") {
   CHECK(nn::sample_token(l, nn::SampleOptions{1.0, 0, 0.5}, 0.49) == 1);
   CHECK(nn::sample_token(l, nn::SampleOptions{1.0, 0, 0.5}, 0.51) == 3);
   CHECK(nn::sample_token(l, nn::SampleOptions{1.0, 0, 0.5}, 0.999) == 3);
+}
+
+TEST_CASE("GPT: sample_token with NaN and infinite logits: NaN never drawn while a number is left") {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  // Greedy: the first of the largest numbers; all NaN gives token 0.
+  CHECK(nn::sample_token({nan, 1.0, 3.0, nan, 3.0}, nn::SampleOptions{0.0}, 0.5) == 2);
+  CHECK(nn::sample_token({nan, nan, nan}, nn::SampleOptions{0.0}, 0.5) == 0);
+  CHECK(nn::sample_token({1.0, inf, inf}, nn::SampleOptions{0.0}, 0.5) == 1);
+  // Sampling: the two zeros share the mass, NaN tokens get none, whatever u.
+  const std::vector<double> l{nan, 0.0, nan, 0.0};
+  for (const nn::SampleOptions& o :
+       {nn::SampleOptions{1.0}, nn::SampleOptions{0.7, 3}, nn::SampleOptions{1.0, 0, 0.9}}) {
+    CHECK(nn::sample_token(l, o, 0.0) == 1);
+    CHECK(nn::sample_token(l, o, 0.49) == 1);
+    CHECK(nn::sample_token(l, o, 0.51) == 3);
+    CHECK(nn::sample_token(l, o, 1 - 1e-16) == 3);
+  }
+  // +inf logits share all the mass (exp(inf - inf) would be NaN).
+  const std::vector<double> li{0.0, inf, 5.0, inf};
+  CHECK(nn::sample_token(li, nn::SampleOptions{1.0}, 0.3) == 1);
+  CHECK(nn::sample_token(li, nn::SampleOptions{1.0}, 0.7) == 3);
+  CHECK(nn::sample_token(li, nn::SampleOptions{1.0}, 1 - 1e-16) == 3);
+  // -inf logits get no mass; all -inf or all NaN: the first token.
+  CHECK(nn::sample_token({-inf, 0.0, -inf}, nn::SampleOptions{1.0}, 1 - 1e-16) == 1);
+  CHECK(nn::sample_token({-inf, -inf, -inf}, nn::SampleOptions{1.0, 2, 0.5}, 0.9) == 0);
+  CHECK(nn::sample_token({nan, nan}, nn::SampleOptions{1.0}, 0.9) == 0);
+  // A temperature small enough to overflow every logit to +inf: still a token in range.
+  const int64_t t = nn::sample_token({1e300, 2e300}, nn::SampleOptions{1e-10}, 0.5);
+  CHECK((t == 0 || t == 1));
 }

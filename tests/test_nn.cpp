@@ -132,7 +132,7 @@ TEST_CASE("nn: a small MLP learns a nonlinear function with AdamW") {
   manual_seed(0);
   auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
       std::make_shared<nn::Linear>(1, 32), std::make_shared<nn::GELU>(), std::make_shared<nn::Linear>(32, 1)});
-  optim::AdamW opt(model->parameters(), optim::AdamOptions{0.01, 0.9, 0.999, 1e-8, 0.0});
+  optim::AdamW opt(model->parameters(), optim::AdamWOptions{0.01, 0.9, 0.999, 1e-8, 0.0});
   const Tensor x = linspace(-2, 2, 64).unsqueeze(1);
   const Tensor y = sin(mul(x, 2.0));
   double first = 0, last = 0;

@@ -64,7 +64,7 @@ TEST_CASE("optim: Adam with L2 weight decay matches PyTorch") {
 
 TEST_CASE("optim: AdamW with two parameter groups matches PyTorch") {
   const Tensor r = run([](Tensor& p, Tensor& q) {
-    optim::AdamOptions o = optim::AdamW::defaults();
+    optim::AdamWOptions o;
     o.lr = 0.1;
     o.weight_decay = 0.1;
     std::vector<optim::ParamGroup> groups = {{{p}}, {{q}, /*lr=*/0.01, /*weight_decay=*/0.0}};

@@ -112,7 +112,7 @@ TEST_CASE("VisionTransformer: names, shapes, parameter count, and it learns") {
   manual_seed(3);
   const Tensor imgs = randn({8, 3, 8, 12});
   const Tensor labels = randint(0, 10, {8});
-  optim::AdamW opt(small.parameters(), optim::AdamOptions{3e-3, 0.9, 0.999, 1e-8, 0.0});
+  optim::AdamW opt(small.parameters(), optim::AdamWOptions{3e-3, 0.9, 0.999, 1e-8, 0.0});
   double first = 0, last = 0;
   for (int s = 0; s < 60; ++s) {
     opt.zero_grad();

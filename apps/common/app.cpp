@@ -233,6 +233,39 @@ void check_output_file(const std::string& path, const std::string& flag) {
   ::unlink(probe.c_str());
 }
 
+nlohmann::json parse_stored_json(const std::string& text, const std::string& file, const std::string& what,
+                                 int max_depth, size_t max_bytes) {
+  const std::string where = file + ": " + what;
+  if (text.size() > max_bytes)
+    throw IOError(where + " is " + std::to_string(text.size()) + " bytes of JSON, over the limit of " +
+                  std::to_string(max_bytes));
+  // Brackets outside strings; the parser checks everything else.
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char ch : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"')
+        in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > max_depth)
+        throw IOError(where + " is JSON nested more than " + std::to_string(max_depth) + " deep");
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw IOError(where + " is not valid JSON (" + e.what() + ")");
+  }
+}
+
 void write_json(const std::string& path, const nlohmann::ordered_json& j) { write_file_atomic(path, j.dump(2) + "\n"); }
 
 void write_text(const std::string& path, const std::string& text) { write_file_atomic(path, text); }

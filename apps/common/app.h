@@ -108,6 +108,15 @@ void check_output_file(const std::string& path, const std::string& flag);
 void write_json(const std::string& path, const nlohmann::ordered_json& j);
 void write_text(const std::string& path, const std::string& text);
 
+// JSON stored in a file the app reads back (checkpoint metadata), parsed
+// after a scan of its text: more than max_bytes, or brackets nested more than
+// max_depth deep, throw ember::IOError naming file and what before any value
+// is built (nlohmann's values are copied, converted and dumped recursively,
+// so one nested 100,000 deep overflowed the stack). Invalid JSON throws
+// IOError too. Metadata written by the apps is at most 3 deep.
+nlohmann::json parse_stored_json(const std::string& text, const std::string& file, const std::string& what,
+                                 int max_depth = 64, size_t max_bytes = size_t{16} << 20);
+
 // --eval-only and --resume: a warning on stderr ("<app>: warning: FILE holds
 // suspicious values: NAME (NaN or Inf), ...") when the loaded tensors hold
 // NaN or Inf or a negative Adam second moment (nn::suspicious_tensors). A

@@ -63,9 +63,9 @@ Teacher load_teacher(const std::string& path) {
     throw bad("its metadata has no \"format\": \"" + std::string(kFormat) + "\" and \"teacher\"");
   json t;
   try {
-    t = json::parse(meta.at("teacher"));
-  } catch (const json::exception&) {
-    throw bad("metadata \"teacher\" is not JSON");
+    t = app::parse_stored_json(meta.at("teacher"), path, "metadata \"teacher\"");
+  } catch (const IOError& e) {
+    throw bad(e.what());
   }
   Teacher out;
   TeacherConfig& c = out.config;

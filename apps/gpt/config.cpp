@@ -150,7 +150,7 @@ Config config_from_metadata(const std::map<std::string, std::string>& meta, cons
   if (!meta.count("config")) throw IOError(path + ": not a GPT model file (no 'config' in its metadata)");
   Config c;
   try {
-    const nlohmann::json j = nlohmann::json::parse(meta.at("config"));
+    const nlohmann::json j = app::parse_stored_json(meta.at("config"), path, "metadata 'config'");
     c.preset = j.at("preset"), c.layers = j.at("layers"), c.heads = j.at("heads"), c.width = j.at("width");
     c.context = j.at("context"), c.batch = j.at("batch_size"), c.iters = j.at("iters"), c.lr = j.at("lr");
     c.min_lr = j.at("min_lr"), c.warmup = j.at("warmup"), c.weight_decay = j.at("weight_decay");
@@ -171,7 +171,7 @@ nn::CharTokenizer vocab_from_metadata(const std::map<std::string, std::string>& 
   if (!meta.count("vocab")) throw IOError(path + ": no 'vocab' in its metadata");
   std::string chars;
   try {
-    for (int b : nlohmann::json::parse(meta.at("vocab")).get<std::vector<int>>()) {
+    for (int b : app::parse_stored_json(meta.at("vocab"), path, "metadata 'vocab'").get<std::vector<int>>()) {
       if (b < 0 || b > 255) throw IOError(path + ": 'vocab' metadata holds " + std::to_string(b) + ", not a byte");
       chars += static_cast<char>(b);
     }
@@ -259,12 +259,14 @@ int64_t restore(const StateDict& ckpt, const std::map<std::string, std::string>&
     const int64_t iter = std::stoll(meta.at("iter"));
     batches.set_offset(std::stoull(meta.at("batch_generator_offset")));
     default_generator().set_offset(std::stoull(meta.at("dropout_generator_offset")));
-    train_seconds = nlohmann::json::parse(meta.at("train_seconds")).get<double>();
-    const nlohmann::json h = nlohmann::json::parse(meta.at("history"));
+    train_seconds = app::parse_stored_json(meta.at("train_seconds"), path, "metadata 'train_seconds'").get<double>();
+    const nlohmann::json h = app::parse_stored_json(meta.at("history"), path, "metadata 'history'");
     hist.iters = h.at("iters").get<std::vector<double>>();
     hist.train_loss = h.at("train_loss").get<std::vector<double>>();
     hist.val_loss = h.at("val_loss").get<std::vector<double>>();
     return iter;
+  } catch (const IOError&) {
+    throw;  // parse_stored_json's, which names the file already
   } catch (const Error& e) {
     throw IOError(path + ": " + e.what());
   } catch (const std::exception& e) {

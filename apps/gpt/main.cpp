@@ -170,7 +170,7 @@ int train(gpt::Config c) {
   nn::GPT model(gpt::model_config(c, data.tokenizer.size()));
   std::vector<Tensor> decay, no_decay;
   for (auto& [n, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  optim::AdamOptions ao;
+  optim::AdamWOptions ao;
   ao.lr = c.lr;
   ao.beta2 = c.beta2;
   ao.weight_decay = c.weight_decay;
@@ -184,7 +184,7 @@ int train(gpt::Config c) {
     std::printf(
         "model: %lld parameters (%lld without positions), %d layers x %d heads, width %lld, context %lld; "
         "%d threads\n",
-        static_cast<long long>(model.num_parameters(false)), static_cast<long long>(model.num_parameters()),
+        static_cast<long long>(model.num_parameters()), static_cast<long long>(model.num_parameters_non_embedding()),
         static_cast<int>(c.layers), static_cast<int>(c.heads), static_cast<long long>(c.width),
         static_cast<long long>(c.context), num_threads());
   if (c.check) return check_done();
@@ -271,8 +271,8 @@ int train(gpt::Config c) {
                               {"tokens_per_second", tps},
                               {"train_cpu_seconds", train_cpu_seconds},
                               {"validation_seconds", val_seconds},
-                              {"parameters", model.num_parameters(false)},
-                              {"parameters_without_positions", model.num_parameters()},
+                              {"parameters", model.num_parameters()},
+                              {"parameters_without_positions", model.num_parameters_non_embedding()},
                               {"vocab_size", data.tokenizer.size()},
                               {"train_tokens", data.train.size()},
                               {"val_tokens", data.val.size()},
@@ -315,7 +315,9 @@ int eval_only(gpt::Config c) {
       {"final_val_loss", v},
       {"val_tokens", data.val.size()},
       {"recorded_final_val_loss",
-       meta.count("final_val_loss") ? nlohmann::json::parse(meta.at("final_val_loss")) : nlohmann::json()}};
+       meta.count("final_val_loss")
+           ? app::parse_stored_json(meta.at("final_val_loss"), c.weights, "metadata 'final_val_loss'")
+           : nlohmann::json()}};
   app::write_json((fs::path(c.out) / "eval.json").string(), m);
   std::printf("gpt eval %s: validation loss %.4f over %zu tokens of %s\n", c.weights.c_str(), v, data.val.size(),
               corpus.name.c_str());

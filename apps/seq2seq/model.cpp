@@ -22,6 +22,8 @@ std::pair<Tensor, Tensor> DatesModel::decode(const Tensor& src, const Tensor& le
   // The best hypothesis of each sentence, eos-padded to steps tokens.
   std::vector<int64_t> tok(static_cast<size_t>(B * steps), eos);
   for (int64_t b = 0; b < B; ++b) {
+    // No hypothesis when every continuation had log-probability -inf: all <eos>.
+    if (hyps[static_cast<size_t>(b)].empty()) continue;
     const std::vector<int64_t>& best = hyps[static_cast<size_t>(b)].front().tokens;
     std::copy(best.begin(), best.end(), tok.begin() + b * steps);
   }

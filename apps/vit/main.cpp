@@ -487,7 +487,7 @@ int run(Config c, const CLI::App& cli) {
   if (steps_per_epoch == 0)
     throw UsageError("--batch-size " + std::to_string(c.batch_size) + " is larger than the " +
                      std::to_string(d.train.n) + " training images");
-  optim::AdamOptions ao = optim::AdamW::defaults();
+  optim::AdamWOptions ao;
   ao.lr = c.lr;
   ao.weight_decay = c.weight_decay;
   optim::AdamW opt(

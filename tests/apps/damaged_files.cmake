@@ -8,8 +8,10 @@
 #     field stored as float32, a tensor nobody reads -> exit 1, one line;
 #   NaN in the weights or a negative second moment -> a warning naming the
 #     tensor, and the run goes on (--check);
-#   a FIFO as --weights / --resume -> exit 1 at once (no hang).
-# Variables: SEQ2SEQ, VIT, MAKE_DATA, REWRITE, OUT.
+#   a FIFO as --weights / --resume -> exit 1 at once (no hang);
+#   seq2seq --beam 3 over NaN weights -> the warning, and the run ends;
+#   gpt --eval-only: metadata JSON nested 100,000 deep -> exit 1, one line.
+# Variables: SEQ2SEQ, VIT, GPT, MAKE_DATA, REWRITE, OUT.
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
 function(expect what code pattern)
@@ -50,6 +52,9 @@ endforeach()
 rewrite("${model}" "${OUT}/s2s_nan.safetensors" "nan:decoder.dense.weight")
 expect("seq2seq --eval-only on NaN weights" 0 "warning: .*decoder.dense.weight \\(NaN or Inf\\)" "${SEQ2SEQ}"
        --eval-only --weights "${OUT}/s2s_nan.safetensors" --out "${OUT}/s2s_eval" --quiet --check)
+# Beam search over NaN log-probabilities (once a SIGSEGV): NaN ranks last, the run ends.
+expect("seq2seq --eval-only --beam 3 on NaN weights" 0 "warning: .*decoder.dense.weight \\(NaN or Inf\\)" "${SEQ2SEQ}"
+       --eval-only --beam 3 --weights "${OUT}/s2s_nan.safetensors" --out "${OUT}/s2s_eval_beam" --quiet)
 expect("seq2seq --eval-only --weights FIFO" 1 "FIFO" "${SEQ2SEQ}" --eval-only --weights "${OUT}/fifo" --out "${OUT}/s2s_eval")
 
 # ---- vit --resume --------------------------------------------------------
@@ -81,4 +86,26 @@ rewrite("${ckpt}" "${OUT}/vit_neg.safetensors" "neg:${moment}.exp_avg_sq" "nan:m
 expect("vit --resume with a negative second moment and NaN" 0 "warning: .*model.head.weight \\(NaN or Inf\\).*negative second moment"
        "${VIT}" --resume "${OUT}/vit_neg.safetensors" --out "${OUT}/vit_r" --check)
 expect("vit --resume FIFO" 1 "FIFO" "${VIT}" --resume "${OUT}/fifo" --out "${OUT}/vit_r")
+
+# ---- gpt --eval-only -----------------------------------------------------
+set(text "")
+foreach(i RANGE 1 30)
+  string(APPEND text "line ${i}: the quick brown fox jumps over the lazy dog.\n")
+endforeach()
+file(WRITE "${OUT}/corpus.txt" "${text}")
+execute_process(COMMAND "${GPT}" --data "${OUT}/corpus.txt" --layers 1 --heads 2 --width 8 --context 16 --batch-size 2
+                        --iters 2 --eval-interval 2 --eval-iters 1 --sample-tokens 4 --threads 1 --quiet
+                        --out "${OUT}/gpt" RESULT_VARIABLE rc OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "gpt (tiny run) exited with ${rc}")
+endif()
+# Metadata JSON nested 100,000 deep (once a SIGSEGV: a stack overflow) is refused by name.
+rewrite("${OUT}/gpt/model.safetensors" "${OUT}/gpt_deep.safetensors" "deep:final_val_loss=100000")
+expect("gpt --eval-only with final_val_loss nested 100,000 deep" 1
+       "gpt_deep.safetensors: metadata 'final_val_loss' is JSON nested more than 64 deep" "${GPT}" --eval-only
+       --weights "${OUT}/gpt_deep.safetensors" --data "${OUT}/corpus.txt" --out "${OUT}/gpt_eval" --threads 1)
+rewrite("${OUT}/gpt/model.safetensors" "${OUT}/gpt_deep_config.safetensors" "deep:config=100000")
+expect("gpt --eval-only with config nested 100,000 deep" 1 "metadata 'config' is JSON nested more than 64 deep"
+       "${GPT}" --eval-only --weights "${OUT}/gpt_deep_config.safetensors" --data "${OUT}/corpus.txt"
+       --out "${OUT}/gpt_eval" --threads 1)
 message(STATUS "damaged files: every case ended as expected")

@@ -5,6 +5,8 @@
 //   meta:KEY=VALUE   set a metadata string      drop:NAME     remove a tensor
 //   f32:NAME         store NAME as float32      nan:NAME      NAME's first value NaN
 //   neg:NAME         NAME's first value -1
+//   deep:KEY=N       set a metadata string to a JSON array nested N deep
+//                    (too long for a command-line argument)
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -26,6 +28,11 @@ int main(int argc, char** argv) {
       const std::string e = argv[i], op = e.substr(0, e.find(':')), arg = e.substr(e.find(':') + 1);
       if (op == "meta") {
         meta[arg.substr(0, arg.find('='))] = arg.substr(arg.find('=') + 1);
+        continue;
+      }
+      if (op == "deep") {
+        const size_t n = std::stoul(arg.substr(arg.find('=') + 1));
+        meta[arg.substr(0, arg.find('='))] = std::string(n, '[') + std::string(n, ']');
         continue;
       }
       bool found = false;

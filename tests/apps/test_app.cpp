@@ -169,3 +169,35 @@ TEST_CASE("apps: --out is created and probed before any work, what cannot hold f
   CHECK(app::fmt("%d-%s %.2f", 3, "x", 0.5) == "3-x 0.50");
   fs::remove_all(dir);
 }
+
+TEST_CASE("apps: JSON read back from a file is refused past 64 levels or the size limit, naming the file") {
+  const auto error = [](const std::string& text, size_t max_bytes = size_t{16} << 20) -> std::string {
+    try {
+      app::parse_stored_json(text, "m.safetensors", "metadata 'config'", 64, max_bytes);
+    } catch (const IOError& e) {
+      return e.what();
+    }
+    return "<no IOError>";
+  };
+  // 100,000 deep (a SIGSEGV before the limit), as an array and as objects.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  CHECK(error(deep) == "m.safetensors: metadata 'config' is JSON nested more than 64 deep");
+  std::string objects;
+  for (int i = 0; i < 100000; ++i) objects += "{\"a\":";
+  objects += "1" + std::string(100000, '}');
+  CHECK(error(objects) == "m.safetensors: metadata 'config' is JSON nested more than 64 deep");
+  // 64 levels are read; 65 are not.
+  const nlohmann::json j64 = app::parse_stored_json(std::string(64, '[') + "7" + std::string(64, ']'), "f", "w");
+  const nlohmann::json* inner = &j64;
+  for (int i = 0; i < 64; ++i) inner = &(*inner)[0];
+  CHECK(inner->get<int>() == 7);
+  CHECK(error(std::string(65, '[') + std::string(65, ']')) ==
+        "m.safetensors: metadata 'config' is JSON nested more than 64 deep");
+  // Brackets inside strings (escaped quotes too) are not nesting.
+  const nlohmann::json s = app::parse_stored_json("{\"k\": \"[[[\\\"[[[" + std::string(100, '{') + "\"}", "f", "w");
+  CHECK(s.at("k").get<std::string>() == "[[[\"[[[" + std::string(100, '{'));
+  // Size, and invalid JSON.
+  CHECK(error("[1, 2, 3]", 8) == "m.safetensors: metadata 'config' is 9 bytes of JSON, over the limit of 8");
+  CHECK(error("{\"a\": ").rfind("m.safetensors: metadata 'config' is not valid JSON (", 0) == 0);
+  CHECK(app::parse_stored_json("{\"a\": [1, 2.5]}", "f", "w").at("a").at(1).get<double>() == 2.5);
+}
