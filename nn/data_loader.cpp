@@ -87,6 +87,16 @@ DataLoader::DataLoader(const ImageSet& set, LoaderOptions opts)
       sampler_(set.n > 0 ? set.n : 1, opts_.num_replicas, opts_.rank, opts_.shuffle, opts_.seed) {
   EMBER_CHECK(opts_.batch_size > 0, ValueError, "DataLoader: batch_size must be positive, got ", opts_.batch_size);
   EMBER_CHECK(set.n > 0, ValueError, "DataLoader: empty data set");
+  // The loader reads pixels and labels by these sizes: a set that disagrees
+  // with them is refused here, before any batch reads out of bounds.
+  EMBER_CHECK(set.channels > 0 && set.height > 0 && set.width > 0, ValueError, "DataLoader: image set '", set.name,
+              "' has images of ", set.channels, " x ", set.height, " x ", set.width);
+  EMBER_CHECK(static_cast<int64_t>(set.pixels.size()) / set.n == set.image_size() &&
+                  static_cast<int64_t>(set.pixels.size()) % set.n == 0,
+              ShapeError, "DataLoader: image set '", set.name, "' holds ", set.pixels.size(), " pixels, but ", set.n,
+              " images of ", set.channels, " x ", set.height, " x ", set.width, " need ", set.n * set.image_size());
+  EMBER_CHECK(static_cast<int64_t>(set.labels.size()) == set.n, ShapeError, "DataLoader: image set '", set.name,
+              "' holds ", set.labels.size(), " labels for ", set.n, " images");
   EMBER_CHECK(opts_.normalize.mean.empty() || (static_cast<int64_t>(opts_.normalize.mean.size()) == set.channels &&
                                                opts_.normalize.std.size() == opts_.normalize.mean.size()),
               ValueError, "DataLoader: normalisation for ", opts_.normalize.mean.size(), " channels, images have ",

@@ -119,8 +119,8 @@ struct LoaderOptions {
   bool shuffle = true;       ///< a new order every epoch, from (seed, epoch)
   bool drop_last = false;    ///< drop a last batch smaller than batch_size
   uint64_t seed = 0;         ///< the seed of the orders and augmentations
-  AugmentOptions augment;    ///< augmentations (none by default)
-  ChannelStats normalize;    ///< empty: images are pixel / 255
+  AugmentOptions augment{};  ///< augmentations (none by default)
+  ChannelStats normalize{};  ///< empty: images are pixel / 255
   bool background = true;    ///< prepare batches on a background thread
   int64_t prefetch = 2;      ///< batches prepared ahead
   /// Data-parallel sharding: this loader serves rank's shard of every epoch

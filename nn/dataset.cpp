@@ -1,0 +1,191 @@
+// Datasets of any tensors and their loader (see dataset.h). Workers build
+// whole batches (get or get_batch, then collate) under NoGradGuard; the ops
+// they call share the thread pool with the training loop, which runs one
+// parallel job at a time (core/parallel.h).
+#include <ember/nn/dataset.h>
+
+#include <algorithm>
+
+#include <ember/core/autograd.h>
+#include <ember/core/error.h>
+#include <ember/nn/data_loader.h>
+#include <ember/ops/indexing.h>
+#include <ember/ops/join.h>
+
+namespace ember::nn::data {
+
+Example Dataset::get_batch(const std::vector<int64_t>& indices,
+                           const std::function<Example(const std::vector<Example>&)>& collate) const {
+  std::vector<Example> samples;
+  samples.reserve(indices.size());
+  for (int64_t i : indices) samples.push_back(get(i));
+  return collate ? collate(samples) : default_collate(samples);
+}
+
+TensorDataset::TensorDataset(std::vector<Tensor> tensors) : tensors_(std::move(tensors)) {
+  EMBER_CHECK(!tensors_.empty(), ValueError, "TensorDataset: needs at least one tensor");
+  for (size_t k = 0; k < tensors_.size(); ++k) {
+    const Tensor& t = tensors_[k];
+    EMBER_CHECK(t.defined() && t.dim() >= 1, ValueError, "TensorDataset: tensor ", k,
+                t.defined() ? " is 0-dim" : " is undefined", "; every tensor needs a first (sample) dim");
+    EMBER_CHECK(t.size(0) == tensors_[0].size(0), ShapeError, "TensorDataset: size mismatch between tensors: tensor 0 ",
+                tensors_[0].shape().str(), ", tensor ", k, " ", t.shape().str(), " (the first dims must agree)");
+  }
+  n_ = tensors_[0].size(0);
+}
+
+Example TensorDataset::get(int64_t index) const {
+  EMBER_CHECK(index >= 0 && index < n_, IndexError, "TensorDataset: index ", index, " out of range for ", n_,
+              " samples");
+  Example e;
+  for (const Tensor& t : tensors_) e.push_back(t.select(0, index));
+  return e;
+}
+
+Example TensorDataset::get_batch(const std::vector<int64_t>& indices,
+                                 const std::function<Example(const std::vector<Example>&)>& collate) const {
+  if (collate) return Dataset::get_batch(indices, collate);
+  for (int64_t i : indices)
+    EMBER_CHECK(i >= 0 && i < n_, IndexError, "TensorDataset: index ", i, " out of range for ", n_, " samples");
+  const Tensor idx = from_vector(indices);
+  Example e;
+  for (const Tensor& t : tensors_) e.push_back(index_select(t, 0, t.device().is_cpu() ? idx : idx.to(t.device())));
+  return e;
+}
+
+Example default_collate(const std::vector<Example>& samples) {
+  EMBER_CHECK(!samples.empty(), ValueError, "default_collate: no samples");
+  const size_t width = samples[0].size();
+  Example batch;
+  for (size_t k = 0; k < width; ++k) {
+    std::vector<Tensor> column;
+    column.reserve(samples.size());
+    for (size_t s = 0; s < samples.size(); ++s) {
+      EMBER_CHECK(samples[s].size() == width, ShapeError, "default_collate: sample ", s, " has ", samples[s].size(),
+                  " tensors, sample 0 has ", width);
+      const Tensor& t = samples[s][k];
+      const Tensor& t0 = samples[0][k];
+      EMBER_CHECK(t.defined() && t0.defined(), ValueError, "default_collate: tensor ", k, " of sample ",
+                  t.defined() ? 0 : s, " is undefined");
+      EMBER_CHECK(t.shape() == t0.shape(), ShapeError, "default_collate: tensor ", k, " of sample ", s, " has shape ",
+                  t.shape().str(), ", of sample 0 ", t0.shape().str(), " (a collate function of one's own can pad)");
+      EMBER_CHECK(t.dtype() == t0.dtype() && t.device() == t0.device(), DTypeError, "default_collate: tensor ", k,
+                  " of sample ", s, " is ", dtype_name(t.dtype()), " on ", t.device().str(), ", of sample 0 ",
+                  dtype_name(t0.dtype()), " on ", t0.device().str());
+      column.push_back(t);
+    }
+    batch.push_back(stack(column, 0));
+  }
+  return batch;
+}
+
+DatasetLoader::DatasetLoader(const Dataset& dataset, DatasetLoaderOptions opts)
+    : dataset_(dataset), opts_(std::move(opts)) {
+  EMBER_CHECK(opts_.batch_size > 0, ValueError, "DatasetLoader: batch_size must be positive, got ", opts_.batch_size);
+  EMBER_CHECK(opts_.num_workers >= 0 && opts_.num_workers <= 256, ValueError,
+              "DatasetLoader: num_workers must be in [0, 256], got ", opts_.num_workers);
+  EMBER_CHECK(opts_.prefetch_factor >= 1, ValueError, "DatasetLoader: prefetch_factor must be at least 1, got ",
+              opts_.prefetch_factor);
+  EMBER_CHECK(dataset.size() > 0, ValueError, "DatasetLoader: empty dataset");
+}
+
+DatasetLoader::~DatasetLoader() { stop(); }
+
+int64_t DatasetLoader::num_batches() const {
+  const int64_t n = dataset_.size();
+  return opts_.drop_last ? n / opts_.batch_size : (n + opts_.batch_size - 1) / opts_.batch_size;
+}
+
+std::vector<int64_t> DatasetLoader::order(int64_t epoch) const {
+  // One replica of the image loader's sampler: the same orders from (seed, epoch).
+  return DistributedSampler(dataset_.size(), 1, 0, opts_.shuffle, opts_.seed).indices(epoch);
+}
+
+Example DatasetLoader::batch(int64_t epoch, int64_t index) const { return make(order(epoch), index); }
+
+Example DatasetLoader::make(const std::vector<int64_t>& order, int64_t index) const {
+  EMBER_CHECK(index >= 0 && index < num_batches(), IndexError, "DatasetLoader: batch ", index, " of ", num_batches());
+  const auto n = static_cast<int64_t>(order.size());
+  const int64_t first = index * opts_.batch_size, last = std::min(first + opts_.batch_size, n);
+  const std::vector<int64_t> indices(order.begin() + first, order.begin() + last);
+  return dataset_.get_batch(indices, opts_.collate);
+}
+
+void DatasetLoader::stop() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
+  ready_.clear();
+  errors_.clear();
+  stop_ = false;
+}
+
+void DatasetLoader::start_epoch(int64_t epoch, int64_t first_batch) {
+  stop();
+  EMBER_CHECK(first_batch >= 0 && first_batch <= num_batches(), IndexError, "DatasetLoader: cannot start epoch ", epoch,
+              " at batch ", first_batch, " of ", num_batches());
+  epoch_ = epoch;
+  order_ = order(epoch);
+  next_index_ = first_batch;
+  end_index_ = num_batches();
+  for (int64_t w = 0; w < opts_.num_workers; ++w)
+    workers_.emplace_back([this, w, first_batch] { work(w, first_batch); });
+}
+
+void DatasetLoader::work(int64_t worker, int64_t first) {
+  NoGradGuard no_grad;
+  const int64_t N = opts_.num_workers, ahead = opts_.prefetch_factor * N;
+  for (int64_t i = first + worker; i < end_index_; i += N) {
+    {
+      // Wait until batch i is within the look-ahead window of the consumer.
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || i < next_index_ + ahead; });
+      if (stop_) return;
+    }
+    Example b;
+    std::exception_ptr err;
+    try {
+      b = make(order_, i);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (err)
+        errors_[i] = err;
+      else
+        ready_[i] = std::move(b);
+    }
+    cv_.notify_all();
+    if (err) return;
+  }
+}
+
+bool DatasetLoader::next(Example& out) {
+  if (next_index_ >= end_index_) return false;
+  if (workers_.empty()) {
+    out = make(order_, next_index_++);
+    return true;
+  }
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return ready_.count(next_index_) || errors_.count(next_index_); });
+  if (auto e = errors_.find(next_index_); e != errors_.end()) {
+    const std::exception_ptr err = e->second;
+    lk.unlock();
+    stop();
+    next_index_ = end_index_;  // the epoch ends with the error
+    std::rethrow_exception(err);
+  }
+  out = std::move(ready_[next_index_]);
+  ready_.erase(next_index_);
+  ++next_index_;
+  lk.unlock();
+  cv_.notify_all();
+  return true;
+}
+
+}  // namespace ember::nn::data
