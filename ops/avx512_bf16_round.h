@@ -2,7 +2,7 @@
 /// float32 -> bfloat16 rounding of 16 lanes, exactly as core/half.h rounds
 /// (PyTorch's round to nearest even), on AVX512_BF16's vcvtneps2bf16. Shared
 /// by the bulk conversion (ops/convert.cpp) and the bf16 GEMM's packing and
-/// stores (ops/bgemm_avx512.cpp).
+/// stores (ops/bgemm_kernel_avx512.cpp).
 ///
 /// vcvtneps2bf16 is one instruction where the integer formula takes seven,
 /// but it differs from PyTorch on two kinds of input: it treats float32

@@ -1,7 +1,7 @@
 /// \file
 /// A 16 x 16 transpose of 32-bit elements in AVX-512 registers, shared by the
 /// GEMM kernels' packing: ops/sgemm_avx512.h (a transposed float32 B) and
-/// ops/bgemm_avx512.cpp (a transposed bf16 B, whose pairs are 32-bit words,
+/// ops/bgemm_kernel_avx512.cpp (a transposed bf16 B, whose pairs are 32-bit words,
 /// and float32 operands rounded to bf16 while packed).
 ///
 /// Compiled for AVX-512 by a function attribute, not by the build's flags:

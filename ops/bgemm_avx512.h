@@ -22,7 +22,7 @@
 /// these CPUs; the fallback keeps them. Beta, the bias and the rounding of C
 /// are ordinary float32 arithmetic on both.
 ///
-/// How (the kernel, ops/bgemm_avx512.cpp): `vdpbf16ps` multiplies pairs of
+/// How (the kernel, ops/bgemm_kernel_avx512.cpp): `vdpbf16ps` multiplies pairs of
 /// bf16 along k and adds both products into one float32 lane. op(B) is packed
 /// once per call into column panels of 64 (4 vectors) whose k pairs are
 /// interleaved: word (q, j) holds B(2q, j) in its low half and B(2q+1, j) in

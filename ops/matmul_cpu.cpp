@@ -6,7 +6,7 @@
 // the work across the pool; float32 products of at most 256 columns (every
 // product of the demo models) go to Ember's AVX-512 kernel,
 // ops/sgemm_avx512.h, instead of OpenBLAS where OpenBLAS runs its Haswell
-// kernel on an AVX-512 CPU (docs/PERFORMANCE.md, "ops/matmul.cpp"); bfloat16
+// kernel on an AVX-512 CPU (docs/PERFORMANCE.md, "ops/matmul_cpu.cpp"); bfloat16
 // products go to ops/bgemm_avx512.h. OpenBLAS is pinned to one thread at
 // library start, so Ember's pool is the only set of threads (see
 // core/parallel.h); single-threaded cblas calls from several threads at
@@ -41,7 +41,7 @@ struct BlasSingleThread {
 // ---- CPU kernel ---------------------------------------------------------------
 
 // Products below this many multiply-adds run inline on the caller: about
-// where waking the pool starts to pay off (docs/PERFORMANCE.md, "ops/matmul.cpp").
+// where waking the pool starts to pay off (docs/PERFORMANCE.md, "ops/matmul_cpu.cpp").
 constexpr int64_t kParallelWork = int64_t(1) << 19;
 // A split block has at least this many rows (or columns), rounded to
 // kBlockAlign so blocks start on whole SIMD registers / cache lines of C.
@@ -51,7 +51,7 @@ constexpr int64_t kBlockAlign = 16;
 // many elements (1 MB of floats, one core's L2), even on one thread: OpenBLAS
 // zeroes (beta = 0) or reads C before its kernel adds into it, and over a C
 // larger than L2 (12800 x 192 in the demo transformer) that pass goes to
-// memory (measured: docs/PERFORMANCE.md, "ops/matmul.cpp").
+// memory (measured: docs/PERFORMANCE.md, "ops/matmul_cpu.cpp").
 constexpr int64_t kBlockElems = int64_t(1) << 18;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -57,7 +57,7 @@ template <int MR, int NB>
 inline void block(int64_t k, float alpha, float beta, const float* a, int64_t ars, int64_t acs, const float* bp,
                   float* c, int64_t ldc, __mmask16 last, const float* bias) {
   // The loops over rows and vectors are unrolled by pragma, as in
-  // ops/bgemm_avx512.cpp: without it GCC 12 unrolls them only after its scalar
+  // ops/bgemm_kernel_avx512.cpp: without it GCC 12 unrolls them only after its scalar
   // replacement of acc has given up, and the accumulators go through the
   // stack around the loop (a copy of all 24 per block: most of a block's time
   // at attention's k = 16).

@@ -2,7 +2,7 @@
 // reference notes: learn to rewrite dates written in many human formats
 // ("3 May 1999", "05/03/99", "Monday, May 3rd 1999") in ISO form
 // ("1999-05-03"), character by character. The data are generated from the
-// seed (apps/seq2seq/dates.h); training uses teacher forcing, evaluation
+// seed (apps/seq2seq/dates.h) and encoded as tensors (data.h); training uses teacher forcing, evaluation
 // greedy decoding, and the score is exact match: the whole decoded string
 // equals the target.
 // --model transformer trains nn::Transformer instead (transformer_model.h);
@@ -34,6 +34,7 @@
 #include <ember/ember.h>
 
 #include "app.h"
+#include "data.h"  // the vocabularies, encoded splits and batches
 #include "dates.h"
 #include "model.h"  // --model gru|transformer, greedy or --beam K decoding
 #include "plot.h"
@@ -68,108 +69,18 @@ struct Config {
   std::string precision = "fp32";  // --precision (apps/common/precision.h)
 };
 
-// Source characters: 0 = padding, then the alphabet. Target: padding, <bos>,
-// <eos>, the digits and '-'.
-constexpr int64_t kPad = 0, kBos = 1, kEos = 2;
-const std::string kTargetChars = "0123456789-";
-constexpr int64_t kTargetSteps = 11;  // "YYYY-MM-DD" and <eos>
-
-struct Vocab {
-  std::string alphabet = dates::alphabet();
-  int64_t src_size() const { return static_cast<int64_t>(alphabet.size()) + 1; }
-  int64_t tgt_size() const { return 3 + static_cast<int64_t>(kTargetChars.size()); }
-  int64_t src_id(char c) const {
-    const size_t k = alphabet.find(c);
-    EMBER_CHECK(k != std::string::npos, ValueError, "seq2seq: character '", std::string(1, c),
-                "' is not in the alphabet");
-    return static_cast<int64_t>(k) + 1;
-  }
-  int64_t tgt_id(char c) const { return 3 + static_cast<int64_t>(kTargetChars.find(c)); }
-  // Decoded tokens up to <eos> as text ('?' for <pad>/<bos>).
-  std::string decode(const std::vector<int64_t>& toks) const {
-    std::string s;
-    for (int64_t t : toks) {
-      if (t == kEos) break;
-      s += t >= 3 ? kTargetChars[static_cast<size_t>(t - 3)] : '?';
-    }
-    return s;
-  }
-};
-
-// One split as tensors: src (N, S) padded, lengths (N), decoder inputs
-// <bos> y1..y10 and targets y1..y10 <eos>, both (N, 11).
-struct Data {
-  std::vector<dates::Example> examples;
-  Tensor src, lens, tgt_in, tgt_out;
-  int64_t size() const { return static_cast<int64_t>(examples.size()); }
-};
-
-Data encode(const std::vector<dates::Example>& ex, const Vocab& v, int64_t max_len) {
-  const int64_t n = static_cast<int64_t>(ex.size());
-  std::vector<int64_t> src(static_cast<size_t>(n * max_len), kPad), lens, tin, tout;
-  for (int64_t i = 0; i < n; ++i) {
-    const std::string& s = ex[static_cast<size_t>(i)].source;
-    for (size_t j = 0; j < s.size(); ++j) src[static_cast<size_t>(i * max_len) + j] = v.src_id(s[j]);
-    lens.push_back(static_cast<int64_t>(s.size()));
-    // Input: <bos> y1..y10; target: y1..y10 <eos> (the input shifted left).
-    tin.push_back(kBos);
-    for (char c : ex[static_cast<size_t>(i)].target) {
-      tin.push_back(v.tgt_id(c));
-      tout.push_back(v.tgt_id(c));
-    }
-    tout.push_back(kEos);
-  }
-  return {ex, from_vector(src, {n, max_len}), from_vector(lens, {n}), from_vector(tin, {n, kTargetSteps}),
-          from_vector(tout, {n, kTargetSteps})};
-}
-
-// The split's tensors on dev (the examples stay on the host for scoring).
-Data to_device(Data d, Device dev) {
-  d.src = d.src.to(dev), d.lens = d.lens.to(dev), d.tgt_in = d.tgt_in.to(dev), d.tgt_out = d.tgt_out.to(dev);
-  return d;
-}
-
-// Rows idx (a CPU index) of a split, gathered on the split's device, the
-// sources cut to the longest one among them (the encoder need not step
-// through columns that are padding everywhere).
-struct Batch {
-  Tensor src, lens, tgt_in, tgt_out;
-};
-Batch gather_batch(const Data& d, const Tensor& cpu_idx) {
-  const Tensor idx = cpu_idx.to(d.src.device());
-  Batch b{index_select(d.src, 0, idx), index_select(d.lens, 0, idx), index_select(d.tgt_in, 0, idx),
-          index_select(d.tgt_out, 0, idx)};
-  const int64_t longest = max(b.lens).item<int64_t>();
-  b.src = b.src.narrow(1, 0, longest).contiguous();
-  return b;
-}
-
-// One epoch's batches: shuffled, then sorted by source length within pools
-// of 32 batches, so a batch's sources have similar lengths and the encoder
-// steps through little padding (its cost follows the longest source of the
-// batch); the batches themselves come in random order.
-std::vector<Tensor> bucketed_batches(const Data& d, int64_t batch, Generator& g) {
-  // A batch larger than the split is the whole split (and 32 * batch then
-  // cannot overflow: a batch near 2^63 made the pool size wrap to a negative
-  // number, sorting a reversed range (SIGSEGV), or to 0, looping forever).
-  batch = std::clamp<int64_t>(batch, 1, std::max<int64_t>(1, d.size()));
-  const std::vector<int64_t> perm = randperm(d.size(), &g).to_vector<int64_t>();
-  const std::vector<int64_t> lens = d.lens.to_vector<int64_t>();
-  std::vector<int64_t> order = perm;
-  const int64_t pool = 32 * batch;
-  for (int64_t start = 0; start < d.size(); start += pool) {
-    auto first = order.begin() + start, last = order.begin() + std::min(d.size(), start + pool);
-    std::stable_sort(first, last, [&](int64_t a, int64_t b) { return lens[a] < lens[b]; });
-  }
-  std::vector<Tensor> out;
-  for (int64_t start = 0; start < d.size(); start += batch) {
-    const std::vector<int64_t> idx(order.begin() + start, order.begin() + std::min(d.size(), start + batch));
-    out.push_back(from_vector(idx));
-  }
-  std::vector<Tensor> shuffled;
-  for (int64_t k : randperm(static_cast<int64_t>(out.size()), &g).to_vector<int64_t>()) shuffled.push_back(out[k]);
-  return shuffled;
-}
+using seq2seq_app::Batch;
+using seq2seq_app::bucketed_batches;
+using seq2seq_app::Data;
+using seq2seq_app::encode;
+using seq2seq_app::gather_batch;
+using seq2seq_app::kBos;
+using seq2seq_app::kEos;
+using seq2seq_app::kPad;
+using seq2seq_app::kTargetChars;
+using seq2seq_app::kTargetSteps;
+using seq2seq_app::to_device;
+using seq2seq_app::Vocab;
 
 Tensor batch_loss(seq2seq_app::DatesModel& model, const Batch& b) {
   const Tensor logits = model.logits(b.src, b.lens, b.tgt_in);  // (B, 11, V)

@@ -1,0 +1,160 @@
+// The bench's model workloads: training steps of the demo models (the
+// attention-regression transformer, the ViT, the CNN teacher with its
+// convolutions alone), GPT's generation speed, and one AdamW step over the
+// ViT's parameters.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "attention_models.h"  // apps/common: the attention-regression demo's transformer
+#include "bench.h"
+#include "precision.h"  // apps/common: --precision's autocast region and scaled step
+
+namespace ember::bench {
+
+// A training step's forward + loss in precision prec, backward, unscaling
+// (fp16), clipping at 1 and the optimizer step (app::MixedPrecision). The workload's name gets
+// " bf16" / " fp16" appended for the 16-bit steps.
+template <class Forward>
+void Bench::train_steps(const std::string& name, int64_t batch, optim::Optimizer& opt,
+                        const std::vector<Tensor>& params, Forward forward_loss) {
+  for (const std::string& prec : precisions) {
+    app::MixedPrecision mp(prec, g_dev.type);  // apps/common/precision.h
+    step(mp.low() ? name + " " + prec : name, batch, [&] {
+      opt.zero_grad();
+      Tensor loss;
+      {
+        const AutocastGuard region = mp.region();
+        loss = forward_loss();
+      }
+      mp.backward_step(loss, opt, params, 1.0);
+    });
+  }
+}
+
+void Bench::attention_regression() {
+  for (int64_t batch : {32, 256}) {
+    if (only_batch && batch != only_batch) continue;
+    ar::TokenTransformer model;
+    model.to(g_dev);
+    model.train();
+    optim::Adam opt(model.parameters(), optim::AdamOptions{.lr = 1e-3, .weight_decay = 1e-6});
+    Generator g(1);
+    std::vector<Tensor> xs;  // 8 batches in turn, so the model keeps learning
+    for (int i = 0; i < 8; ++i) xs.push_back(uniform({batch, 50}, 0, 5, on_dev(), &g));
+    int it = 0;
+    train_steps("attention_regression train step", batch, opt, model.parameters(), [&] {
+      const Tensor& x = xs[it++ % 8];
+      const Tensor y = add(mul(sin(x), 2.0), pow(x, 0.8));
+      return mse_loss(model(x), y);
+    });
+  }
+}
+
+void Bench::vit() {
+  const int64_t batch = 128;
+  nn::VisionTransformerOptions o;  // 28x28, patch 7, width 64, depth 4, 4 heads, MLP 128
+  nn::VisionTransformer model(o);
+  model.to(g_dev);
+  model.train();
+  optim::AdamW opt(optim::weight_decay_groups(model.named_parameters(), 0.05), optim::AdamW::defaults());
+  Generator g(2);
+  std::vector<std::pair<Tensor, Tensor>> data;  // 8 batches in turn
+  for (int i = 0; i < 8; ++i)
+    data.emplace_back(randn({batch, 1, 28, 28}, on_dev(), &g), randint(0, 10, {batch}, on_dev(kInt64), &g));
+  int it = 0;
+  train_steps("vit train step", batch, opt, model.parameters(), [&] {
+    const auto& [x, t] = data[it++ % 8];
+    return cross_entropy(model(x), t, Reduction::Mean, -100, 0.1);
+  });
+}
+
+// The CNN teacher's convolutions (3x3, padding 1, batch 128) forward and
+// backward (input, weight and bias gradients), then a whole training step of
+// the teacher (nn::ResNet with its defaults: 1 -> 32 -> 64 -> 128 channels on
+// 28x28, 14x14, 7x7; SGD with momentum). tools/bench_torch.py times the same.
+void Bench::conv() {
+  const int64_t batch = 128;
+  struct S {
+    int64_t cin, cout, hw, stride;
+  };
+  for (const S& s : std::vector<S>{
+           {1, 32, 28, 1}, {32, 32, 28, 1}, {32, 64, 28, 2}, {64, 64, 14, 1}, {64, 128, 14, 2}, {128, 128, 7, 1}}) {
+    const Tensor x = randn({batch, s.cin, s.hw, s.hw}, on_dev()).requires_grad_();
+    const Tensor w = mul(randn({s.cout, s.cin, 3, 3}, on_dev()), 0.1).requires_grad_();
+    const Tensor b = zeros({s.cout}, on_dev()).requires_grad_();
+    const int64_t ho = (s.hw + 2 - 3) / s.stride + 1;
+    const double gflop = 3 * 2.0 * batch * s.cout * ho * ho * s.cin * 9 * 1e-9;  // forward + two backward GEMMs
+    char name[96];
+    std::snprintf(name, sizeof name, "conv2d fwd+bwd %lld->%lld %lldx%lld s%lld", static_cast<long long>(s.cin),
+                  static_cast<long long>(s.cout), static_cast<long long>(s.hw), static_cast<long long>(s.hw),
+                  static_cast<long long>(s.stride));
+    record(name, batch,
+           time_steps(std::min(warmup, 5), steps,
+                      [&] {
+                        sum(conv2d(x, w, b, {s.stride, s.stride}, {1, 1})).backward();
+                      }),
+           gflop, 0);
+  }
+  nn::ResNet model;
+  model.to(g_dev);
+  model.train();
+  optim::SGD opt(model.parameters(),
+                 optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
+  Generator g(3);
+  std::vector<std::pair<Tensor, Tensor>> data;  // 4 batches in turn
+  for (int i = 0; i < 4; ++i)
+    data.emplace_back(randn({batch, 1, 28, 28}, on_dev(), &g), randint(0, 10, {batch}, on_dev(kInt64), &g));
+  int it = 0;
+  step("resnet teacher train step", batch, [&] {
+    const auto& [x, t] = data[it++ % 4];
+    opt.zero_grad();
+    cross_entropy(model(x), t).backward();
+    opt.step();
+  });
+}
+
+// Generation speed of the nanogpt-cpu model size (4 layers, 4 heads,
+// width 128, vocabulary 65) from a one-token prompt to the full context:
+// with the KV cache each token is one position's work; without it every
+// token re-encodes the whole sequence so far. Untrained weights: the speed
+// does not depend on them.
+void Bench::gpt_generate() {
+  std::printf("\nGPT generation, tokens per second (4 layers, 4 heads, width 128), context - 1 new tokens\n");
+  std::printf("%-34s %9s %9s %9s\n", "workload", "context", "ms", "tokens/s");
+  for (int64_t T : {64, 256}) {
+    nn::GPTConfig cfg;
+    cfg.vocab_size = 65, cfg.block_size = T;
+    Generator gen(1);
+    nn::GPT m(cfg, &gen);
+    for (bool cache : {true, false}) {
+      nn::SampleOptions o;
+      o.use_cache = cache;
+      const Timing t = time_steps(1, std::max(3, steps / 4), [&] { m.generate({0}, T - 1, o); });
+      const double tps = static_cast<double>(T - 1) / (t.median_ms * 1e-3);
+      const std::string name = cache ? "gpt generate, KV cache" : "gpt generate, no cache";
+      std::printf("%-34s %9lld %9.2f %9.0f\n", name.c_str(), static_cast<long long>(T), t.median_ms, tps);
+      records.push_back({{"workload", name},
+                         {"context", T},
+                         {"median_ms", t.median_ms},
+                         {"min_ms", t.min_ms},
+                         {"max_ms", t.max_ms},
+                         {"cpu_ms", t.cpu_ms},
+                         {"tokens_per_second", tps},
+                         {"threads", num_threads()}});
+    }
+  }
+}
+
+void Bench::adamw() {
+  nn::VisionTransformer model(nn::VisionTransformerOptions{});
+  model.to(g_dev);
+  optim::AdamW opt(optim::weight_decay_groups(model.named_parameters(), 0.05), optim::AdamW::defaults());
+  for (Tensor& p : model.parameters()) p.mutable_grad() = ones_like(p);
+  table_header("optimizer");
+  record("adamw step over ViT parameters (" + std::to_string(model.num_parameters()) + ")", 0,
+         time_steps(warmup, steps * 10, [&] { opt.step(); }), 0, 0);
+}
+
+}  // namespace ember::bench
