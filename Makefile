@@ -63,9 +63,12 @@ test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
 
 # Every C++ and CUDA source in the style of .clang-format (Debian's
-# clang-format 14, from setup.sh); `clang-format -i FILE` fixes a file.
+# clang-format 14, from setup.sh; `clang-format -i FILE` fixes a file), and
+# none longer than docs/STYLE.md's 600 lines.
 format-check: deps
 	git ls-files -z '*.cpp' '*.h' '*.cu' '*.cuh' | xargs -0 clang-format --dry-run --Werror
+	@git ls-files -z '*.cpp' '*.h' '*.cu' '*.cuh' | xargs -0 wc -l | \
+	  awk '$$2 != "total" && $$1 > 600 { print $$2 ": " $$1 " lines, over docs/STYLE.md'"'"'s 600"; bad = 1 } END { exit bad }'
 
 # The library, tests and apps built with AddressSanitizer (and LeakSanitizer)
 # and UndefinedBehaviorSanitizer at -O1, then every test; the first report
