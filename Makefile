@@ -34,7 +34,7 @@ demo: build
 	@echo "Results in out/attention_regression and out/vit (metrics.json, PNG charts, checkpoints)."
 	@echo "Also: ./$(BUILD_DIR)/bin/seq2seq (Bahdanau-attention seq2seq on dates, about a minute), ./$(BUILD_DIR)/bin/bench, make bench."
 
-# Issue 21's ViT at CNN level (README, "The ViT at CNN level"). vit-recipe:
+# The ViT at CNN level (apps/vit/README.md, "The ViT at CNN level"). vit-recipe:
 # the best configuration measured, a hybrid ViT trained alone for 50 epochs
 # in bfloat16 (92.49% final in 669.5 s on 2 threads of a Zen 4, 2026-11-26);
 # out/vit_recipe/metrics.json holds final_test_accuracy, best_test_accuracy

@@ -45,7 +45,7 @@ struct Config {
   int64_t batch = 0;
   double lr = 0;
   int threads = 0;
-  uint64_t seed = 4;  // see README: the figures are quoted for this seed
+  uint64_t seed = 4;  // see apps/attention_regression/README.md: the figures are quoted for this seed
   bool quiet = false, check = false;
 };
 

@@ -26,7 +26,7 @@ using Metadata = std::map<std::string, std::string>;
 // --eval-only rebuild the same model and recipe.
 struct Config {
   std::string data = "fashion-mnist", data_dir, out = "out/vit", device = "cpu", resume, weights;
-  int epochs = 8;  // the README's recorded Fashion-MNIST run (accuracy and time there)
+  int epochs = 8;  // apps/vit/README.md's recorded Fashion-MNIST run (accuracy and time there)
   int64_t batch_size = 128;
   double lr = 2e-3, weight_decay = 0.05, warmup_epochs = 1, min_lr = 1e-5, label_smoothing = 0.1, clip = 1.0;
   uint64_t seed = 0;

@@ -29,7 +29,7 @@ Tensor TransformerSeq2Seq::embed(nn::Embedding& table, const Tensor& tokens, int
   // at N(0, 1/d): ours start at N(0, 1), already the positions' scale
   // (entries in [-1, 1]); scaled, they would drown the positions, which this
   // character-level task needs exactly (scaled, it learned far slower: the
-  // figures are in the README's seq2seq section).
+  // figures are in apps/seq2seq/README.md).
   const Tensor x = table(tokens);
   EMBER_CHECK(offset + tokens.size(1) <= pos->P.size(1), ShapeError, "TransformerSeq2Seq: positions up to ",
               offset + tokens.size(1), " exceed the positional table's ", pos->P.size(1));

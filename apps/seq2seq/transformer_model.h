@@ -15,8 +15,8 @@
 // No dropout, because the task is noiseless and the test dates come from the
 // training distribution: with it, six epochs reached a clearly lower test
 // exact match. Learned position tables (N(0, 0.02)) learned slower than the
-// sinusoids. The figures, and the run that gave them, are in the README's
-// seq2seq section.
+// sinusoids. The figures, and the run that gave them, are in
+// apps/seq2seq/README.md.
 #pragma once
 
 #include "model.h"

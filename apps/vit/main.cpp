@@ -211,7 +211,7 @@ TrainState resume(const Config& c, const Loaded& l, nn::Module& model, optim::Op
 }
 
 // Everything a training run holds, so that the steps below read as the
-// README describes them.
+// apps/vit/README.md describes them.
 struct Trainer {
   const Config& c;
   const Datasets& d;
