@@ -208,13 +208,18 @@ decltype(auto) run(Body& body, A&&... args) {
   const auto t0 = std::chrono::steady_clock::now();
   auto out = body(args...);
   int64_t flops = 0;
-  if constexpr (D.flops != nullptr && std::is_same_v<std::decay_t<decltype(out)>, Tensor>) {
-    std::vector<const Tensor*> ins;
-    auto add = [&](const auto& a) {
-      if constexpr (is_tensor_v<decltype(a)>) ins.push_back(&a);
-    };
-    (add(args), ...);
-    flops = D.flops(ins.data(), static_cast<int>(ins.size()), out);
+  // A function pointer's comparison with nullptr is not a constant
+  // expression under every compiler mode (GCC's -fsanitize=undefined), so
+  // these tests of the declaration's pointers are run-time ones.
+  if constexpr (std::is_same_v<std::decay_t<decltype(out)>, Tensor>) {
+    if (D.flops != nullptr) {
+      std::vector<const Tensor*> ins;
+      auto add = [&](const auto& a) {
+        if constexpr (is_tensor_v<decltype(a)>) ins.push_back(&a);
+      };
+      (add(args), ...);
+      flops = D.flops(ins.data(), static_cast<int>(ins.size()), out);
+    }
   }
   profiler::record_op(D.name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), flops);
   return out;
@@ -227,10 +232,8 @@ decltype(auto) run_half(Body& body, A&&... args) {
     const HalfScan s = scan_half(args...);
     if (s.half) {
       bool copies = true;
-      if constexpr (D.half == Half::NativeWhere) {
-        static_assert(D.native_half != nullptr, "Half::NativeWhere needs native_half");
-        copies = s.mixed || !D.native_half(first_tensor(args...)->device());
-      }
+      if constexpr (D.half == Half::NativeWhere)  // without a predicate: copies everywhere
+        copies = s.mixed || D.native_half == nullptr || !D.native_half(first_tensor(args...)->device());
       if (copies) {
         auto up = [](const Tensor& t) { return t.defined() && is_half(t.dtype()) ? t.to(DType::Float32) : t; };
         return round_half_result(run<D>(body, map_tensor(up, std::forward<A>(args))...), *s.half);
