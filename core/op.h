@@ -253,7 +253,7 @@ auto call(Body&& body, A&&... args) {
     if (__builtin_expect(ember::detail::t_autocast_any, 0)) {
       const Tensor* t = detail::first_tensor(args...);
       if (t && autocast_enabled(t->device().type)) {
-        const DType dt = D.autocast == Autocast::LowerPrecision ? autocast_dtype(t->device().type) : DType::Float32;
+        DType dt = D.autocast == Autocast::LowerPrecision ? autocast_dtype(t->device().type) : DType::Float32;
         auto cast = [dt](const Tensor& x) { return autocast_cast(x, dt); };
         AutocastSuspend off;
         return detail::run_half<D>(body, detail::map_tensor(cast, std::forward<A>(args))...);
