@@ -1,5 +1,5 @@
 # CTest smoke run (cmake -P) of the DeiT recipe's teacher-student path
-# (issue 21, `make vit-recipe-distill`) on the tiny generated data set: the CNN
+# (`make vit-recipe-distill`) on the tiny generated data set: the CNN
 # teacher (CNN) trains and writes its safetensors file; the ViT student (APP)
 # distils from it (hard, then soft) with RandAugment, DropPath, EMA and bf16
 # autocast; metrics.json holds the student's, the teacher's and the EMA's

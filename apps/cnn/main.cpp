@@ -1,4 +1,4 @@
-// The CNN teacher of the DeiT recipe (issue 21): a small nn::ResNet trained on
+// The CNN teacher of the DeiT recipe: a small nn::ResNet trained on
 // Fashion-MNIST (MNIST, CIFAR-10) with SGD (Nesterov momentum), one-cycle
 // learning rate, label smoothing and flips (random crops optional), saved as
 // model.safetensors with its configuration in the metadata

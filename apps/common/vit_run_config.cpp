@@ -234,7 +234,7 @@ Config read_config(const Metadata& meta, const std::string& file, int64_t stored
   c.erase = f.number("erase_prob", 0, 1);
   c.mixup = f.number("mixup_alpha", 0);
   c.cutmix = f.number("cutmix_alpha", 0);
-  // The DeiT recipe's fields (issue 21); files written before it have none
+  // The DeiT recipe's fields; files written before it have none
   // and mean the defaults.
   if (j.contains("randaugment_ops")) {
     c.randaug_n = f.integer("randaugment_ops", 0, 64);

@@ -42,7 +42,7 @@ struct Config {
   std::string hflip = "auto";  // on for fashion-mnist and cifar10, off for mnist (digits are not symmetric)
   double erase = 0, mixup = 0, cutmix = 0;
   int64_t randaug_n = 0, randaug_m = 9;  // --randaugment N,M (N = 0: off)
-  // The DeiT recipe (issue 21): stochastic depth, EMA, distillation, precision.
+  // The DeiT recipe: stochastic depth, EMA, distillation, precision.
   double drop_path = 0, ema = 0;  // --drop-path rate of the last block; --ema decay (0: off)
   std::string teacher;            // --teacher CNN.safetensors (apps/cnn)
   std::string distill = "none";   // none, hard, soft

@@ -113,7 +113,7 @@ inline void add_flags(CLI::App& cli, Config& c, std::string& randaugment) {
       ->check(app::int_range(0, 100000));
   cli.add_option("--eval-batch-size", c.eval_batch, "images per evaluation batch (default 1000, at most 65536)")
       ->check(app::int_range(1, 65536));
-  // The DeiT recipe (issue 21).
+  // The DeiT recipe.
   app::input_file(cli.add_option("--teacher", c.teacher,
                                  "CNN teacher for distillation (model.safetensors written by build/bin/cnn); its "
                                  "logits are computed on the fly for every augmented batch"));

@@ -256,8 +256,8 @@ struct Trainer {
               {"best_test_accuracy", best},
               {"best_epoch", best_epoch},
               {"final_test_loss", s.history.empty() ? 0.0 : s.history.back().test_loss},
-              // With --teacher, the teacher's training counts too (issue 21's
-              // budget); the student's alone is student_train_seconds.
+              // With --teacher, the teacher's training counts too (the
+              // recipe's time budget); the student's alone is student_train_seconds.
               {"train_seconds", train_seconds + teacher_seconds},
               {"student_train_seconds", train_seconds},
               {"teacher_train_seconds", teacher_seconds},

@@ -1,4 +1,4 @@
-// The DeiT recipe's parts of a ViT training step (issue 21), apart from
+// The DeiT recipe's parts of a ViT training step, apart from
 // main.cpp's loop: the frozen CNN teacher (vit --teacher, apps/cnn) and its
 // logits, the distillation loss on the student's two heads, the EMA of the
 // weights, and the precision (autocast, loss scaling for float16).

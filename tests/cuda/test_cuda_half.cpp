@@ -1,4 +1,4 @@
-// The 16-bit types on the CUDA backend (issue 19): the emulator's __half and
+// The 16-bit types on the CUDA backend: the emulator's __half and
 // __nv_bfloat16 (cuda/emu/cuda_half.h) against Ember's conversions, which
 // tests/test_half.cpp holds to PyTorch on every pattern; the bf16/fp16
 // GEMMs through cublasGemmEx / cublasGemmStridedBatchedEx against the CPU;
