@@ -128,7 +128,6 @@ void DatasetLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   stop();
   EMBER_CHECK(first_batch >= 0 && first_batch <= num_batches(), IndexError, "DatasetLoader: cannot start epoch ", epoch,
               " at batch ", first_batch, " of ", num_batches());
-  epoch_ = epoch;
   order_ = order(epoch);
   next_index_ = first_batch;
   end_index_ = num_batches();

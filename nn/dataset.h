@@ -160,7 +160,7 @@ class DatasetLoader {
   const Dataset& dataset_;
   DatasetLoaderOptions opts_;
   std::vector<int64_t> order_;
-  int64_t epoch_ = 0, next_index_ = 0, end_index_ = 0;
+  int64_t next_index_ = 0, end_index_ = 0;
 
   /// Workers: worker w builds batches first + w, first + w + N, ..., at most
   /// prefetch_factor * N ahead of the consumer; results wait in ready_ by index.

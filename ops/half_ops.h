@@ -27,12 +27,4 @@ inline bool any_half(const Tensor& t) { return t.defined() && is_half(t.dtype())
 /// t as float32 when it is bfloat16 or float16 (differentiable), else t.
 inline Tensor upcast_half(const Tensor& t) { return any_half(t) ? t.to(DType::Float32) : t; }
 
-/// The dtype a float32-computed result returns in: the first 16-bit dtype
-/// among ts (PyTorch returns the input's dtype).
-inline DType half_result_dtype(std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts)
-    if (t->defined() && is_half(t->dtype())) return t->dtype();
-  return DType::Float32;
-}
-
 }  // namespace ember
