@@ -11,6 +11,7 @@ namespace ember::profiler {
 
 namespace detail {
 std::atomic<uint64_t> g_matmul_flops{0};
+std::atomic<uint64_t> g_device_launches{0};
 }  // namespace detail
 
 namespace {

@@ -27,6 +27,7 @@ namespace ember::profiler {
 
 namespace detail {
 extern std::atomic<uint64_t> g_matmul_flops;
+extern std::atomic<uint64_t> g_device_launches;
 }  // namespace detail
 
 /// Whether the profiler records kernel times, and turning it on or off.
@@ -58,6 +59,15 @@ void record_op(const char* name, double seconds, int64_t flops);
 ///@{
 inline void add_matmul_flops(uint64_t flops) { detail::g_matmul_flops.fetch_add(flops, std::memory_order_relaxed); }
 inline uint64_t matmul_flops() { return detail::g_matmul_flops.load(std::memory_order_relaxed); }
+///@}
+
+/// Work handed to an accelerator's stream (kernel launches, library calls
+/// such as a cuBLAS GEMM, asynchronous copies), counted always: each costs
+/// host time to issue, which on a GPU bounds a step of many small ops. The
+/// benchmarks report launches per step.
+///@{
+inline void add_device_launch() { detail::g_device_launches.fetch_add(1, std::memory_order_relaxed); }
+inline uint64_t device_launches() { return detail::g_device_launches.load(std::memory_order_relaxed); }
 ///@}
 
 /// One kernel's totals: its table's name, how many calls, and the seconds they took.

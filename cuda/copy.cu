@@ -21,9 +21,11 @@ struct Constant {
 void cuda_copy(const Tensor& src, Tensor& dst) {
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous() && src.shape() == dst.shape()) {
     const size_t n = static_cast<size_t>(dst.numel()) * dst.element_size();
-    if (n && src.data_ptr() != dst.data_ptr())
+    if (n && src.data_ptr() != dst.data_ptr()) {
+      profiler::add_device_launch();
       EMBER_CUDA_CHECK(
           cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), n, cudaMemcpyDeviceToDevice, stream(dst.device().index)));
+    }
     return;
   }
   dispatch_all(dst.dtype(), [&](auto dtag) {

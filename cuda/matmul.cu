@@ -138,6 +138,7 @@ void cuda_gemm(const GemmDesc& d) {
       int64_t oa, ob, oc;
       offsets(o, oa, ob, oc);
       // Column-major: C^T [n x m] = op(B)^T [n x k] @ op(A)^T [k x m].
+      profiler::add_device_launch();
       EMBER_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
           h, op_b, op_a, static_cast<int>(d.n), static_cast<int>(d.m), static_cast<int>(d.k), &alpha, B + ob * es, in_t,
           static_cast<int>(d.ldb), ib, A + oa * es, in_t, static_cast<int>(d.lda), ia, &beta, C + oc * cs, out_t,
@@ -156,6 +157,7 @@ void cuda_gemm(const GemmDesc& d) {
       int64_t oa, ob, oc;
       offsets(o, oa, ob, oc);
       // Column-major: C^T [n x m] = op(B)^T [n x k] @ op(A)^T [k x m].
+      profiler::add_device_launch();
       EMBER_CUBLAS_CHECK(gemm_batched(h, op_b, op_a, static_cast<int>(d.n), static_cast<int>(d.m),
                                       static_cast<int>(d.k), &alpha, B + ob, static_cast<int>(d.ldb), ib, A + oa,
                                       static_cast<int>(d.lda), ia, &beta, C + oc, static_cast<int>(d.ldc), ic,

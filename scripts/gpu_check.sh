@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# The device check: on a machine with an NVIDIA GPU, in one run of a few
+# minutes, build Ember for the GPU present (or take binaries built
+# elsewhere), run the GPU test suite, time the benchmarks, train the demos,
+# and time llm.c's GPT-2 trainer beside Ember's GPT-2 step at the same size,
+# batch and context. Every figure goes to one file (FIGURES below), every
+# log beside it, so a short time on any GPU is enough to check it all.
+#
+#   scripts/gpu_check.sh [--out DIR] [--prebuilt DIR] [--llmc DIR] [--text FILE] [--mnist DIR]
+#                        [--gpt2-batch B] [--gpt2-seq T] [--skip-demos]
+#
+#   --out DIR       where the figures and logs go (default out/gpu_check)
+#   --prebuilt DIR  binaries built elsewhere: DIR/bin holds bench, ember_gpu_tests,
+#                   vit, attention_regression, seq2seq (an EMBER_CUDA=ON build for
+#                   this GPU's architecture) and optionally train_gpt2cu; DIR/lib the
+#                   shared libraries they need that this machine lacks (OpenBLAS);
+#                   DIR/data the llm.c token files. Without it the script builds
+#                   Ember into build-gpu (CMake, nvcc and Ember's packages needed).
+#   --llmc DIR      llm.c's source, to build train_gpt2cu (default ../shared/anchors/llm.c)
+#   --text FILE     the text whose bytes are the GPT-2 tokens of both trainers
+#                   (default ../shared/data/tinyshakespeare.txt)
+#   --mnist DIR     Fashion-MNIST for the ViT demo (default: the demo's own default)
+#
+# GPT-2 124M is compared at llm.c's GPU setting by default: batch 16, context
+# 1024, bf16 (llm.c mixes bf16 activations with float32 master weights;
+# Ember's bf16 step is an autocast region over float32 weights), AdamW at
+# lr 3e-4 without weight decay, clipping at 1.
+set -uo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="$here/out/gpu_check"
+prebuilt=""
+llmc="$here/../shared/anchors/llm.c"
+text="$here/../shared/data/tinyshakespeare.txt"
+mnist=""
+B=16
+T=1024
+demos=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --out) out="$2"; shift 2 ;;
+    --prebuilt) prebuilt="$(cd "$2" && pwd)"; shift 2 ;;
+    --llmc) llmc="$2"; shift 2 ;;
+    --text) text="$2"; shift 2 ;;
+    --mnist) mnist="$2"; shift 2 ;;
+    --gpt2-batch) B="$2"; shift 2 ;;
+    --gpt2-seq) T="$2"; shift 2 ;;
+    --skip-demos) demos=0; shift ;;
+    *) echo "gpu_check: unknown argument '$1' (see the top of $0)" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out" || exit 1
+FIGURES="$out/figures.md"
+: >"$FIGURES"
+say() { echo "$*" | tee -a "$FIGURES"; }
+failed=0
+# run NAME SECONDS CMD...: the command's output to $out/NAME.log; a failure
+# or a timeout is a line in the figures and a non-zero exit at the end.
+run() {
+  local name="$1" limit="$2"
+  shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  say "- $name: exit $rc in $((SECONDS - t0)) s"
+  if [[ $rc -ne 0 ]]; then
+    failed=1
+    tail -n 20 "$out/$name.log" | sed 's/^/    /' | tee -a "$FIGURES"
+  fi
+  return $rc
+}
+
+command -v nvidia-smi >/dev/null || { echo "gpu_check: no nvidia-smi: not a GPU machine" >&2; exit 1; }
+cc="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d '. ')"
+say "# Ember device check, $(date -u '+%Y-%m-%d %H:%M UTC')"
+say ""
+say "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n1), compute capability $cc"
+say "- host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+say "- nvcc: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'not found')"
+say "- Ember: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo 'not a git checkout')$(git -C "$here" diff --quiet 2>/dev/null || echo ' (with local changes)')"
+say ""
+
+# --- binaries ---------------------------------------------------------------
+if [[ -n "$prebuilt" ]]; then
+  bin="$prebuilt/bin"
+  export LD_LIBRARY_PATH="$prebuilt/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  data="$prebuilt/data"
+else
+  bin="$here/build-gpu/bin"
+  data="$out/data"
+  say "## Build"
+  run configure 300 cmake -S "$here" -B "$here/build-gpu" -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="$cc" -DEMBER_MPI=OFF -DEMBER_NCCL=OFF || exit 1
+  run build 900 cmake --build "$here/build-gpu" -j"$(nproc)" --target bench ember_gpu_tests vit \
+    attention_regression seq2seq || exit 1
+fi
+if [[ ! -x "$bin/train_gpt2cu" && -d "$llmc" ]]; then
+  mkdir -p "$out/llmc" && cp -r "$llmc"/. "$out/llmc/"
+  # CUDA 13's cudaMemAdvise takes a cudaMemLocation where llm.c (2025) passes
+  # a device id; the line is in its out-of-memory fallback, never reached here.
+  if nvcc --version | grep -q 'release 1[3-9]'; then
+    sed -i 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' \
+      "$out/llmc/llmc/cuda_utils.cuh"
+  fi
+  run build_llmc 600 make -C "$out/llmc" train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 GPU_COMPUTE_CAPABILITY="$cc" &&
+    cp "$out/llmc/train_gpt2cu" "$out/train_gpt2cu"
+fi
+llmc_bin="$bin/train_gpt2cu"
+[[ -x "$llmc_bin" ]] || llmc_bin="$out/train_gpt2cu"
+# llm.c's token files (magic 20240520, version 1, uint16 tokens), one token
+# per byte of the text: ids below 256 of GPT-2's 50257, as llm.c's
+# make_inputs.py writes them, 90% train / 10% validation.
+if [[ ! -f "$data/train.bin" && -f "$text" ]]; then
+  mkdir -p "$data"
+  python3 - "$text" "$data" <<'EOF'
+import struct, sys
+raw = open(sys.argv[1], "rb").read()
+cut = len(raw) * 9 // 10
+for name, part in (("train", raw[:cut]), ("val", raw[cut:])):
+    with open(f"{sys.argv[2]}/{name}.bin", "wb") as f:
+        f.write(struct.pack("<3i", 20240520, 1, len(part)) + bytes(1012))
+        f.write(b"".join(struct.pack("<H", b) for b in part))
+EOF
+fi
+
+# --- correctness --------------------------------------------------------------
+say "## Correctness on the GPU"
+run gpu_tests 300 "$bin/ember_gpu_tests"
+grep -E "^\[doctest\] (test cases|assertions)" "$out/gpu_tests.log" | sed 's/^/    /' | tee -a "$FIGURES"
+say ""
+
+# --- benchmarks ---------------------------------------------------------------
+say "## Benchmarks (bench --device cuda; medians; launches per training step)"
+run bench 300 "$bin/bench" --device cuda --json "$out/bench.json"
+grep -E "^device|train step|launches per step|tokens/s|gpt generate|causal|cross_entropy|layer_norm|softmax|gelu" \
+  "$out/bench.log" | sed 's/^/    /' | tee -a "$FIGURES"
+say ""
+say "## GPT-2 124M training, batch $B, context $T"
+run bench_gpt2 300 "$bin/bench" --device cuda --workload gpt2 --gpt2-batch "$B" --gpt2-seq "$T" \
+  --precision fp32,bf16 --steps 10 --warmup 3 --json "$out/bench_gpt2.json"
+grep -E "gpt2|tokens/s|launches" "$out/bench_gpt2.log" | sed 's/^/    /' | tee -a "$FIGURES"
+if [[ -x "$llmc_bin" && -f "$data/train.bin" ]]; then
+  # -e d12: GPT-2 124M from random initialisation; no validation, sampling or checkpoints.
+  run llmc 300 "$llmc_bin" -e d12 -b "$B" -t "$T" -i "$data/train.bin" -j "$data/val.bin" -x 30 -v 1000 \
+    -s 0 -h 0 -l 3e-4 -c 0.0
+  # Steps 10-30 (after warm-up): the median milliseconds and tokens/s llm.c prints.
+  grep -E "^step" "$out/llmc.log" | awk -F'|' 'NR > 10 { print }' >"$out/llmc_steps.txt"
+  if [[ -s "$out/llmc_steps.txt" ]]; then
+    ms="$(sed -E 's/.*\| ([0-9.]+) ms.*/\1/' "$out/llmc_steps.txt" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')"
+    tok="$(sed -E 's/.*\| ([0-9]+) tok\/s.*/\1/' "$out/llmc_steps.txt" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')"
+    say "    llm.c train_gpt2cu (bf16, cuBLASLt): median $ms ms per step, $tok tokens/s (steps 11-30)"
+    grep -E "^step +(1|10|30)/" "$out/llmc.log" | sed 's/^/    /' | tee -a "$FIGURES"
+  fi
+else
+  say "    llm.c: not run (no train_gpt2cu or no token files)"
+fi
+say ""
+
+# --- demos --------------------------------------------------------------------
+if [[ $demos -eq 1 ]]; then
+  say "## Demos with --device cuda (figures from each metrics.json)"
+  mnist_args=()
+  [[ -n "$mnist" ]] && mnist_args=(--data-dir "$mnist")
+  run vit 300 "$bin/vit" --device cuda --out "$out/vit" "${mnist_args[@]}" &&
+    grep -o '"\(final_test_accuracy\|train_seconds\)": *[0-9.e+-]*' "$out/vit/metrics.json" | sed 's/^/    vit /' |
+    tee -a "$FIGURES"
+  run attention_regression 300 "$bin/attention_regression" --device cuda --out "$out/attention_regression" &&
+    grep -o '"\(test_mse\|train_seconds\|epochs_run\)": *[0-9.e+-]*' "$out/attention_regression/metrics.json" |
+    sed 's/^/    attention_regression /' | tee -a "$FIGURES"
+  run seq2seq 300 "$bin/seq2seq" --device cuda --out "$out/seq2seq" &&
+    grep -o '"\(test_exact_match\|train_seconds\)": *[0-9.e+-]*' "$out/seq2seq/metrics.json" |
+    sed 's/^/    seq2seq /' | tee -a "$FIGURES"
+fi
+
+say ""
+say "figures: $FIGURES; logs: $out/*.log"
+exit $failed
