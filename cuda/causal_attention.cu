@@ -48,20 +48,20 @@ template <class T>
 struct Geom {
   int64_t N, H, L, S, D;
   int64_t qs0, qs1, ks0, ks1, vs0, vs1;
-  T scale;                // 1 / sqrt(D)
-  bool dropout;           // p > 0
-  uint64_t seed, offset;  // the Philox stream of the draws
-  uint32_t threshold;     // dropout_threshold(p)
-  T keep_scale;           // 1 / (1 - p)
-  int rows;               // rows per warp (<= kMaxRows); a block owns kWarps * rows
-  int bt;                 // keys (forward, dQ) or queries (dK/dV) per shared tile, <= 32
+  T scale;             // 1 / sqrt(D)
+  bool dropout;        // p > 0
+  RandomSpec spec;     // the Philox stream of the draws
+  uint32_t threshold;  // dropout_threshold(p)
+  T keep_scale;        // 1 / (1 - p)
+  int rows;            // rows per warp (<= kMaxRows); a block owns kWarps * rows
+  int bt;              // keys (forward, dQ) or queries (dK/dV) per shared tile, <= 32
 };
 
 // The dropout multiplier of weight (task t, query i, key j): 0 or 1/(1-p).
 template <class T>
 __device__ __forceinline__ T drop_factor(const Geom<T>& g, int64_t t, int64_t i, int64_t j) {
   const int64_t e = (t * g.L + i) * g.S + j;
-  const Philox4x32 r = Philox4x32::generate(g.seed, g.offset + static_cast<uint64_t>(e / 4));
+  const Philox4x32 r = Philox4x32::generate(philox_seed(g.spec), philox_offset(g.spec) + static_cast<uint64_t>(e / 4));
   return (r.v[e % 4] >> 8) >= g.threshold ? g.keep_scale : T(0);
 }
 
@@ -404,8 +404,7 @@ Geom<T> make_geom(const Tensor& q, const Tensor& k, const Tensor& v, const Causa
   g.vs1 = v.stride(1);
   g.scale = static_cast<T>(pr.scale);
   g.dropout = pr.p > 0;
-  g.seed = pr.spec.seed;
-  g.offset = pr.spec.offset;
+  g.spec = pr.spec;
   g.threshold = g.dropout ? dropout_threshold(pr.p) : 0;
   g.keep_scale = static_cast<T>(1.0 / (1.0 - pr.p));
   EMBER_CHECK(g.D <= detail::kCudaCausalMaxHeadDim, ValueError, "causal_attention (cuda): head dim ", g.D,

@@ -29,6 +29,7 @@
 
 #include <ember/core/device.h>
 #include <ember/core/half.h>
+#include <ember/core/profiler.h>
 
 namespace ember::cuda {
 
@@ -109,11 +110,14 @@ inline unsigned blocks_for(int64_t n, int threads, int64_t cap = 65535) {
 template <class... P, class... A>
 void launch(const char* file, int line, const char* name, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
             cudaStream_t st, A&&... args) {
+  profiler::add_device_launch();
 #if defined(EMBER_CUDA_EMULATE)
-  (void)st;
-  (void)file;
-  (void)line;
-  ::ember::emu::launch({grid, block, smem, name}, [&] { kernel(args...); });
+  // The arguments are copied, as a launch copies them: a captured launch
+  // runs later, at each replay of its graph.
+  const cudaError_t e = ::ember::emu::enqueue(st, [=] {
+    ::ember::emu::launch({grid, block, smem, name}, [&] { kernel(args...); });
+  });
+  if (e != cudaSuccess) throw_cuda_error(name, file, line, e);
 #else
   // clang-format treats a .h as C++ and would split the launch brackets into "> > >".
   // clang-format off

@@ -10,11 +10,13 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <ember/core/caching_allocator.h>
 #include <ember/core/error.h>
 #include <ember/core/tensor.h>
+#include <ember/cuda/graph_pool.h>
 #include <ember/ops/copy.h>
 
 namespace ember::cuda {
@@ -32,6 +34,7 @@ void throw_cublas_error(const char* call, const char* file, int line, cublasStat
 namespace {
 
 constexpr int kMaxDevices = 64;
+constexpr size_t kCublasWorkspace = size_t{32} << 20;
 
 struct DeviceState {
   std::once_flag once;
@@ -81,6 +84,11 @@ DeviceState& init(int device) {
     EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
     EMBER_CUBLAS_CHECK(cublasCreate(&s.cublas));
     EMBER_CUBLAS_CHECK(cublasSetStream(s.cublas, s.stream));
+    // cuBLAS's workspace given once (32 MiB, what Hopper asks for), so that no
+    // GEMM allocates one while a graph is captured.
+    void* workspace = nullptr;
+    EMBER_CUDA_CHECK(cudaMalloc(&workspace, kCublasWorkspace));
+    EMBER_CUBLAS_CHECK(cublasSetWorkspace(s.cublas, workspace, kCublasWorkspace));
     EMBER_CUBLAS_CHECK(
         cublasSetMathMode(s.cublas, g_allow_tf32.load() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   });
@@ -104,15 +112,80 @@ bool allow_tf32() { return g_allow_tf32.load(); }
 
 namespace {
 
+// A CUDA graph's memory (CudaGraph, core/cuda_graph.h): what the captured
+// work allocates comes from here, and its blocks stay the graph's while it
+// lives, so every replay finds its tensors where the capture put them and no
+// other work is handed that memory. A block freed during the capture is
+// handed out again within it (one stream: the graph runs in capture order).
+struct GraphPool {
+  int device = 0;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // size class -> blocks
+  size_t in_use = 0;                                           // blocks held by tensors
+  bool released = false;                                       // its graph is gone
+};
+
+thread_local GraphPool* t_graph_pool = nullptr;
+thread_local bool t_fresh_blocks = false;  // replay_buffer: a new block, not a reused one
+
 // cudaMalloc/cudaFree behind the shared caching allocator (size classes,
 // reuse, statistics, empty_cache). With one stream per device, a block freed
 // by a tensor can be handed to the next kernel at once: stream order keeps
-// the old kernels' accesses before the new ones.
+// the old kernels' accesses before the new ones. During a graph capture on
+// this thread, blocks come from the graph's pool instead (not counted in
+// memory_stats).
 class CudaAllocator final : public CachingAllocator {
  public:
   void* allocate(size_t nbytes, int device) override {
     set_device(device);  // throws "no CUDA device available" without one
+    GraphPool* pool = t_graph_pool;
+    if (pool && pool->device == device && nbytes > 0) return pool_allocate(*pool, nbytes);
     return CachingAllocator::allocate(nbytes, device);
+  }
+  void deallocate(void* ptr, size_t nbytes, int device) override {
+    if (ptr) {
+      std::unique_lock<std::mutex> lock(pool_mu_);
+      const auto it = pool_blocks_.find(ptr);
+      if (it != pool_blocks_.end()) {
+        auto [pool, size] = it->second;
+        --pool->in_use;
+        if (!pool->released) {
+          pool->free_blocks[size].push_back(ptr);
+          return;
+        }
+        pool_blocks_.erase(it);
+        const bool last = pool->in_use == 0;
+        lock.unlock();
+        raw_free(ptr, size, device);
+        if (last) delete pool;
+        return;
+      }
+    }
+    CachingAllocator::deallocate(ptr, nbytes, device);
+  }
+
+  GraphPool* new_pool(int device) {
+    auto* pool = new GraphPool;
+    pool->device = device;
+    return pool;
+  }
+  // The graph is gone: free blocks go back to the driver, blocks still held
+  // by tensors when those are freed.
+  void release(GraphPool* pool) {
+    std::vector<std::pair<void*, size_t>> blocks;
+    bool last;
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      pool->released = true;
+      for (auto& [size, list] : pool->free_blocks)
+        for (void* b : list) {
+          blocks.emplace_back(b, size);
+          pool_blocks_.erase(b);
+        }
+      pool->free_blocks.clear();
+      last = pool->in_use == 0;
+    }
+    for (auto [b, size] : blocks) raw_free(b, size, pool->device);
+    if (last) delete pool;
   }
 
  protected:
@@ -132,13 +205,51 @@ class CudaAllocator final : public CachingAllocator {
     synchronize(device);  // the memory goes back to the driver: no kernel may still use it
     EMBER_CUDA_CHECK(cudaFree(p));
   }
+
+ private:
+  void* pool_allocate(GraphPool& pool, size_t nbytes) {
+    const size_t size = size_class(nbytes);
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    auto it = pool.free_blocks.find(size);
+    void* p = nullptr;
+    if (!t_fresh_blocks && it != pool.free_blocks.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+    } else {
+      // cudaMalloc is not recorded by the capture and may synchronise, so
+      // CUDA refuses it during a capture unless this thread relaxes the rule:
+      // the block is the graph's from now on, which is what makes it safe.
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      EMBER_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+      const cudaError_t e = cudaMalloc(&p, size);
+      cudaThreadExchangeStreamCaptureMode(&mode);
+      if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        throw DeviceError("CudaGraph: out of device memory for the graph's pool (" + std::to_string(size) +
+                          " bytes on cuda:" + std::to_string(pool.device) + ")");
+      }
+      EMBER_CUDA_CHECK(e);
+      pool_blocks_.emplace(p, std::make_pair(&pool, size));
+    }
+    ++pool.in_use;
+    return p;
+  }
+
+  std::mutex pool_mu_;
+  std::unordered_map<void*, std::pair<GraphPool*, size_t>> pool_blocks_;  // block -> its pool, size class
 };
+
+CudaAllocator& allocator() {
+  static CudaAllocator* a = new CudaAllocator;  // never destroyed: tensors may outlive static destruction
+  return *a;
+}
 
 // Both sides contiguous, one dtype; at least one on a CUDA device.
 void cuda_cross_device_copy(const Tensor& src, Tensor& dst) {
   const size_t n = static_cast<size_t>(src.numel()) * src.element_size();
   if (n == 0) return;
   const Device sd = src.device(), dd = dst.device();
+  profiler::add_device_launch();
   if (sd.is_cuda() && dd.is_cuda()) {
     // Device to device: order after src's stream, copy on dst's.
     synchronize(sd.index);
@@ -155,10 +266,26 @@ void cuda_cross_device_copy(const Tensor& src, Tensor& dst) {
 }
 
 struct RegisterBackend {
-  RegisterBackend() { register_allocator(DeviceType::CUDA, new CudaAllocator); }
+  RegisterBackend() { register_allocator(DeviceType::CUDA, &allocator()); }
 } g_register_backend;
 
 }  // namespace
+
+void* detail::begin_graph_pool(int device) {
+  EMBER_CHECK(t_graph_pool == nullptr, DeviceError, "CudaGraph: a capture is already under way on this thread");
+  t_graph_pool = allocator().new_pool(device);
+  return t_graph_pool;
+}
+
+void detail::end_graph_pool() { t_graph_pool = nullptr; }
+
+void detail::fresh_pool_blocks(bool on) { t_fresh_blocks = on; }
+
+void detail::release_graph_pool(void* pool) {
+  if (pool) allocator().release(static_cast<GraphPool*>(pool));
+}
+
+bool detail::capturing_pool(int device) { return t_graph_pool != nullptr && t_graph_pool->device == device; }
 
 EMBER_REGISTER_KERNEL(cross_device_copy_kernel, CUDA, cuda_cross_device_copy);
 

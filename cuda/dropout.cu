@@ -13,8 +13,9 @@ namespace {
 
 template <class T>
 __global__ void dropout_kernel_impl(const T* __restrict__ x, T* __restrict__ out, bool* __restrict__ keep, int64_t n,
-                                    uint64_t seed, uint64_t offset, uint32_t threshold, T scale) {
+                                    RandomSpec spec, uint32_t threshold, T scale) {
   const int64_t counters = (n + 3) / 4;
+  const uint64_t seed = philox_seed(spec), offset = philox_offset(spec);
   for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < counters; c += int64_t(gridDim.x) * blockDim.x) {
     const Philox4x32 r = Philox4x32::generate(seed, offset + static_cast<uint64_t>(c));
     for (int j = 0; j < 4; ++j) {
@@ -42,8 +43,7 @@ void cuda_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpe
     using T = decltype(tag);
     EMBER_CUDA_LAUNCH(dropout_kernel_impl<T>, blocks_for((n + 3) / 4, 256, 4096), 256, 0, xt.device().index,
                       static_cast<const T*>(xt.data_ptr()), static_cast<T*>(outt.data_ptr()),
-                      static_cast<bool*>(keept.data_ptr()), n, spec.seed, spec.offset, threshold,
-                      static_cast<T>(1.0 / (1.0 - p)));
+                      static_cast<bool*>(keept.data_ptr()), n, spec, threshold, static_cast<T>(1.0 / (1.0 - p)));
   });
 }
 

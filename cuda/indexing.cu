@@ -11,6 +11,7 @@
 
 #include <ember/core/dtype_dispatch.h>
 #include <ember/cuda/common.h>
+#include <ember/cuda/graph_pool.h>
 #include <ember/ops/factory.h>
 #include <ember/ops/indexing.h>
 
@@ -43,17 +44,51 @@ __global__ void index_max_kernel_impl(const int64_t* __restrict__ idx, int64_t n
 // Two int64 words on the device, initialised from the host, read back.
 Tensor scratch_words(Device d, int64_t a, int64_t b) { return from_vector(std::vector<int64_t>{a, b}).to(d); }
 
+__global__ void index_check_init_kernel(unsigned long long* w) {
+  w[0] = ~0ull;
+  w[1] = 0;
+}
+
+// Inside a CUDA graph: the check's finding goes to the graph's error record
+// ([found, value, size], zeroed at the start of each replay; the first op
+// to find a bad entry writes it), which the replay reads afterwards.
+__global__ void index_report_kernel(const int64_t* __restrict__ idx, const unsigned long long* __restrict__ w,
+                                    int64_t size, unsigned long long* err) {
+  if (w[0] == ~0ull) return;
+  if (atomicCAS(err, 0ull, 1ull) == 0ull) {
+    err[1] = static_cast<unsigned long long>(idx[w[0]]);
+    err[2] = static_cast<unsigned long long>(size);
+  }
+}
+
 IndexCheckResult cuda_index_check(const Tensor& index, int64_t size, bool has_ignore, int64_t ignore) {
   const int64_t n = index.numel();
+  const int dev = index.device().index;
+  IndexCheckResult r;
+  if (unsigned long long* err = detail::graph_error_record(dev)) {
+    // Captured: nothing can be read back now; the count stays on the device.
+    Tensor words = empty({2}, TensorOptions(DType::Int64, index.device()));
+    auto* w = static_cast<unsigned long long*>(words.data_ptr());
+    EMBER_CUDA_LAUNCH(index_check_init_kernel, 1, 1, 0, dev, w);
+    if (n > 0) {
+      EMBER_CUDA_LAUNCH(index_check_kernel_impl, blocks_for(n, kThreads, 1024), kThreads, 0, dev, index.data<int64_t>(),
+                        n, size, has_ignore, ignore, w, w + 1);
+      EMBER_CUDA_LAUNCH(index_report_kernel, 1, 1, 0, dev, index.data<int64_t>(),
+                        static_cast<const unsigned long long*>(w), size, err);
+    }
+    r.count = -1;
+    r.count_device = words.select(0, 1);
+    return r;
+  }
   Tensor words = scratch_words(index.device(), -1, 0);  // first_bad as unsigned: -1 is "none"
   auto* w = static_cast<unsigned long long*>(words.data_ptr());
   if (n > 0)
-    EMBER_CUDA_LAUNCH(index_check_kernel_impl, blocks_for(n, kThreads, 1024), kThreads, 0, index.device().index,
-                      index.data<int64_t>(), n, size, has_ignore, ignore, w, w + 1);
+    EMBER_CUDA_LAUNCH(index_check_kernel_impl, blocks_for(n, kThreads, 1024), kThreads, 0, dev, index.data<int64_t>(),
+                      n, size, has_ignore, ignore, w, w + 1);
   const std::vector<int64_t> host = words.cpu().to_vector<int64_t>();
-  IndexCheckResult r;
   r.bad_pos = host[0];  // ~0ull reads back as -1
   r.count = host[1];
+  r.count_device = words.select(0, 1);
   return r;
 }
 
@@ -66,14 +101,20 @@ int64_t cuda_index_max(const Tensor& index) {
   return words.cpu().to_vector<int64_t>()[0];
 }
 
+// The kernels below never touch memory outside their tensors, also for an
+// index out of range: the ops check indices before launching them, but
+// inside a captured CUDA graph that check runs on the device and reports
+// after the replay (cuda_index_check), so the replay itself must stay in
+// bounds (an out-of-range entry reads as 0 and adds nowhere).
+
 // out3[a, k, b] = x3[a, index[k], b]: one thread per output element.
 template <class T>
 __global__ void index_select_kernel_impl(const T* __restrict__ x, const int64_t* __restrict__ idx, T* __restrict__ out,
                                          int64_t A, int64_t N, int64_t K, int64_t B) {
   const int64_t total = A * K * B;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t b = i % B, k = (i / B) % K, a = i / (B * K);
-    out[i] = x[(a * N + idx[k]) * B + b];
+    const int64_t b = i % B, k = (i / B) % K, a = i / (B * K), n = idx[k];
+    out[i] = n >= 0 && n < N ? x[(a * N + n) * B + b] : T(0);
   }
 }
 
@@ -96,7 +137,7 @@ __global__ void index_add_kernel_impl(T* __restrict__ out, const int64_t* __rest
     const int64_t a = c / B, b = c % B;
     for (int64_t k = 0; k < K; ++k) {
       const int64_t n = idx[k];
-      if (n == skip) continue;
+      if (n == skip || n < 0 || n >= N) continue;
       out[(a * N + n) * B + b] += src[(a * K + k) * B + b];
     }
   }
@@ -118,6 +159,7 @@ void cuda_index_add(Tensor& out3, const Tensor& index, const Tensor& src3, int64
 struct GatherDims {
   int nd;
   int dim;
+  int64_t xsize;  // x's (or out's) size along dim
   int64_t ishape[kMaxDims];
   int64_t xstride[kMaxDims];
 };
@@ -126,6 +168,7 @@ GatherDims gather_dims(const Shape& xshape, int64_t dim, const Shape& ishape) {
   GatherDims g{};
   g.nd = ishape.size();
   g.dim = static_cast<int>(dim);
+  g.xsize = xshape[dim];
   const Shape xs = contiguous_strides(xshape);
   for (int d = 0; d < g.nd; ++d) {
     g.ishape[d] = ishape[d];
@@ -149,7 +192,7 @@ template <class T>
 __global__ void gather_kernel_impl(const T* __restrict__ x, const int64_t* __restrict__ idx, T* __restrict__ out,
                                    int64_t n, GatherDims g) {
   for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < n; p += int64_t(gridDim.x) * blockDim.x)
-    out[p] = x[base_offset(g, p) + idx[p] * g.xstride[g.dim]];
+    out[p] = idx[p] >= 0 && idx[p] < g.xsize ? x[base_offset(g, p) + idx[p] * g.xstride[g.dim]] : T(0);
 }
 
 // Thread per column (the coordinates other than dim), walking k in order.
@@ -161,7 +204,7 @@ __global__ void scatter_add_kernel_impl(T* __restrict__ out, const int64_t* __re
     const int64_t base = base_offset(g, a * K * B + b);  // position (a, 0, b)
     for (int64_t k = 0; k < K; ++k) {
       const int64_t p = (a * K + k) * B + b;
-      out[base + idx[p] * g.xstride[g.dim]] += src[p];
+      if (idx[p] >= 0 && idx[p] < g.xsize) out[base + idx[p] * g.xstride[g.dim]] += src[p];
     }
   }
 }
@@ -201,12 +244,13 @@ void cuda_scatter_add(Tensor& out, int64_t dim, const Tensor& index, const Tenso
 
 __global__ void one_hot_kernel_impl(const int64_t* __restrict__ idx, int64_t* __restrict__ out, int64_t M, int64_t C) {
   for (int64_t m = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; m < M; m += int64_t(gridDim.x) * blockDim.x)
-    out[m * C + idx[m]] = 1;
+    if (idx[m] >= 0 && idx[m] < C) out[m * C + idx[m]] = 1;
 }
 
 void cuda_one_hot(const Tensor& index, Tensor& out) {
   const int64_t M = index.numel(), C = out.size(-1);
   const int dev = out.device().index;
+  profiler::add_device_launch();
   EMBER_CUDA_CHECK(cudaMemsetAsync(out.data_ptr(), 0, sizeof(int64_t) * M * C, stream(dev)));
   if (M > 0)
     EMBER_CUDA_LAUNCH(one_hot_kernel_impl, blocks_for(M, kThreads, 8192), kThreads, 0, dev, index.data<int64_t>(),

@@ -30,7 +30,9 @@ __global__ void cross_entropy_rows_kernel(const T* __restrict__ x, const int64_t
   __shared__ A scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t tr = t[r];
-    if (tr == ignore) {  // the same branch for the whole block
+    // Out of range only inside a replayed CUDA graph, whose index check
+    // reports it after the replay: never read outside the row.
+    if (tr == ignore || tr < 0 || tr >= C) {  // the same branch for the whole block
       if (threadIdx.x == 0) loss[r] = lse[r] = A(0);
       continue;
     }
@@ -61,7 +63,7 @@ __global__ void cross_entropy_cols_kernel(const T* __restrict__ x, const int64_t
   using A = opmath_t<T>;
   for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < N * L; r += int64_t(gridDim.x) * blockDim.x) {
     const int64_t tr = t[r];
-    if (tr == ignore) {
+    if (tr == ignore || tr < 0 || tr >= C) {
       loss[r] = lse[r] = A(0);
       continue;
     }
@@ -90,7 +92,7 @@ __global__ void cross_entropy_backward_kernel_impl(const T* __restrict__ x, cons
   const int64_t total = N * C * L;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t l = i % L, c = (i / L) % C, n = i / (C * L), r = n * L + l, tr = t[r];
-    if (tr == ignore) {
+    if (tr == ignore || tr < 0 || tr >= C) {
       d[i] = T(0);
       continue;
     }
@@ -142,7 +144,7 @@ template <class T>
 __global__ void nll_loss_kernel_impl(const T* __restrict__ x, const int64_t* __restrict__ t, T* __restrict__ loss,
                                      int64_t N, int64_t C, int64_t L, int64_t ignore) {
   for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < N * L; r += int64_t(gridDim.x) * blockDim.x)
-    loss[r] = t[r] == ignore ? T(0) : -x[(r / L) * C * L + t[r] * L + r % L];
+    loss[r] = t[r] == ignore || t[r] < 0 || t[r] >= C ? T(0) : -x[(r / L) * C * L + t[r] * L + r % L];
 }
 
 // One thread per element of dlog_probs: -g_r scale where c == t_r, else 0.

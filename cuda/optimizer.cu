@@ -11,6 +11,7 @@
 
 #include <ember/core/dtype_dispatch.h>
 #include <ember/cuda/common.h>
+#include <ember/ops/factory.h>
 #include <ember/ops/functors.h>
 #include <ember/ops/optimizer_kernels.h>
 #include <ember/cuda/block_reduce.cuh>
@@ -22,7 +23,22 @@ template <class T>
 struct AdamScalars {
   T b1, b2, eps, step_size, bc2_sqrt, wd, decay;
   bool decoupled;
+  // In a CUDA graph: step_size, bc2_sqrt and decay as float64 in device
+  // memory, this replay's (AdamStep::device_scalars).
+  const double* device = nullptr;
 };
+
+// The step's scalars: as given, or this replay's from device memory,
+// rounded to A as the host rounds them.
+template <class A>
+__device__ __forceinline__ AdamScalars<A> current(AdamScalars<A> c) {
+  if (c.device) {
+    c.step_size = static_cast<A>(c.device[0]);
+    c.bc2_sqrt = static_cast<A>(c.device[1]);
+    c.decay = static_cast<A>(c.device[2]);
+  }
+  return c;
+}
 
 // T: the element type of p, g, m, v; A = opmath_t<T>: the formula (float32
 // for the 16-bit types: each value loaded as float32, p, m and v rounded once
@@ -59,7 +75,8 @@ struct AdamChunks {
 };
 
 template <class T>
-__global__ void adam_multi_kernel_impl(AdamChunks<T> list, AdamScalars<opmath_t<T>> c) {
+__global__ void adam_multi_kernel_impl(AdamChunks<T> list, AdamScalars<opmath_t<T>> c_in) {
+  const AdamScalars<opmath_t<T>> c = current(c_in);
   const int t = list.tensor[blockIdx.x];
   const int64_t begin = int64_t(list.chunk[blockIdx.x]) * kChunk;
   const int64_t end = begin + kChunk < list.n[t] ? begin + kChunk : list.n[t];
@@ -72,7 +89,8 @@ __global__ void adam_multi_kernel_impl(AdamChunks<T> list, AdamScalars<opmath_t<
 
 template <class T>
 __global__ void adam_kernel_impl(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
-                                 int64_t n, AdamScalars<opmath_t<T>> c) {
+                                 int64_t n, AdamScalars<opmath_t<T>> c_in) {
+  const AdamScalars<opmath_t<T>> c = current(c_in);
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     adam_element(p[i], g[i], m[i], v[i], c);
 }
@@ -86,7 +104,8 @@ AdamScalars<T> scalars(const optim::AdamStep& s) {
           static_cast<T>(std::sqrt(s.bias_correction2)),
           static_cast<T>(s.weight_decay),
           static_cast<T>(1.0 - s.lr * s.weight_decay),
-          s.decoupled};
+          s.decoupled,
+          s.device_scalars};
 }
 
 void cuda_adam_multi(std::vector<optim::AdamParam>& params, const optim::AdamStep& s) {
@@ -164,9 +183,64 @@ double cuda_sum_squares(const Tensor& x) {
   return total;
 }
 
+// acc[0] += the partials summed in block order (one thread: the host's order).
+__global__ void add_partials_kernel(const double* __restrict__ partial, int n, double* __restrict__ acc) {
+  double t = 0;
+  for (int i = 0; i < n; ++i) t += partial[i];
+  acc[0] += t;
+}
+
+// acc[1] = sqrt(acc[0]) (the norm), acc[2] = max_norm / (norm + 1e-6).
+__global__ void clip_coef_kernel(double* acc, double max_norm) {
+  acc[1] = sqrt(acc[0]);
+  acc[2] = max_norm / (acc[1] + 1e-6);
+}
+
+// g *= coef where coef < 1, in opmath_t<T> and rounded once (as mul_ by a scalar).
+template <class T>
+__global__ void clip_scale_kernel(T* __restrict__ g, int64_t n, const double* __restrict__ acc) {
+  const double coef = acc[2];
+  if (!(coef < 1.0)) return;
+  using A = opmath_t<T>;
+  const A c = static_cast<A>(coef);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    g[i] = T(A(g[i]) * c);
+}
+
+Tensor cuda_clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
+  const Device dev = grads.at(0).device();
+  Tensor acc = zeros({3}, TensorOptions(DType::Float64, dev));
+  auto* a = static_cast<double*>(acc.data_ptr());
+  for (const Tensor& g : grads) {
+    const int64_t n = g.numel();
+    if (n == 0) continue;
+    const unsigned blocks = blocks_for(n, 256, 1024);
+    Tensor partial = empty({static_cast<int64_t>(blocks)}, TensorOptions(DType::Float64, dev));
+    dispatch_floating_and_half(g.dtype(), "clip_grad_norm", [&](auto tag) {
+      using T = decltype(tag);
+      EMBER_CUDA_LAUNCH(sum_squares_kernel_impl<T>, blocks, 256, 0, dev.index, static_cast<const T*>(g.data_ptr()), n,
+                        static_cast<double*>(partial.data_ptr()));
+    });
+    EMBER_CUDA_LAUNCH(add_partials_kernel, 1, 1, 0, dev.index, static_cast<const double*>(partial.data_ptr()),
+                      static_cast<int>(blocks), a);
+  }
+  EMBER_CUDA_LAUNCH(clip_coef_kernel, 1, 1, 0, dev.index, a, max_norm);
+  for (const Tensor& g : grads) {
+    const int64_t n = g.numel();
+    if (n == 0) continue;
+    dispatch_floating_and_half(g.dtype(), "clip_grad_norm", [&](auto tag) {
+      using T = decltype(tag);
+      EMBER_CUDA_LAUNCH(clip_scale_kernel<T>, blocks_for(n, 256, 4096), 256, 0, dev.index,
+                        static_cast<T*>(g.data_ptr()), n, static_cast<const double*>(a));
+    });
+  }
+  return acc.select(0, 1);
+}
+
 }  // namespace
 
 EMBER_REGISTER_KERNEL(optim::sum_squares_kernel, CUDA, cuda_sum_squares);
+EMBER_REGISTER_KERNEL(optim::clip_grad_norm_kernel, CUDA, cuda_clip_grad_norm);
 EMBER_REGISTER_KERNEL(optim::adam_kernel, CUDA, cuda_adam);
 EMBER_REGISTER_KERNEL(optim::adam_multi_kernel, CUDA, cuda_adam_multi);
 

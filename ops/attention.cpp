@@ -132,8 +132,8 @@ Forward forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, co
   if (fused_kernel && fused_fits(q, k, H, mask)) {
     if (p > 0) {
       Generator& g = gen ? *gen : default_generator();
-      f.spec = RandomSpec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(N * H * L * S) + 3) / 4), 0.0,
-                          1.0};
+      f.spec =
+          reserve_random(RandomKind::Uniform, g, (static_cast<uint64_t>(N * H * L * S) + 3) / 4, q.device(), 0.0, 1.0);
     }
     f.lse = empty({N, H, L}, TensorOptions(DType::Float32, q.device()));
     detail::attention_forward_kernel(q.device(), q, k, v, detail::FusedAttentionParams{H, scale, p, f.spec}, f.out,
@@ -152,8 +152,8 @@ Forward forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, co
   f.wd = f.w;
   if (p > 0) {
     Generator& g = gen ? *gen : default_generator();
-    const RandomSpec spec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(f.w.numel()) + 3) / 4), 0.0,
-                          1.0};
+    const RandomSpec spec =
+        reserve_random(RandomKind::Uniform, g, (static_cast<uint64_t>(f.w.numel()) + 3) / 4, q.device(), 0.0, 1.0);
     f.wd = empty(ws, wo);
     f.keep = empty(ws, TensorOptions(DType::Bool, q.device()));
     dropout_kernel(q.device(), f.w, f.wd, f.keep, spec, p);

@@ -358,8 +358,8 @@ Saved run_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, 
   if (p > 0) {
     // As many counters as the composed path reserves for (N, H, L, S) weights.
     Generator& g = gen ? *gen : default_generator();
-    sv.pr.spec.seed = g.seed();
-    sv.pr.spec.offset = g.reserve((static_cast<uint64_t>(N * H * L * S) + 3) / 4);
+    sv.pr.spec =
+        reserve_random(RandomKind::Uniform, g, (static_cast<uint64_t>(N * H * L * S) + 3) / 4, q.device(), 0.0, 1.0);
   }
   const TensorOptions o(q.dtype(), q.device());
   out = empty({N, L, q.size(2)}, o);

@@ -145,7 +145,8 @@ EMBER_REGISTER_OP(dropout_op);
 Tensor dropout_body(const Tensor& x, double p, Generator* gen) {
   if (p == 1.0) return mul(x, 0.0);
   Generator& g = gen ? *gen : default_generator();
-  const RandomSpec spec{RandomKind::Uniform, g.seed(), g.reserve((static_cast<uint64_t>(x.numel()) + 3) / 4), 0.0, 1.0};
+  const RandomSpec spec =
+      reserve_random(RandomKind::Uniform, g, (static_cast<uint64_t>(x.numel()) + 3) / 4, x.device(), 0.0, 1.0);
   const Tensor xc = x.detach().contiguous();
   Tensor out = empty(x.shape(), TensorOptions(x.dtype(), x.device()));
   Tensor keep = empty(x.shape(), TensorOptions(DType::Bool, x.device()));

@@ -46,8 +46,7 @@ Tensor random_tensor(const Shape& shape, TensorOptions opts, Generator* gen, Ran
   }
   Tensor out = empty(shape, TensorOptions(opts.dtype, opts.device));
   Generator& g = gen ? *gen : default_generator();
-  RandomSpec spec{kind, g.seed(), 0, a, b};
-  spec.offset = g.reserve(random_counters(kind, out.dtype(), out.numel()));
+  const RandomSpec spec = reserve_random(kind, g, random_counters(kind, out.dtype(), out.numel()), opts.device, a, b);
   if (out.numel()) random_kernel(out.device(), out, spec);
   if (opts.requires_grad) out.requires_grad_(true);
   return out;

@@ -239,12 +239,13 @@ EMBER_REGISTER_KERNEL(scatter_add_kernel, CPU, cpu_scatter_add);
 EMBER_REGISTER_KERNEL(one_hot_kernel, CPU, cpu_one_hot);
 
 std::optional<int64_t> find_bad_index(const Tensor& index, int64_t size, std::optional<int64_t> ignore_index,
-                                      int64_t* count) {
+                                      int64_t* count, Tensor* count_device) {
   const Tensor flat = index.contiguous().view({index.numel()});
   IndexCheckResult r;
   if (index.numel() > 0)
     r = index_check_kernel(index.device(), flat, size, ignore_index.has_value(), ignore_index.value_or(0));
   if (count) *count = r.count;
+  if (count_device) *count_device = r.count_device;
   if (r.bad_pos < 0) return std::nullopt;
   return flat.select(0, r.bad_pos).item<int64_t>();
 }

@@ -56,7 +56,12 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 /// What index_check_kernel finds.
 struct IndexCheckResult {
   int64_t bad_pos = -1;  ///< position of the first bad entry, or -1
-  int64_t count = 0;     ///< entries that are not `ignore`
+  int64_t count = 0;     ///< entries that are not `ignore`; -1 where unknown on the host
+  /// count as a 0-d int64 tensor on the index's device, where a backend
+  /// counts there (CUDA); undefined otherwise. Inside a CUDA graph capture
+  /// only this count exists (count is -1), and bad entries are reported
+  /// after each replay instead (core/cuda_graph.h).
+  Tensor count_device;
 };
 /// Scans index for an entry outside [0, size) that is not `ignore` (when
 /// has_ignore). Returns the position of the first such entry, or -1; sets
@@ -81,7 +86,8 @@ extern KernelTable<void(const Tensor& index, Tensor& out)> one_hot_kernel;
 /// the first entry outside [0, size) other than ignore_index, if any; count
 /// (when given) receives the number of entries that are not ignore_index.
 /// Callers throw IndexError with their own message.
+/// count_device (when given) receives IndexCheckResult::count_device.
 std::optional<int64_t> find_bad_index(const Tensor& index, int64_t size, std::optional<int64_t> ignore_index = {},
-                                      int64_t* count = nullptr);
+                                      int64_t* count = nullptr, Tensor* count_device = nullptr);
 
 }  // namespace ember

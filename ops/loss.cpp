@@ -223,6 +223,10 @@ struct ClassRows {
   Tensor x3;      // [N, C, L], contiguous, no autograd
   Tensor target;  // [N * L], contiguous
   int64_t count;  // rows whose target is not ignore_index
+  // The same count on the device where the index check leaves it there
+  // (CUDA): the mean then divides by it there, so nothing is read back and
+  // the loss can be captured in a CUDA graph. Undefined on the CPU.
+  Tensor count_device;
 };
 
 ClassRows class_rows(const char* op, const char* input_name, const Tensor& input, const Tensor& target,
@@ -246,7 +250,7 @@ ClassRows class_rows(const char* op, const char* input_name, const Tensor& input
   for (int i = 2; i < input.dim(); ++i) L *= input.size(i);
   ClassRows rows;
   rows.target = target.contiguous().view({N * L});
-  if (auto bad = find_bad_index(rows.target, C, ignore_index, &rows.count))
+  if (auto bad = find_bad_index(rows.target, C, ignore_index, &rows.count, &rows.count_device))
     EMBER_CHECK(false, IndexError, op, ": target ", *bad, " is out of range for ", C, " classes (expected in [0, ", C,
                 ") or ignore_index ", ignore_index, "; ", input_name, " shape ", input.shape().str(), ", target shape ",
                 target.shape().str(), ")");
@@ -256,14 +260,15 @@ ClassRows class_rows(const char* op, const char* input_name, const Tensor& input
 
 // Reduces per-row losses [N * L]; mean divides by the rows that take part
 // (0 / 0 = NaN when none does, as in PyTorch).
-Tensor reduce_rows(const Tensor& loss, const Shape& target_shape, Reduction reduction, int64_t count) {
+Tensor reduce_rows(const Tensor& loss, const Shape& target_shape, Reduction reduction, const ClassRows& rows) {
   switch (reduction) {
     case Reduction::None:
       return loss.view(target_shape);
     case Reduction::Sum:
       return sum(loss);
     case Reduction::Mean:
-      return div(sum(loss), static_cast<double>(count));
+      if (rows.count_device.defined()) return div(sum(loss), rows.count_device.to(loss.dtype()));
+      return div(sum(loss), static_cast<double>(rows.count));
   }
   return loss;
 }
@@ -275,13 +280,16 @@ DType lse_dtype(DType dt) { return is_half(dt) ? DType::Float32 : dt; }
 // row), times 1 / count for the mean. The kernels take g contiguous in the
 // loss's dtype and apply the scale.
 
-Tensor row_grad(BackwardContext& ctx, DType dt) {
+// With the count on the device (ClassRows::count_device), the mean's 1 /
+// count goes into g there, and the kernels' scale is 1.
+Tensor row_grad(BackwardContext& ctx, DType dt, Reduction reduction, const Tensor& count_device) {
   Tensor g = ctx.grad_output();
   if (g.dtype() != dt) g = g.to(dt);
+  if (reduction == Reduction::Mean && count_device.defined()) g = div(g, count_device.to(dt));
   return g.contiguous();
 }
-double row_scale(Reduction reduction, int64_t count) {
-  return reduction == Reduction::Mean ? 1.0 / static_cast<double>(count) : 1.0;
+double row_scale(Reduction reduction, int64_t count, const Tensor& count_device) {
+  return reduction == Reduction::Mean && !count_device.defined() ? 1.0 / static_cast<double>(count) : 1.0;
 }
 
 Tensor mse_loss_body(const Tensor& input, const Tensor& target, Reduction reduction) {
@@ -305,20 +313,20 @@ Tensor cross_entropy_body(const Tensor& logits, const Tensor& target, Reduction 
   const TensorOptions opts(acc, logits.device());
   Tensor loss = empty({R}, opts), lse = empty({R}, opts);
   if (R > 0) cross_entropy_kernel(logits.device(), rows.x3, rows.target, loss, lse, ignore_index, label_smoothing);
-  Tensor out = reduce_rows(loss, target.shape(), reduction, rows.count);
+  Tensor out = reduce_rows(loss, target.shape(), reduction, rows);
   if (needs_grad({logits})) {
     record("cross_entropy", {logits}, out,
            [sx = SavedTensor(rows.x3), st = SavedTensor(rows.target), slse = SavedTensor(lse), reduction, ignore_index,
-            label_smoothing, count = rows.count](BackwardContext& ctx) {
+            label_smoothing, count = rows.count, cd = rows.count_device](BackwardContext& ctx) {
              // loss_r = lse_r - (1 - eps) x_t - eps / C sum_c x_c, so
              // d loss_r / d x_c = softmax_c - (1 - eps) [c == t] - eps / C;
              // times g_r (and 1 / count for the mean); ignored rows get 0.
              const Tensor& x3 = sx.get();
-             Tensor g = row_grad(ctx, lse_dtype(x3.dtype()));
+             Tensor g = row_grad(ctx, lse_dtype(x3.dtype()), reduction, cd);
              Tensor d = empty(x3.shape(), TensorOptions(x3.dtype(), x3.device()));
              if (d.numel() > 0)
                cross_entropy_backward_kernel(x3.device(), x3, st.get(), slse.get(), g, d, ignore_index, label_smoothing,
-                                             row_scale(reduction, count));
+                                             row_scale(reduction, count, cd));
              ctx.set_grad(0, d.view(ctx.input_meta(0).shape));
            });
   }
@@ -330,16 +338,16 @@ Tensor nll_loss_body(const Tensor& log_probs, const Tensor& target, Reduction re
   const int64_t R = rows.target.numel();
   Tensor loss = empty({R}, TensorOptions(log_probs.dtype(), log_probs.device()));
   if (R > 0) nll_loss_kernel(log_probs.device(), rows.x3, rows.target, loss, ignore_index);
-  Tensor out = reduce_rows(loss, target.shape(), reduction, rows.count);
+  Tensor out = reduce_rows(loss, target.shape(), reduction, rows);
   if (needs_grad({log_probs})) {
     record("nll_loss", {log_probs}, out,
-           [st = SavedTensor(rows.target), shape3 = rows.x3.shape(), reduction, ignore_index,
-            count = rows.count](BackwardContext& ctx) {
+           [st = SavedTensor(rows.target), shape3 = rows.x3.shape(), reduction, ignore_index, count = rows.count,
+            cd = rows.count_device](BackwardContext& ctx) {
              // d (-lp[r, t_r]) / d lp[r, c] = -[c == t_r], times g_r (and 1 / count).
-             Tensor g = row_grad(ctx, ctx.input_meta(0).dtype);
+             Tensor g = row_grad(ctx, ctx.input_meta(0).dtype, reduction, cd);
              Tensor d = empty(shape3, TensorOptions(ctx.input_meta(0).dtype, ctx.input_meta(0).device));
              if (d.numel() > 0)
-               nll_loss_backward_kernel(d.device(), st.get(), g, d, ignore_index, row_scale(reduction, count));
+               nll_loss_backward_kernel(d.device(), st.get(), g, d, ignore_index, row_scale(reduction, count, cd));
              ctx.set_grad(0, d.view(ctx.input_meta(0).shape));
            });
   }

@@ -20,6 +20,7 @@ namespace ember::optim {
 decltype(adam_kernel) adam_kernel("adam_step");
 decltype(adam_multi_kernel) adam_multi_kernel("adam_step (all parameters)");
 decltype(sum_squares_kernel) sum_squares_kernel("sum_squares");
+decltype(clip_grad_norm_kernel) clip_grad_norm_kernel("clip_grad_norm");
 
 namespace {
 

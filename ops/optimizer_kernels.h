@@ -26,6 +26,11 @@ struct AdamStep {
   double lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2;  ///< as in the formulas above
   ///@}
   bool decoupled;  ///< AdamW's weight decay (true) or Adam's L2 (false)
+  /// Inside a CUDA graph (core/cuda_graph.h): device memory holding this
+  /// step's lr / bias_correction1, sqrt(bias_correction2) and 1 - lr *
+  /// weight_decay as float64, written before each replay; the kernel reads
+  /// them there instead of the fields above. Null outside a graph.
+  const double* device_scalars = nullptr;
 };
 
 /// p, g, m, v: contiguous, one dtype and device, same numel.
@@ -47,5 +52,14 @@ extern KernelTable<void(std::vector<AdamParam>& params, const AdamStep& s)> adam
 /// the gradient norm of clip_grad_norm_ in one read of each gradient, with
 /// no temporaries.
 extern KernelTable<double(const Tensor& x)> sum_squares_kernel;
+
+/// clip_grad_norm_ on the device without reading anything back (so that it
+/// can be captured in a CUDA graph, and costs no synchronisation): the
+/// float64 sum of squares of every gradient, in the order given and each as
+/// sum_squares_kernel adds it, then total = sqrt(sum), coef = max_norm /
+/// (total + 1e-6), and every gradient times coef where coef < 1. Returns
+/// total as a 0-d float64 tensor on the device. Optional: the CPU computes
+/// on the host.
+extern KernelTable<Tensor(const std::vector<Tensor>& grads, double max_norm)> clip_grad_norm_kernel;
 
 }  // namespace ember::optim

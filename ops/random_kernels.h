@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include <ember/core/cuda_graph.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype.h>
 #include <ember/core/hostdevice.h>
@@ -26,7 +27,31 @@ struct RandomSpec {
   ///@{
   double a, b;  ///< uniform [a, b); normal mean a, std b; integer [a, b)
   ///@}
+  /// Inside a CUDA graph (core/cuda_graph.h): device memory holding this
+  /// replay's [seed, first counter]; the stream is then (device_base[0],
+  /// device_base[1] + offset). Null outside a graph.
+  const uint64_t* device_base = nullptr;
 };
+
+/// spec's Philox seed and first counter, resolved where the kernel runs.
+///@{
+EMBER_HD inline uint64_t philox_seed(const RandomSpec& s) { return s.device_base ? s.device_base[0] : s.seed; }
+EMBER_HD inline uint64_t philox_offset(const RandomSpec& s) {
+  return s.device_base ? s.device_base[1] + s.offset : s.offset;
+}
+///@}
+
+/// A RandomSpec of n counters of g for work on device: g's next counters, or
+/// inside a CUDA graph capture counters relative to device words that each
+/// replay fills from g (reserve_counters_in_capture), so that every replay
+/// draws new numbers and advances g as the eager step would.
+inline RandomSpec reserve_random(RandomKind kind, Generator& g, uint64_t n, Device device, double a, double b) {
+  if (is_capturing(device)) {
+    const CapturedCounters c = reserve_counters_in_capture(device, g, n);
+    return RandomSpec{kind, g.seed(), c.offset, a, b, c.words};
+  }
+  return RandomSpec{kind, g.seed(), g.reserve(n), a, b};
+}
 
 /// Counters a tensor of n elements consumes: one per 4 floats for uniform
 /// float32, one per 2 elements otherwise.
@@ -41,7 +66,7 @@ inline uint64_t random_counters(RandomKind kind, DType dt, int64_t n) {
 /// counter. Normal uses Box-Muller on the pair (z0 = r cos th, z1 = r sin th).
 template <class T>
 EMBER_HD inline int random_values(const RandomSpec& s, uint64_t c, T* out) {
-  const Philox4x32 r = Philox4x32::generate(s.seed, s.offset + c);
+  const Philox4x32 r = Philox4x32::generate(philox_seed(s), philox_offset(s) + c);
   if (s.kind == RandomKind::Uniform) {
     if (sizeof(T) == 4) {
       for (int j = 0; j < 4; ++j)

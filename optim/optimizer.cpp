@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <ember/core/autograd.h>
+#include <ember/core/cuda_graph.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/parallel.h>
@@ -113,8 +114,31 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions opts)
   for (const ParamGroup& g : groups_) momentum_.emplace_back(g.params.size());
 }
 
+namespace {
+
+// The device of the first parameter with a gradient (none: the CPU).
+Device grad_device(const std::vector<ParamGroup>& groups) {
+  for (const ParamGroup& g : groups)
+    for (const Tensor& p : g.params)
+      if (p.grad().defined()) return p.device();
+  return Device();
+}
+
+// lr / bias_correction1, sqrt(bias_correction2), 1 - lr * weight_decay: what
+// the kernels derive from an AdamStep (cuda/optimizer.cu), computed alike.
+void derived_scalars(const AdamStep& s, double* out) {
+  out[0] = s.lr / s.bias_correction1;
+  out[1] = std::sqrt(s.bias_correction2);
+  out[2] = 1.0 - s.lr * s.weight_decay;
+}
+
+}  // namespace
+
 void SGD::step() {
   NoGradGuard no_grad;
+  EMBER_CHECK(!is_capturing(grad_device(groups_)), DeviceError,
+              "SGD::step inside a CUDA graph capture: not supported yet (its learning rate would be frozen into the "
+              "graph); step it eagerly after replaying forward and backward, or use Adam/AdamW");
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     ParamGroup& g = groups_[gi];
     for (size_t i = 0; i < g.params.size(); ++i) {
@@ -169,12 +193,34 @@ Adam::Adam(std::vector<ParamGroup> groups, AdamOptions opts, bool decoupled, con
 
 void Adam::step() {
   NoGradGuard no_grad;
-  ++step_;
+  // Inside a CUDA graph (core/cuda_graph.h) the step count and the learning
+  // rates change from replay to replay: the captured kernels read them from
+  // device memory, which a replay hook fills, and the hook (not the capture,
+  // which runs nothing) counts the step.
+  const Device dev = grad_device(groups_);
+  Tensor graph_scalars;
+  if (is_capturing(dev)) {
+    graph_scalars = replay_buffer({static_cast<int64_t>(groups_.size()), 3}, TensorOptions(DType::Float64, dev));
+    on_replay(dev, [this, graph_scalars]() mutable {
+      ++step_;
+      const double bc1 = 1.0 - std::pow(opts_.beta1, static_cast<double>(step_));
+      const double bc2 = 1.0 - std::pow(opts_.beta2, static_cast<double>(step_));
+      std::vector<double> v(groups_.size() * 3);
+      for (size_t gi = 0; gi < groups_.size(); ++gi)
+        derived_scalars(
+            {groups_[gi].lr, opts_.beta1, opts_.beta2, opts_.eps, groups_[gi].weight_decay, bc1, bc2, decoupled_},
+            &v[gi * 3]);
+      graph_scalars.copy_(from_vector(v).view(graph_scalars.shape()));
+    });
+  } else {
+    ++step_;
+  }
   const double bc1 = 1.0 - std::pow(opts_.beta1, static_cast<double>(step_));
   const double bc2 = 1.0 - std::pow(opts_.beta2, static_cast<double>(step_));
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     ParamGroup& g = groups_[gi];
-    const AdamStep s{g.lr, opts_.beta1, opts_.beta2, opts_.eps, g.weight_decay, bc1, bc2, decoupled_};
+    AdamStep s{g.lr, opts_.beta1, opts_.beta2, opts_.eps, g.weight_decay, bc1, bc2, decoupled_};
+    if (graph_scalars.defined()) s.device_scalars = static_cast<const double*>(graph_scalars.data_ptr()) + gi * 3;
     std::vector<AdamParam> batch;  // the group's parameters, when one launch can take them all
     for (size_t i = 0; i < g.params.size(); ++i) {
       Tensor& p = g.params[i];
@@ -183,6 +229,8 @@ void Adam::step() {
       Tensor& m = m_[gi][i];
       Tensor& v = v_[gi][i];
       if (!m.defined()) {
+        EMBER_CHECK(!graph_scalars.defined(), DeviceError, "Adam::step inside a CUDA graph capture: parameter ", i,
+                    " of group ", gi, " has no moments yet; run the step eagerly once before capturing (warm-up)");
         m = zeros_like(p);
         v = zeros_like(p);
       }
@@ -233,8 +281,27 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
     : Adam(std::move(groups), AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, true, "AdamW") {}
 
 // ---- gradient clipping ------------------------------------------------------
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   NoGradGuard no_grad;
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params)
+    if (p.grad().defined() && p.grad().numel() > 0) grads.push_back(p.grad());
+  if (grads.empty()) return scalar(0.0);
+  // On a GPU: computed and applied there, nothing read back (so it can be
+  // captured in a CUDA graph); every gradient on that device.
+  const Device dev = grads[0].device();
+  if (clip_grad_norm_kernel.has(dev.type)) {
+    std::vector<Tensor> work;  // contiguous: the gradients themselves, or copies written back below
+    for (const Tensor& g : grads) {
+      EMBER_CHECK(g.device() == dev, DeviceError, "clip_grad_norm_: gradients on ", dev.str(), " and ",
+                  g.device().str());
+      work.push_back(g.is_contiguous() ? g : g.contiguous());
+    }
+    Tensor total = clip_grad_norm_kernel(dev, work, max_norm);
+    for (size_t k = 0; k < grads.size(); ++k)
+      if (work[k].data_ptr() != grads[k].data_ptr()) grads[k].copy_(work[k]);
+    return total;
+  }
   double total = 0;
   for (const Tensor& p : params) {
     const Tensor& g = p.grad();
@@ -252,7 +319,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
         Tensor g = p.grad();
         mul_(g, coef);
       }
-  return total;
+  return scalar(total);
 }
 
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {

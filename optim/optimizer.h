@@ -150,9 +150,13 @@ class AdamW final : public Adam {
 std::vector<ParamGroup> weight_decay_groups(const StateDict& named_parameters, double weight_decay,
                                             const std::vector<std::string>& no_decay = {"cls_token", "pos_embed"});
 
-/// Scales all gradients so their global L2 norm is at most max_norm; returns
-/// the norm before clipping (torch.nn.utils.clip_grad_norm_).
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+/// Scales all gradients so their global L2 norm is at most max_norm
+/// (coefficient max_norm / (norm + 1e-6) where below 1; the sum of squares
+/// in float64); returns the norm before clipping as a 0-d float64 tensor on
+/// the gradients' device, as torch.nn.utils.clip_grad_norm_ does: on a GPU
+/// nothing is read back unless the caller asks (`.item<double>()`), so the
+/// step needs no synchronisation and can be captured in a CUDA graph.
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
 /// Clamps every gradient element to [-clip_value, clip_value].
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
 

@@ -79,7 +79,7 @@ TEST_CASE("optim: AdamW with two parameter groups matches PyTorch") {
 TEST_CASE("optim: clip_grad_norm_ returns the norm and rescales like PyTorch") {
   Tensor p = tensor({{0.5, -1.0, 2.0}, {1.5, -0.3, 0.7}}, kFloat64).requires_grad_();
   sum(mul(kC, square(p))).backward();
-  const double n = optim::clip_grad_norm_({p}, 1.0);
+  const double n = optim::clip_grad_norm_({p}, 1.0).item<double>();
   CHECK(n == doctest::Approx(5.905082556578).epsilon(1e-12));
   check_close(p.grad(),
               {0.169345613897, -0.677382455587, 0.338691227793, 0.152411052507, -0.152411052507, 0.592709648638},

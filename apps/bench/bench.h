@@ -60,21 +60,26 @@ struct Bench {
   void measure_device();
   void step(const std::string& name, int64_t batch, const std::function<void()>& body);
 
-  int64_t only_batch = 0;  // --batch: one batch size of attention_regression (0: both)
+  int64_t only_batch = 0;
+  int64_t gpt2_batch = 4, gpt2_seq = 64;  // --gpt2-batch, --gpt2-seq (llm.c's CPU setting by default)  // --batch: one
+                                          // batch size of attention_regression (0: both)
   // --precision: the training steps' precisions (fp32: plain float32; bf16 /
   // fp16: forward and loss in an autocast region, core/autocast.h, float32
   // master weights; fp16 with a GradScaler, as PyTorch's recipe).
   std::vector<std::string> precisions{"fp32", "bf16"};
-  // A training step in each of the precisions (model_workloads.cpp, its only user).
-  template <class Forward>
+  // --graphs: on a GPU, training steps also as CUDA graphs (default on).
+  bool graphs = true;
+  // A training step in each of the precisions, on the batches in turn (model_workloads.cpp).
   void train_steps(const std::string& name, int64_t batch, optim::Optimizer& opt, const std::vector<Tensor>& params,
-                   Forward forward_loss);
+                   const std::vector<std::vector<Tensor>>& batches,
+                   const std::function<Tensor(const std::vector<Tensor>&)>& forward_loss);
 
   // The workloads (model_workloads.cpp).
   void attention_regression();
   void vit();
   void conv();
   void gpt_generate();
+  void gpt2_train();
   void adamw();
   // The workloads (kernel_workloads.cpp).
   void matmul_shapes();

@@ -16,6 +16,8 @@
 //   causal_attention      causal self-attention forward + backward at context
 //                         256-1024: the fused FlashAttention kernel against
 //                         the composed path with a mask (time and memory)
+//   gpt2                  GPT-2 124M training step (AdamW, batch and context
+//                         from --gpt2-batch / --gpt2-seq: llm.c's settings), tokens/s
 //   gpt_generate          tokens/s of GPT::generate (nanoGPT's CPU model
 //                         size) at context 64 and 256, with and without the
 //                         KV cache
@@ -57,10 +59,10 @@ int main(int argc, char** argv) {
   Bench b;
   CLI::App cli{"Ember benchmarks: training steps of the demo models and the kernels they are made of"};
   cli.add_option("--workload", workload,
-                 "all, attention_regression, vit, conv, matmul, bgemm, kernels, adamw, causal_attention, gpt_generate "
-                 "or overhead")
+                 "all, attention_regression, vit, conv, matmul, bgemm, kernels, adamw, causal_attention, gpt2, "
+                 "gpt_generate or overhead")
       ->check(CLI::IsMember({"all", "attention_regression", "vit", "conv", "matmul", "bgemm", "kernels", "adamw",
-                             "causal_attention", "gpt_generate", "overhead"}));
+                             "causal_attention", "gpt2", "gpt_generate", "overhead"}));
   cli.add_option("--steps", b.steps, "timed steps per workload (median, min and max reported; at most 100000)")
       ->check(ember::app::int_range(1, 100000));
   cli.add_option("--warmup", b.warmup, "untimed steps first (at most 100000)")->check(ember::app::int_range(0, 100000));
@@ -70,6 +72,12 @@ int main(int argc, char** argv) {
                          "and the raw OpenBLAS rows stay CPU figures)");
   cli.add_option("--batch", b.only_batch, "attention_regression: run only this batch size (32 or 256)")
       ->check(CLI::IsMember({0, 32, 256}));
+  cli.add_option("--gpt2-batch", b.gpt2_batch, "gpt2: sequences per step (default 4, llm.c's CPU setting)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  cli.add_option("--gpt2-seq", b.gpt2_seq, "gpt2: tokens per sequence (default 64; at most 1024, GPT-2's context)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  cli.add_option("--graphs", b.graphs,
+                 "on a GPU, also time each training step replayed as a CUDA graph (default true)");
   std::string precision = "fp32,bf16";
   cli.add_option("--precision", precision,
                  "training steps in these precisions, comma-separated: fp32, bf16, fp16 (autocast regions with "
@@ -120,6 +128,10 @@ int main(int argc, char** argv) {
     if (want("kernels")) b.kernels();
     if (want("adamw")) b.adamw();
     if (want("causal_attention")) b.causal_attention();
+    if (want("gpt2")) {
+      Bench::table_header("GPT-2 124M training step (forward, backward, clipping, AdamW)");
+      b.gpt2_train();
+    }
     if (want("gpt_generate")) b.gpt_generate();
     if (want("overhead")) b.overhead();
     if (!json.empty())

@@ -1,7 +1,7 @@
 // The bench's model workloads: training steps of the demo models (the
 // attention-regression transformer, the ViT, the CNN teacher with its
-// convolutions alone), GPT's generation speed, and one AdamW step over the
-// ViT's parameters.
+// convolutions alone), a GPT-2 124M training step, GPT's generation speed,
+// and one AdamW step over the ViT's parameters.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -14,21 +14,40 @@
 namespace ember::bench {
 
 // A training step's forward + loss in precision prec, backward, unscaling
-// (fp16), clipping at 1 and the optimizer step (app::MixedPrecision). The workload's name gets
-// " bf16" / " fp16" appended for the 16-bit steps.
-template <class Forward>
+// (fp16), clipping at 1 and the optimizer step (app::MixedPrecision), on
+// the batches in turn. The workload's name gets " bf16" / " fp16" appended
+// for the 16-bit steps. On a GPU (with graphs on) each precision is also
+// timed as a CUDA graph (core/cuda_graph.h), " graph" appended: two eager
+// warm-up steps, the step captured on static input tensors, then each timed
+// step copies the next batch into them and replays the graph (fp16's
+// GradScaler reads the host, so fp16 steps stay eager).
 void Bench::train_steps(const std::string& name, int64_t batch, optim::Optimizer& opt,
-                        const std::vector<Tensor>& params, Forward forward_loss) {
+                        const std::vector<Tensor>& params, const std::vector<std::vector<Tensor>>& batches,
+                        const std::function<Tensor(const std::vector<Tensor>&)>& forward_loss) {
   for (const std::string& prec : precisions) {
     app::MixedPrecision mp(prec, g_dev.type);  // apps/common/precision.h
-    step(mp.low() ? name + " " + prec : name, batch, [&] {
+    const std::string label = mp.low() ? name + " " + prec : name;
+    auto train_step = [&](const std::vector<Tensor>& inputs) {
       opt.zero_grad();
       Tensor loss;
       {
         const AutocastGuard region = mp.region();
-        loss = forward_loss();
+        loss = forward_loss(inputs);
       }
       mp.backward_step(loss, opt, params, 1.0);
+    };
+    size_t it = 0;
+    step(label, batch, [&] { train_step(batches[it++ % batches.size()]); });
+    if (!graphs || g_dev.is_cpu() || prec == "fp16") continue;
+    std::vector<Tensor> inputs;
+    for (const Tensor& t : batches[0]) inputs.push_back(t.clone());
+    for (int i = 0; i < 2; ++i) train_step(inputs);
+    CudaGraph graph;
+    graph.capture(g_dev, [&] { train_step(inputs); });
+    step(label + " graph", batch, [&] {
+      const std::vector<Tensor>& next = batches[it++ % batches.size()];
+      for (size_t j = 0; j < inputs.size(); ++j) inputs[j].copy_(next[j]);
+      graph.replay();
     });
   }
 }
@@ -41,14 +60,14 @@ void Bench::attention_regression() {
     model.train();
     optim::Adam opt(model.parameters(), optim::AdamOptions{.lr = 1e-3, .weight_decay = 1e-6});
     Generator g(1);
-    std::vector<Tensor> xs;  // 8 batches in turn, so the model keeps learning
-    for (int i = 0; i < 8; ++i) xs.push_back(uniform({batch, 50}, 0, 5, on_dev(), &g));
-    int it = 0;
-    train_steps("attention_regression train step", batch, opt, model.parameters(), [&] {
-      const Tensor& x = xs[it++ % 8];
-      const Tensor y = add(mul(sin(x), 2.0), pow(x, 0.8));
-      return mse_loss(model(x), y);
-    });
+    std::vector<std::vector<Tensor>> xs;  // 8 batches in turn, so the model keeps learning
+    for (int i = 0; i < 8; ++i) xs.push_back({uniform({batch, 50}, 0, 5, on_dev(), &g)});
+    train_steps("attention_regression train step", batch, opt, model.parameters(), xs,
+                [&](const std::vector<Tensor>& in) {
+                  const Tensor& x = in[0];
+                  const Tensor y = add(mul(sin(x), 2.0), pow(x, 0.8));
+                  return mse_loss(model(x), y);
+                });
   }
 }
 
@@ -60,13 +79,11 @@ void Bench::vit() {
   model.train();
   optim::AdamW opt(optim::weight_decay_groups(model.named_parameters(), 0.05), optim::AdamW::defaults());
   Generator g(2);
-  std::vector<std::pair<Tensor, Tensor>> data;  // 8 batches in turn
+  std::vector<std::vector<Tensor>> data;  // 8 batches in turn
   for (int i = 0; i < 8; ++i)
-    data.emplace_back(randn({batch, 1, 28, 28}, on_dev(), &g), randint(0, 10, {batch}, on_dev(kInt64), &g));
-  int it = 0;
-  train_steps("vit train step", batch, opt, model.parameters(), [&] {
-    const auto& [x, t] = data[it++ % 8];
-    return cross_entropy(model(x), t, Reduction::Mean, -100, 0.1);
+    data.push_back({randn({batch, 1, 28, 28}, on_dev(), &g), randint(0, 10, {batch}, on_dev(kInt64), &g)});
+  train_steps("vit train step", batch, opt, model.parameters(), data, [&](const std::vector<Tensor>& in) {
+    return cross_entropy(model(in[0]), in[1], Reduction::Mean, -100, 0.1);
   });
 }
 
@@ -144,6 +161,38 @@ void Bench::gpt_generate() {
                          {"tokens_per_second", tps},
                          {"threads", num_threads()}});
     }
+  }
+}
+
+// A GPT-2 124M training step (12 layers, 12 heads, width 768, vocabulary
+// 50257, context gpt2_seq, batch gpt2_batch; no dropout; AdamW at lr 3e-4
+// without weight decay and clipping at 1, llm.c's train_gpt2 settings), on
+// random tokens: the speed does not depend on them. Tokens per second as
+// llm.c prints them; FLOPs from the matmul counter (6 N per token for the
+// weights, plus attention's products).
+void Bench::gpt2_train() {
+  const int64_t B = gpt2_batch, T = gpt2_seq;
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 50257, cfg.block_size = 1024, cfg.n_layer = 12, cfg.n_head = 12, cfg.n_embd = 768;
+  Generator gen(4);
+  nn::GPT model(cfg, &gen);
+  model.to(g_dev);
+  model.train();
+  optim::AdamW opt(model.parameters(), optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.0});
+  std::vector<std::vector<Tensor>> data;  // 4 batches in turn
+  for (int i = 0; i < 4; ++i)
+    data.push_back({randint(0, cfg.vocab_size, {B, T}, on_dev(kInt64), &gen),
+                    randint(0, cfg.vocab_size, {B, T}, on_dev(kInt64), &gen)});
+  const int saved_warmup = warmup, saved_steps = steps;
+  warmup = std::min(warmup, 3), steps = std::min(steps, 10);  // seconds per step on a CPU
+  const size_t first = records.size();
+  train_steps("gpt2 124M train step T=" + std::to_string(T), B, opt, model.parameters(), data,
+              [&](const std::vector<Tensor>& in) { return model.loss(in[0], in[1]); });
+  warmup = saved_warmup, steps = saved_steps;
+  for (size_t r = first; r < records.size(); ++r) {
+    const double tps = static_cast<double>(B * T) / (records[r]["median_ms"].get<double>() * 1e-3);
+    records[r]["tokens_per_second"] = tps;
+    std::printf("%-34s %6s tokens/s: %.0f\n", "", "", tps);
   }
 }
 

@@ -194,12 +194,20 @@ void Bench::measure_device() {
 void Bench::step(const std::string& name, int64_t batch, const std::function<void()>& body) {
   reset_peak_rss();
   body();
-  const uint64_t f0 = profiler::matmul_flops();
+  const uint64_t f0 = profiler::matmul_flops(), l0 = profiler::device_launches();
   body();
   const double gflop = static_cast<double>(profiler::matmul_flops() - f0) * 1e-9;
+  const uint64_t launches = profiler::device_launches() - l0;
   reset_peak_memory_stats(g_dev);
   const Timing t = time_steps(warmup, steps, body);
   record(name, batch, t, gflop, static_cast<double>(memory_stats(g_dev).peak_allocated) / 1048576.0);
+  if (!g_dev.is_cpu()) {
+    // Each launch costs host time to issue: at a few microseconds each, a
+    // step of hundreds of small kernels is bound by them, not by the GPU.
+    records.back()["launches_per_step"] = launches;
+    std::printf("%-34s %6s launches per step: %llu (kernels, cuBLAS calls, copies)\n", "", "",
+                static_cast<unsigned long long>(launches));
+  }
 }
 
 }  // namespace ember::bench

@@ -7,7 +7,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <thread>
 #include <vector>
 
 #include <ember/core/half.h>
@@ -34,7 +36,64 @@ cudaError_t fail(cudaError_t e) {
 
 }  // namespace
 
-struct CUstream_st {};
+// A stream runs its work at once (the emulator is synchronous) unless it is
+// being captured: then the work is appended to `recording`.
+struct CUstream_st {
+  bool capturing = false;
+  bool invalidated = false;  // an illegal call during the capture
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  std::thread::id thread;  // the thread that began the capture
+  std::vector<std::function<void()>> recording;
+};
+struct CUgraph_st {
+  std::vector<std::function<void()>> work;
+};
+struct CUgraphExec_st {
+  std::vector<std::function<void()>> work;
+};
+
+namespace {
+
+std::mutex g_capture_mu;
+std::vector<CUstream_st*> g_capturing;  // streams being captured now
+thread_local cudaStreamCaptureMode t_mode = cudaStreamCaptureModeGlobal;
+
+// A call CUDA calls unsafe during capture (it could synchronise, or it is
+// not recorded, such as cudaMalloc): refused, and the captures it would
+// break are invalidated, unless the calling thread's mode is relaxed. A
+// global-mode capture is broken by such a call from any thread, a
+// thread-local one only by its own thread.
+bool unsafe_during_capture() {
+  if (t_mode == cudaStreamCaptureModeRelaxed) return false;
+  std::lock_guard<std::mutex> lock(g_capture_mu);
+  bool refused = false;
+  for (CUstream_st* s : g_capturing)
+    if (s->mode == cudaStreamCaptureModeGlobal ||
+        (s->mode == cudaStreamCaptureModeThreadLocal && s->thread == std::this_thread::get_id())) {
+      s->invalidated = true;
+      refused = true;
+    }
+  return refused;
+}
+
+// An illegal operation on a stream being captured: the capture is invalidated.
+cudaError_t invalidate(cudaStream_t s) {
+  std::lock_guard<std::mutex> lock(g_capture_mu);
+  s->invalidated = true;
+  return fail(cudaErrorStreamCaptureUnsupported);
+}
+
+}  // namespace
+
+cudaError_t ember::emu::enqueue(cudaStream_t stream, std::function<void()> work) {
+  if (stream && stream->capturing) {
+    if (stream->invalidated) return fail(cudaErrorStreamCaptureInvalidated);
+    stream->recording.push_back(std::move(work));
+    return cudaSuccess;
+  }
+  work();
+  return cudaSuccess;
+}
 struct cublasContext {
   cudaStream_t stream = nullptr;
   cublasMath_t mode = CUBLAS_DEFAULT_MATH;
@@ -54,6 +113,12 @@ const char* cudaGetErrorString(cudaError_t e) {
       return "invalid device ordinal";
     case cudaErrorNoDevice:
       return "no CUDA-capable device is detected";
+    case cudaErrorStreamCaptureUnsupported:
+      return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+      return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureWrongThread:
+      return "attempt to terminate a thread-local capture sequence from another thread";
   }
   return "unknown error";
 }
@@ -72,6 +137,12 @@ const char* cudaGetErrorName(cudaError_t e) {
       return "cudaErrorInvalidDevice";
     case cudaErrorNoDevice:
       return "cudaErrorNoDevice";
+    case cudaErrorStreamCaptureUnsupported:
+      return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated:
+      return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureWrongThread:
+      return "cudaErrorStreamCaptureWrongThread";
   }
   return "cudaErrorUnknown";
 }
@@ -95,6 +166,7 @@ cudaError_t cudaGetDevice(int* device) {
 }
 
 cudaError_t cudaMalloc(void** ptr, size_t nbytes) {
+  if (unsafe_during_capture()) return fail(cudaErrorStreamCaptureUnsupported);
   // 256 bytes: cudaMalloc's alignment, so the kernels' vectorised paths see
   // the same alignment as on a GPU.
   *ptr = std::aligned_alloc(256, (nbytes + 255) / 256 * 256);
@@ -102,22 +174,31 @@ cudaError_t cudaMalloc(void** ptr, size_t nbytes) {
 }
 
 cudaError_t cudaFree(void* ptr) {
+  if (unsafe_during_capture()) return fail(cudaErrorStreamCaptureUnsupported);
   std::free(ptr);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t nbytes, cudaMemcpyKind) {
+  if (unsafe_during_capture()) return fail(cudaErrorStreamCaptureUnsupported);
   if (nbytes) std::memmove(dst, src, nbytes);
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t nbytes, cudaMemcpyKind kind, cudaStream_t) {
-  return cudaMemcpy(dst, src, nbytes, kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t nbytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  // Host memory (Ember's is pageable) cannot take part in a graph: its copies
+  // are synchronous with the host.
+  if (stream && stream->capturing && (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToHost))
+    return invalidate(stream);
+  return ember::emu::enqueue(stream, [=] {
+    if (nbytes) std::memmove(dst, src, nbytes);
+  });
 }
 
-cudaError_t cudaMemsetAsync(void* dst, int value, size_t nbytes, cudaStream_t) {
-  if (nbytes) std::memset(dst, value, nbytes);
-  return cudaSuccess;
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t nbytes, cudaStream_t stream) {
+  return ember::emu::enqueue(stream, [=] {
+    if (nbytes) std::memset(dst, value, nbytes);
+  });
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
@@ -125,8 +206,82 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (stream && stream->capturing) return invalidate(stream);
+  if (unsafe_during_capture()) return fail(cudaErrorStreamCaptureUnsupported);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  if (unsafe_during_capture()) return fail(cudaErrorStreamCaptureUnsupported);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  if (!stream) return fail(cudaErrorStreamCaptureUnsupported);  // the legacy default stream cannot be captured
+  std::lock_guard<std::mutex> lock(g_capture_mu);
+  if (stream->capturing) return fail(cudaErrorInvalidValue);
+  stream->capturing = true;
+  stream->invalidated = false;
+  stream->mode = mode;
+  stream->thread = std::this_thread::get_id();
+  stream->recording.clear();
+  g_capturing.push_back(stream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  std::lock_guard<std::mutex> lock(g_capture_mu);
+  if (!stream || !stream->capturing) return fail(cudaErrorInvalidValue);
+  if (stream->mode != cudaStreamCaptureModeRelaxed && stream->thread != std::this_thread::get_id())
+    return fail(cudaErrorStreamCaptureWrongThread);
+  stream->capturing = false;
+  g_capturing.erase(std::find(g_capturing.begin(), g_capturing.end(), stream));
+  std::vector<std::function<void()>> work = std::move(stream->recording);
+  stream->recording.clear();
+  if (stream->invalidated) {
+    *graph = nullptr;
+    return fail(cudaErrorStreamCaptureInvalidated);
+  }
+  *graph = new CUgraph_st{std::move(work)};
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  std::lock_guard<std::mutex> lock(g_capture_mu);
+  *status = !stream || !stream->capturing ? cudaStreamCaptureStatusNone
+            : stream->invalidated         ? cudaStreamCaptureStatusInvalidated
+                                          : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  std::swap(t_mode, *mode);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  if (!graph) return fail(cudaErrorInvalidValue);
+  *exec = new CUgraphExec_st{graph->work};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  if (!exec) return fail(cudaErrorInvalidValue);
+  if (stream && stream->capturing) return invalidate(stream);  // graphs inside graphs: not emulated
+  for (const std::function<void()>& work : exec->work) work();
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
+  return cudaSuccess;
+}
 
 cudaError_t cudaGetLastError() {
   const cudaError_t e = t_last_error;
@@ -157,6 +312,8 @@ const char* cublasGetStatusString(cublasStatus_t s) {
       return "CUBLAS_STATUS_NOT_INITIALIZED";
     case CUBLAS_STATUS_INVALID_VALUE:
       return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
     case CUBLAS_STATUS_NOT_SUPPORTED:
       return "CUBLAS_STATUS_NOT_SUPPORTED";
   }
@@ -172,6 +329,10 @@ cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   handle->stream = stream;
   return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void*, size_t) {
+  return handle ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
@@ -201,11 +362,14 @@ cublasStatus_t batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t
                        const T* beta, T* C, int ldc, long long sc, int batch, Gemm gemm) {
   if (!valid(h, ta, tb, m, n, k, lda, ldb, ldc) || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
   g_gemm_calls.fetch_add(1, std::memory_order_relaxed);
-  const T a = *alpha, b = *beta;
-  ember::parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i)
-      gemm(CblasColMajor, op(ta), op(tb), m, n, k, a, A + i * sa, lda, B + i * sb, ldb, b, C + i * sc, ldc);
+  const T a = *alpha, b = *beta;  // host pointer mode: read at the call, as cuBLAS does
+  const cudaError_t e = ember::emu::enqueue(h->stream, [=] {
+    ember::parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        gemm(CblasColMajor, op(ta), op(tb), m, n, k, a, A + i * sa, lda, B + i * sb, ldb, b, C + i * sc, ldc);
+    });
   });
+  if (e != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -293,25 +457,28 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
   const int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
   const int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
   const size_t as = type_size(Atype), bs = type_size(Btype), cs = type_size(Ctype);
-  ember::parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      const void* Ai = static_cast<const char*>(A) + i * strideA * static_cast<long long>(as);
-      const void* Bi = static_cast<const char*>(B) + i * strideB * static_cast<long long>(bs);
-      void* Ci = static_cast<char*>(C) + i * strideC * static_cast<long long>(cs);
-      const std::vector<float> fa = to_float(Ai, Atype, ar, ac, lda), fb = to_float(Bi, Btype, br, bc, ldb);
-      if (Ctype == CUDA_R_32F) {
+  const cudaError_t e = ember::emu::enqueue(h->stream, [=] {
+    ember::parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const void* Ai = static_cast<const char*>(A) + i * strideA * static_cast<long long>(as);
+        const void* Bi = static_cast<const char*>(B) + i * strideB * static_cast<long long>(bs);
+        void* Ci = static_cast<char*>(C) + i * strideC * static_cast<long long>(cs);
+        const std::vector<float> fa = to_float(Ai, Atype, ar, ac, lda), fb = to_float(Bi, Btype, br, bc, ldb);
+        if (Ctype == CUDA_R_32F) {
+          cblas_sgemm(CblasColMajor, op(ta), op(tb), m, n, k, a, fa.data(), std::max(1, ar), fb.data(), std::max(1, br),
+                      b, static_cast<float*>(Ci), ldc);
+          continue;
+        }
+        // beta == 0: C's old contents are not read (they may be NaN), as in cuBLAS.
+        std::vector<float> fc = b != 0.0f ? to_float(Ci, Ctype, m, n, ldc) : std::vector<float>(size_t(m) * n, 0.0f);
         cblas_sgemm(CblasColMajor, op(ta), op(tb), m, n, k, a, fa.data(), std::max(1, ar), fb.data(), std::max(1, br),
-                    b, static_cast<float*>(Ci), ldc);
-        continue;
+                    b, fc.data(), std::max(1, m));
+        for (int j = 0; j < n; ++j)
+          for (int r = 0; r < m; ++r) store(Ci, Ctype, int64_t(j) * ldc + r, fc[size_t(j) * m + r]);
       }
-      // beta == 0: C's old contents are not read (they may be NaN), as in cuBLAS.
-      std::vector<float> fc = b != 0.0f ? to_float(Ci, Ctype, m, n, ldc) : std::vector<float>(size_t(m) * n, 0.0f);
-      cblas_sgemm(CblasColMajor, op(ta), op(tb), m, n, k, a, fa.data(), std::max(1, ar), fb.data(), std::max(1, br), b,
-                  fc.data(), std::max(1, m));
-      for (int j = 0; j < n; ++j)
-        for (int r = 0; r < m; ++r) store(Ci, Ctype, int64_t(j) * ldc + r, fc[size_t(j) * m + r]);
-    }
+    });
   });
+  if (e != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
   return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -6,16 +6,16 @@
 /// EMBER_EMU_DEVICES says otherwise.
 ///
 /// defines: cudaError_t, cudaMalloc/Free, cudaMemcpy(Async), cudaMemsetAsync,
-/// streams, device queries, cublasHandle_t, cublas{S,D}gemm(StridedBatched),
-/// cublasGemmEx and cublasGemmStridedBatchedEx (16-bit or float32 inputs,
-/// float32 compute: each operand converted to float32 exactly, one float32
-/// sgemm, a 16-bit C read as float32 and the result rounded once to nearest
-/// even; other combinations give CUBLAS_STATUS_NOT_SUPPORTED, as cuBLAS does
-/// for combinations it lacks).
+/// streams, stream capture into graphs and their replay, device queries, cublasHandle_t,
+/// cublas{S,D}gemm(StridedBatched), cublasGemmEx and cublasGemmStridedBatchedEx (16-bit or float32 inputs, float32
+/// compute: each operand converted to float32 exactly, one float32 sgemm, a 16-bit C read as float32 and the result
+/// rounded once to nearest even; other combinations give CUBLAS_STATUS_NOT_SUPPORTED, as cuBLAS does for combinations
+/// it lacks).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include <ember/cuda/emu/simt.h>
 
@@ -29,6 +29,9 @@ enum cudaError_t {
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInvalidDevice = 101,
   cudaErrorNoDevice = 100,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureWrongThread = 908,
 };
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
@@ -63,6 +66,36 @@ struct cudaDeviceProp {
   size_t totalGlobalMem;
 };
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
+
+// Stream capture, as CUDA's: between cudaStreamBeginCapture and
+// cudaStreamEndCapture, work issued to the stream (kernels, cuBLAS calls,
+// device-to-device copies, memsets) is recorded, not run; cudaGraphLaunch
+// runs the recording in order. What a GPU refuses during capture fails here
+// too, with its error code, and invalidates the capture: synchronising the
+// stream or the device, a copy to or from host memory, and, unless the
+// thread's mode is cudaStreamCaptureModeRelaxed, cudaMalloc and cudaFree.
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2,
+};
+struct CUgraph_st;
+using cudaGraph_t = CUgraph_st*;
+struct CUgraphExec_st;
+using cudaGraphExec_t = CUgraphExec_st*;
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status);
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 /// \endcond
 
 // ---- cuBLAS (column-major, as the real one) -------------------------------------------
@@ -71,6 +104,7 @@ enum cublasStatus_t {
   CUBLAS_STATUS_SUCCESS = 0,
   CUBLAS_STATUS_NOT_INITIALIZED = 1,
   CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_EXECUTION_FAILED = 13,
   CUBLAS_STATUS_NOT_SUPPORTED = 15,
 };
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
@@ -82,6 +116,7 @@ const char* cublasGetStatusString(cublasStatus_t s);
 cublasStatus_t cublasCreate(cublasHandle_t* handle);
 cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode);
+cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace, size_t bytes);
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            const float* alpha, const float* A, int lda, const float* B, int ldb, const float* beta,
                            float* C, int ldc);
@@ -118,6 +153,11 @@ cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
 /// \endcond
 
 namespace ember::emu {
+/// Work issued to a stream: run now, or recorded when the stream is being
+/// captured (a kernel launch, a cuBLAS call, a copy). Returns
+/// cudaErrorStreamCaptureInvalidated when the stream's capture was already
+/// invalidated (the work is dropped, as a GPU drops it).
+cudaError_t enqueue(cudaStream_t stream, std::function<void()> work);
 /// cuBLAS GEMM calls made so far (each cublas*gemm* call counts once,
 /// whatever its batch): for tests of how many calls a product costs, which
 /// is what a real GPU pays per call in launch time.

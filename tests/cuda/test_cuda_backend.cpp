@@ -236,7 +236,8 @@ TEST_CASE("cuda backend: clip_grad_norm_ (fused sum of squares) matches the CPU"
     cpu_params.push_back(a);
     dev_params.push_back(b);
   }
-  const double nc = optim::clip_grad_norm_(cpu_params, 1.0), nd = optim::clip_grad_norm_(dev_params, 1.0);
+  const double nc = optim::clip_grad_norm_(cpu_params, 1.0).item<double>(),
+               nd = optim::clip_grad_norm_(dev_params, 1.0).item<double>();
   CHECK(nd == doctest::Approx(nc).epsilon(1e-12));
   for (size_t i = 0; i < cpu_params.size(); ++i)
     CHECK(allclose(dev_params[i].grad().cpu(), cpu_params[i].grad(), 1e-6, 1e-9));
