@@ -243,8 +243,9 @@ int train(gpt::Config c) {
   lc.xlabel = "iteration";
   lc.ylabel = "loss (log scale)";
   lc.log_y = true;
-  lc.series = {{hist.x(), hist.at("train_loss"), "train", 0, true, 3},
-               {hist.x(), hist.at("val_loss"), "validation", 1, true, 3}};
+  lc.series = {
+      {.x = hist.x(), .y = hist.at("train_loss"), .label = "train", .color = 0, .line = true, .marker_radius = 3},
+      {.x = hist.x(), .y = hist.at("val_loss"), .label = "validation", .color = 1, .line = true, .marker_radius = 3}};
   plot::render(lc).save_png((out / "loss.png").string());
   const double tps = tokens_per_step * static_cast<double>(c.iters) / std::max(train_seconds, 1e-9);
   nlohmann::ordered_json m = {{"task", "character-level language model"},
