@@ -38,15 +38,17 @@ class Stopwatch {
     cpu0_ = process_cpu_seconds();
   }
   void stop() {
-    seconds_ += lap_.seconds();
+    last_ = lap_.seconds();
+    seconds_ += last_;
     cpu_ += process_cpu_seconds() - cpu0_;
   }
   double seconds() const { return seconds_; }
+  double lap_seconds() const { return last_; }  // the last interval's wall time
   double cpu_seconds() const { return cpu_; }
 
  private:
   Timer lap_;
-  double seconds_, cpu_, cpu0_ = 0;
+  double seconds_, cpu_, cpu0_ = 0, last_ = 0;
 };
 
 // Curves recorded at each evaluation: the step count (x) and named series, in
