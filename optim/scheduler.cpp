@@ -104,6 +104,21 @@ double WarmupCosineLR::lr_at(size_t, double base) const {
   return eta_min_ + (base - eta_min_) * (1 + std::cos(kPi * t)) / 2;
 }
 
+NanoGPTCosineLR::NanoGPTCosineLR(Optimizer& opt, int64_t warmup, int64_t total, double min_lr)
+    : LRScheduler(opt), warmup_(warmup), total_(total), min_lr_(min_lr) {
+  EMBER_CHECK(warmup >= 0 && total >= 1, ValueError,
+              "NanoGPTCosineLR: need warmup_steps >= 0 and total_steps >= 1, got ", warmup, " and ", total);
+  init();
+}
+double NanoGPTCosineLR::lr_at(size_t, double base) const {
+  const int64_t it = last_epoch_;
+  if (it < warmup_) return base * static_cast<double>(it + 1) / static_cast<double>(warmup_ + 1);
+  if (it >= total_) return min_lr_;
+  // max(1, ...): warm-up as long as the run leaves no cosine to divide by.
+  const double r = static_cast<double>(it - warmup_) / static_cast<double>(std::max<int64_t>(1, total_ - warmup_));
+  return min_lr_ + 0.5 * (1.0 + std::cos(kPi * r)) * (base - min_lr_);
+}
+
 AnnealStrategy anneal_strategy(const std::string& name) {
   if (name == "cos") return AnnealStrategy::Cos;
   if (name == "linear") return AnnealStrategy::Linear;

@@ -128,6 +128,24 @@ class WarmupCosineLR final : public LRScheduler {
   double eta_min_, start_;
 };
 
+/// nanoGPT's get_lr: a linear warm-up base * (epoch + 1) / (warmup_steps + 1)
+/// for epoch < warmup_steps, then a cosine from base down to min_lr at
+/// total_steps (r = (epoch - warmup_steps) / (total_steps - warmup_steps),
+/// min_lr + (1 + cos(pi r)) / 2 * (base - min_lr)), and min_lr from there on.
+/// Unlike WarmupCosineLR the warm-up never starts at zero nor reaches base
+/// exactly, and min_lr is absolute; the expressions are nanoGPT's, term for
+/// term, so a run matches its rates bit for bit.
+class NanoGPTCosineLR final : public LRScheduler {
+ public:
+  /// Warm-up over warmup_steps, cosine decay to min_lr until total_steps.
+  NanoGPTCosineLR(Optimizer& opt, int64_t warmup_steps, int64_t total_steps, double min_lr);
+
+ private:
+  double lr_at(size_t, double base) const override;
+  int64_t warmup_, total_;
+  double min_lr_;
+};
+
 /// One cycle (Smith): from max_lr / div_factor up to max_lr over pct_start of
 /// total_steps, then down to max_lr / (div_factor * final_div_factor), with
 /// cosine or linear annealing. Momentum is not cycled (cycle_momentum=False).

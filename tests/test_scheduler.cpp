@@ -2,6 +2,7 @@
 // (tools/reference_scheduler.py), and state round trips.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -46,6 +47,40 @@ TEST_CASE("schedulers: CosineAnnealingLR past T_max, LinearLR, warm-up + cosine"
   check_seq([](auto& o) { return std::make_unique<optim::WarmupCosineLR>(o, 3, 10, 0.001, 0.1); },
             {0.01, 0.04, 0.07, 0.1, 0.09509795896117, 0.08136274519201, 0.06151478623084, 0.03948521376916,
              0.01963725480799, 0.00590204103883});
+}
+
+TEST_CASE("schedulers: NanoGPTCosineLR equals nanoGPT's get_lr bit for bit") {
+  // nanoGPT's train.py get_lr, transcribed: the reference the rates must equal exactly.
+  auto get_lr = [](int64_t it, double lr, double min_lr, int64_t warmup, int64_t iters) {
+    if (it < warmup) return lr * static_cast<double>(it + 1) / static_cast<double>(warmup + 1);
+    if (it >= iters) return min_lr;
+    const double r = static_cast<double>(it - warmup) / static_cast<double>(std::max<int64_t>(1, iters - warmup));
+    return min_lr + 0.5 * (1.0 + std::cos(M_PI * r)) * (lr - min_lr);
+  };
+  struct Case {
+    double lr, min_lr;
+    int64_t warmup, iters;
+  };
+  for (const Case& k :
+       {Case{1e-3, 1e-4, 100, 1500}, Case{1e-3, 1e-4, 100, 2000}, Case{3e-4, 0.0, 0, 37}, Case{1e-2, 1e-3, 10, 5}}) {
+    Tensor p = zeros({1}).requires_grad_();
+    optim::AdamW opt({optim::ParamGroup{{p}}, optim::ParamGroup{{zeros({1}).requires_grad_()}, -1, 0.0}},
+                     optim::AdamWOptions{.lr = k.lr});
+    optim::NanoGPTCosineLR s(opt, k.warmup, k.iters, k.min_lr);
+    for (int64_t it = 0; it < k.iters + 3; ++it) {
+      for (const optim::ParamGroup& g : opt.param_groups())
+        CHECK_MESSAGE(g.lr == get_lr(it, k.lr, k.min_lr, k.warmup, k.iters), "iteration ", it, ": ", g.lr);
+      s.step();
+    }
+    // A checkpoint's last_epoch puts the rates back where they were.
+    optim::NanoGPTCosineLR r(opt, k.warmup, k.iters, k.min_lr);
+    r.load_state_dict(s.state_dict());
+    CHECK(r.last_epoch() == s.last_epoch());
+    CHECK(opt.param_groups()[0].lr == get_lr(s.last_epoch(), k.lr, k.min_lr, k.warmup, k.iters));
+  }
+  Tensor q = zeros({1}).requires_grad_();
+  optim::SGD sgd({q}, optim::SGDOptions{0.1});
+  CHECK_THROWS_AS(optim::NanoGPTCosineLR(sgd, -1, 10, 0.0), ValueError);
 }
 
 TEST_CASE("schedulers: OneCycleLR, cosine and linear") {

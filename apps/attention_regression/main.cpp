@@ -75,7 +75,7 @@ Result run_nw(const Config& c, Generator& g, bool learn_w) {
     return mask.defined() ? masked_softmax(s, mask) : softmax(s, -1);
   };
   Result r;
-  const auto t0 = std::chrono::steady_clock::now();
+  const app::Timer clock;
   if (learn_w) {
     // Each training point attends to the others (itself masked out); SGD on
     // 1/2 sum (y - yhat)^2.
@@ -94,7 +94,7 @@ Result run_nw(const Config& c, Generator& g, bool learn_w) {
         std::printf("epoch %3d  loss %.6f  w %.4f\n", epoch, loss.item(), w.item());
     }
   }
-  r.history.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.history.seconds = clock.seconds();
   NoGradGuard ng;
   r.weights = weights(x_test, x_train, Tensor());
   r.test_x = x_test;
@@ -252,7 +252,8 @@ void write_outputs(const Config& c, const Result& r) {
     lc.log_y = true;
     std::vector<double> ep;
     for (size_t i = 0; i < h.train.size(); ++i) ep.push_back(static_cast<double>(i + 1));
-    lc.series = {{ep, h.train, "train", 0, true, 0}, {ep, h.val, "validation", 1, true, 0}};
+    lc.series = {{.x = ep, .y = h.train, .label = "train", .color = 0, .line = true, .marker_radius = 0},
+                 {.x = ep, .y = h.val, .label = "validation", .color = 1, .line = true, .marker_radius = 0}};
     plot::render(lc).save_png((out / "loss.png").string());
   }
 }

@@ -4,7 +4,6 @@
 // weights. Records the per-epoch history the loss chart draws.
 #pragma once
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -13,6 +12,7 @@
 
 #include <ember/ember.h>
 
+#include "app.h"
 #include "precision.h"
 #include "progress.h"
 
@@ -61,8 +61,7 @@ inline History fit(nn::Module& model, const Tensor& x, const Tensor& y, const Te
   StateDict best_state;
   int since_best = 0;
   const int64_t n = x.size(0), nbatches = (n + r.batch - 1) / r.batch;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  const ember::app::Timer clock;
   for (int epoch = 1; epoch <= r.epochs; ++epoch) {
     model.train();
     const Tensor perm = randperm(n, &g);
@@ -112,14 +111,15 @@ inline History fit(nn::Module& model, const Tensor& x, const Tensor& y, const Te
     }
     bar.clear();
     if (!r.quiet && (epoch % r.print_every == 0 || epoch == 1 || stop || epoch == r.epochs))
-      std::printf("epoch %4d  train %.6f  val %.6f  lr %.2e  %6.1fs\n", epoch, train, val, h.lr.back(), elapsed());
+      std::printf("epoch %4d  train %.6f  val %.6f  lr %.2e  %6.1fs\n", epoch, train, val, h.lr.back(),
+                  clock.seconds());
     if (stop) {
       if (!r.quiet)
         std::printf("early stop at epoch %d: no better validation loss since epoch %d\n", epoch, h.best_epoch);
       break;
     }
   }
-  h.seconds = elapsed();
+  h.seconds = clock.seconds();
   if (r.early_stop > 0 && !best_state.empty()) model.load_state_dict(best_state);
   model.eval();
   return h;

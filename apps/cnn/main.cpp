@@ -11,7 +11,6 @@
 // short, separate loop. Writes into --out: model.safetensors, metrics.json.
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -24,6 +23,7 @@
 #include "app.h"
 #include "cnn_teacher.h"
 #include "progress.h"
+#include "train_loop.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
@@ -120,44 +120,51 @@ int run(Config c) {
         "%d threads\n",
         c.data.c_str(), static_cast<long long>(train.n), static_cast<long long>(test.n),
         static_cast<long long>(model->num_parameters()), c.epochs, static_cast<long long>(steps), num_threads());
-  app::ProgressBar bar(!c.quiet);
+  app::ProgressBar bar(!c.quiet);  // the batches of an epoch; the loop's steps are epochs
   json per = json::array();
-  double train_seconds = 0, acc = 0, best = 0;
-  for (int epoch = 0; epoch < c.epochs; ++epoch) {
-    const app::Timer t;
-    loader.start_epoch(epoch);
-    data::Batch b;
-    double loss_sum = 0;
-    int64_t seen = 0;
-    while (loader.next(b)) {
-      Tensor loss = cross_entropy((*model)(b.images), b.labels, Reduction::Mean, -100, c.label_smoothing);
-      opt.zero_grad();
-      loss.backward();
-      opt.step();
-      sched.step();
-      loss_sum += loss.item() * static_cast<double>(b.images.size(0));
-      seen += b.images.size(0);
-      if ((b.index + 1) % 8 == 0)
-        bar.update(fmt("epoch %2d/%d", epoch + 1, c.epochs), b.index + 1, steps,
-                   fmt("loss %.4f  %.0f img/s", loss_sum / static_cast<double>(seen),
-                       static_cast<double>(seen) / t.seconds()));
-    }
-    const double secs = t.seconds();
-    train_seconds += secs;
-    const auto [a, test_loss] = evaluate(*model, test_loader);
-    acc = a;
-    best = std::max(best, a);
-    bar.clear();
-    per.push_back({{"train_loss", loss_sum / static_cast<double>(seen)},
-                   {"test_loss", test_loss},
-                   {"test_accuracy", a},
-                   {"train_seconds", secs}});
-    if (!c.quiet)
-      std::printf("epoch %2d/%d  train loss %.4f  test loss %.4f  test acc %.2f%%  %.1fs (%.0f img/s)\n", epoch + 1,
-                  c.epochs, loss_sum / static_cast<double>(seen), test_loss, 100 * a, secs,
-                  static_cast<double>(seen) / secs);
-    std::fflush(stdout);
-  }
+  double acc = 0, best = 0, loss_sum = 0;
+  int64_t seen = 0;
+  app::Stopwatch clock;
+  app::run_loop(
+      {.total = c.epochs, .eval_every = 1, .unit = "epoch", .progress = false},
+      {.train_step =
+           [&](int64_t epoch) {
+             const app::Timer t;
+             loader.start_epoch(epoch);
+             data::Batch b;
+             loss_sum = 0, seen = 0;
+             while (loader.next(b)) {
+               Tensor loss = cross_entropy((*model)(b.images), b.labels, Reduction::Mean, -100, c.label_smoothing);
+               opt.zero_grad();
+               loss.backward();
+               opt.step();
+               sched.step();
+               loss_sum += loss.item() * static_cast<double>(b.images.size(0));
+               seen += b.images.size(0);
+               if ((b.index + 1) % 8 == 0)
+                 bar.update(fmt("epoch %2lld/%d", static_cast<long long>(epoch + 1), c.epochs), b.index + 1, steps,
+                            fmt("loss %.4f  %.0f img/s", loss_sum / static_cast<double>(seen),
+                                static_cast<double>(seen) / t.seconds()));
+             }
+             return loss_sum / static_cast<double>(seen);
+           },
+       .evaluate =
+           [&](const app::LoopStatus& s) {
+             const double secs = s.clock->lap_seconds();
+             const auto [a, test_loss] = evaluate(*model, test_loader);
+             acc = a;
+             best = std::max(best, a);
+             bar.clear();
+             per.push_back(
+                 {{"train_loss", s.loss}, {"test_loss", test_loss}, {"test_accuracy", a}, {"train_seconds", secs}});
+             if (!c.quiet)
+               std::printf("epoch %2lld/%d  train loss %.4f  test loss %.4f  test acc %.2f%%  %.1fs (%.0f img/s)\n",
+                           static_cast<long long>(s.done), c.epochs, s.loss, test_loss, 100 * a, secs,
+                           static_cast<double>(seen) / secs);
+             std::fflush(stdout);
+           }},
+      clock);
+  const double train_seconds = clock.seconds();
   tc.test_accuracy = acc;
   tc.train_seconds = train_seconds;
   nn::save(*model, (fs::path(c.out) / "model.safetensors").string(), app::teacher_metadata(tc));
@@ -182,7 +189,7 @@ int run(Config c) {
                   {"data_load_seconds", t_load.seconds() - train_seconds},
                   // CPU time of the whole process (all threads): on a shared
                   // machine, wall-clock train_seconds depend on the load.
-                  {"process_cpu_seconds", static_cast<double>(std::clock()) / CLOCKS_PER_SEC},
+                  {"process_cpu_seconds", app::process_cpu_seconds()},
                   {"per_epoch", per}};
   app::write_json((fs::path(c.out) / "metrics.json").string(), m);
   std::printf("cnn: %s test accuracy %.2f%% (best %.2f%%) after %d epochs, %.1fs training -> %s\n", c.data.c_str(),

@@ -289,9 +289,12 @@ TrainState read_train_state(const Metadata& meta, const std::string& file) {
     const json& e = history[i];
     const Fields r(e, file, "stored training state: history entry " + std::to_string(i));
     if (!e.is_object()) r.error("not a JSON object but " + describe(e));
-    s.history.push_back({r.number("train_loss", -kMaxDouble), r.number("test_loss", -kMaxDouble),
-                         r.number("test_accuracy", 0, 1), r.number("train_seconds", 0), r.number("wall_seconds", 0),
-                         r.number("lr", 0)});
+    s.history.push_back({.train_loss = r.number("train_loss", -kMaxDouble),
+                         .test_loss = r.number("test_loss", -kMaxDouble),
+                         .test_accuracy = r.number("test_accuracy", 0, 1),
+                         .train_seconds = r.number("train_seconds", 0),
+                         .wall_seconds = r.number("wall_seconds", 0),
+                         .lr = r.number("lr", 0)});
   }
   return s;
 }

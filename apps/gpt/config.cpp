@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+
+#include <ember/nn/checkpoint.h>
 
 namespace gpt {
 namespace fs = std::filesystem;
@@ -191,10 +194,6 @@ std::map<std::string, std::string> base_metadata(const Config& c, const nn::Char
   return {{"format", "ember gpt"}, {"config", config_json(c).dump()}, {"vocab", nlohmann::json(bytes).dump()}};
 }
 
-nlohmann::json history_json(const History& h) {
-  return {{"iters", h.iters}, {"train_loss", h.train_loss}, {"val_loss", h.val_loss}};
-}
-
 }  // namespace
 
 void save_model(const fs::path& path, const Config& c, const nn::CharTokenizer& vocab, const nn::GPT& model,
@@ -204,6 +203,14 @@ void save_model(const fs::path& path, const Config& c, const nn::CharTokenizer& 
   save_safetensors(path.string(), model.state_dict(), meta);
 }
 
+// A checkpoint's layout: the shared one (nn/checkpoint.h), or the older GPT
+// one (the model's tensors unprefixed beside optimizer.*).
+bool shared_layout(const StateDict& sd) {
+  for (const auto& [k, t] : sd)
+    if (k.rfind("model.", 0) == 0 || k.rfind("scheduler.", 0) == 0) return true;
+  return false;
+}
+
 std::unique_ptr<nn::GPT> load_model(const std::string& path, nn::CharTokenizer& vocab,
                                     std::map<std::string, std::string>& meta) {
   require_regular_file(path);
@@ -211,9 +218,13 @@ std::unique_ptr<nn::GPT> load_model(const std::string& path, nn::CharTokenizer& 
   app::warn_suspicious("gpt", sd, path);  // NaN/Inf named on stderr; the run goes on (apps/common/README.md)
   const Config c = config_from_metadata(meta, path);
   vocab = vocab_from_metadata(meta, path);
+  // model.safetensors and the older checkpoints hold the model unprefixed; the shared layout under "model.".
   StateDict model_sd;
-  for (auto& [k, t] : sd)
-    if (k.rfind("optimizer.", 0) != 0) model_sd.emplace_back(k, t);
+  if (shared_layout(sd))
+    model_sd = nn::take_prefixed(sd, "model.");
+  else
+    for (auto& [k, t] : sd)
+      if (k.rfind("optimizer.", 0) != 0) model_sd.emplace_back(k, t);
   for (auto& [k, t] : model_sd)
     if (k == "wte.weight" && (t.dim() != 2 || t.size(0) != vocab.size()))
       throw IOError(path + ": the vocabulary in its metadata has " + std::to_string(vocab.size()) +
@@ -229,44 +240,47 @@ std::unique_ptr<nn::GPT> load_model(const std::string& path, nn::CharTokenizer& 
 }
 
 void save_checkpoint(const fs::path& path, const Config& c, const nn::CharTokenizer& vocab, const nn::GPT& model,
-                     const optim::AdamW& opt, const Generator& batches, int64_t iter, double train_seconds,
-                     const History& hist) {
-  StateDict sd = model.state_dict();
-  for (auto& [k, t] : opt.state_dict()) sd.emplace_back("optimizer." + k, t);
+                     const optim::AdamW& opt, const optim::LRScheduler& sched, const Generator& batches, int64_t iter,
+                     double train_seconds, const app::MetricsHistory& hist) {
   auto meta = base_metadata(c, vocab);
   meta["iter"] = std::to_string(iter);
   meta["batch_generator_offset"] = std::to_string(batches.offset());
   meta["dropout_generator_offset"] = std::to_string(default_generator().offset());
   meta["train_seconds"] = nlohmann::json(train_seconds).dump();
-  meta["history"] = history_json(hist).dump();
-  save_safetensors(path.string(), sd, meta);
+  meta["history"] = hist.to_json().dump();
+  nn::save_training_checkpoint(path.string(), model, opt, sched, meta);
 }
 
 int64_t restore(const StateDict& ckpt, const std::map<std::string, std::string>& meta, const std::string& path,
-                nn::GPT& model, optim::AdamW& opt, Generator& batches, double& train_seconds, History& hist) {
-  StateDict model_sd, opt_sd;
-  for (auto& [k, t] : ckpt) {
-    if (k.rfind("optimizer.", 0) == 0)
-      opt_sd.emplace_back(k.substr(10), t);
-    else
-      model_sd.emplace_back(k, t);
-  }
-  if (opt_sd.empty() || !meta.count("iter"))
+                nn::GPT& model, optim::AdamW& opt, optim::LRScheduler& sched, Generator& batches, double& train_seconds,
+                app::MetricsHistory& hist) {
+  bool has_optimizer = false;
+  for (auto& [k, t] : ckpt) has_optimizer = has_optimizer || k.rfind("optimizer.", 0) == 0;
+  if (!has_optimizer || !meta.count("iter"))
     throw IOError(path + ": not a checkpoint (no optimizer state or iteration; a model.safetensors is for --weights)");
   try {
-    model.load_state_dict(model_sd, true);
-    opt.load_state_dict(opt_sd);
     const int64_t iter = std::stoll(meta.at("iter"));
+    if (shared_layout(ckpt)) {
+      nn::load_training_checkpoint(ckpt, path, model, opt, sched);
+    } else {
+      // The older layout: the model's tensors move under "model.", and the
+      // schedule, a function of the iteration alone, is that iteration.
+      StateDict all;
+      for (auto& [k, t] : ckpt) all.emplace_back(k.rfind("optimizer.", 0) == 0 ? k : "model." + k, t);
+      all.emplace_back("scheduler.last_epoch", scalar_tensor(static_cast<double>(iter), kFloat64));
+      nn::load_training_checkpoint(all, path, model, opt, sched);
+      std::fprintf(stderr,
+                   "gpt: note: %s is in the older GPT checkpoint layout; read once, the checkpoints this run "
+                   "writes have the shared layout (model., optimizer., scheduler.)\n",
+                   path.c_str());
+    }
     batches.set_offset(std::stoull(meta.at("batch_generator_offset")));
     default_generator().set_offset(std::stoull(meta.at("dropout_generator_offset")));
     train_seconds = app::parse_stored_json(meta.at("train_seconds"), path, "metadata 'train_seconds'").get<double>();
-    const nlohmann::json h = app::parse_stored_json(meta.at("history"), path, "metadata 'history'");
-    hist.iters = h.at("iters").get<std::vector<double>>();
-    hist.train_loss = h.at("train_loss").get<std::vector<double>>();
-    hist.val_loss = h.at("val_loss").get<std::vector<double>>();
+    hist.from_json(app::parse_stored_json(meta.at("history"), path, "metadata 'history'"), {"train_loss", "val_loss"});
     return iter;
   } catch (const IOError&) {
-    throw;  // parse_stored_json's, which names the file already
+    throw;  // parse_stored_json's and load_training_checkpoint's, which name the file already
   } catch (const Error& e) {
     throw IOError(path + ": " + e.what());
   } catch (const std::exception& e) {

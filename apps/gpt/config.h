@@ -1,7 +1,9 @@
 // The GPT demo's run configuration: its flags (kept in one place, so they
 // can move onto shared app machinery as a block), the preset, the corpus,
 // and what model and checkpoint files hold (configuration and vocabulary in
-// their metadata, checked when read back).
+// their metadata, checked when read back). Checkpoints have the layout every
+// app's has (nn/checkpoint.h: model., optimizer., scheduler.), reloaded
+// exactly or refused; the older GPT layout is still read, once, with a note.
 #pragma once
 
 #include <ember/ember.h>
@@ -14,6 +16,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "train_loop.h"
 
 namespace gpt {
 namespace nn = ember::nn;
@@ -37,10 +41,8 @@ struct Config {
   bool eval_only = false, generate = false, quiet = false, check = false;
 };
 
-/// Training curves as recorded at each evaluation.
-struct History {
-  std::vector<double> iters, train_loss, val_loss;
-};
+/// The training curves: train_loss and val_loss at each evaluation, against "iters".
+inline ember::app::MetricsHistory make_history() { return ember::app::MetricsHistory("iters"); }
 
 /// Registers every flag on app.
 void add_flags(CLI::App& app, Config& c);
@@ -67,14 +69,20 @@ void save_model(const std::filesystem::path& path, const Config& c, const nn::Ch
 std::unique_ptr<nn::GPT> load_model(const std::string& path, nn::CharTokenizer& vocab,
                                     std::map<std::string, std::string>& meta);
 
-/// checkpoint.safetensors: the model, AdamW's state (optimizer.*), the
-/// iteration, the batch and dropout generators' positions, the clock and the curves.
+/// checkpoint.safetensors: nn::save_training_checkpoint's model, AdamW and LR
+/// schedule, with the configuration, vocabulary, iteration, the batch and
+/// dropout generators' positions, the training clock and the curves in the metadata.
 void save_checkpoint(const std::filesystem::path& path, const Config& c, const nn::CharTokenizer& vocab,
-                     const nn::GPT& model, const optim::AdamW& opt, const Generator& batches, int64_t iter,
-                     double train_seconds, const History& hist);
-/// Puts a checkpoint's state back; returns the iteration to continue from.
+                     const nn::GPT& model, const optim::AdamW& opt, const optim::LRScheduler& sched,
+                     const Generator& batches, int64_t iter, double train_seconds,
+                     const ember::app::MetricsHistory& hist);
+/// Puts a checkpoint's state back exactly (nn::load_training_checkpoint, IOError
+/// naming what would differ); returns the iteration to continue from. A file
+/// in the older GPT layout (model tensors without a prefix, no schedule: the
+/// schedule is a function of the iteration) is converted, with a note on stderr.
 int64_t restore(const StateDict& ckpt, const std::map<std::string, std::string>& meta, const std::string& path,
-                nn::GPT& model, optim::AdamW& opt, Generator& batches, double& train_seconds, History& hist);
+                nn::GPT& model, optim::AdamW& opt, optim::LRScheduler& sched, Generator& batches, double& train_seconds,
+                ember::app::MetricsHistory& hist);
 /// The run configuration and vocabulary a file's metadata records.
 Config config_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);
 nn::CharTokenizer vocab_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);

@@ -10,8 +10,10 @@
 // the KV cache, parameters, configuration), loss.png, samples.txt,
 // attention.png (the last layer's heads over a line of validation text),
 // model.safetensors (configuration and vocabulary in its metadata) and
-// checkpoint.safetensors (model, AdamW state, iteration and generator
-// positions) for --resume, which continues a run exactly.
+// checkpoint.safetensors (model, AdamW and LR schedule in the shared layout of
+// nn/checkpoint.h, iteration and generator positions) for --resume, which
+// continues a run exactly. The loop is apps/common/train_loop.h's; the
+// schedule, nanoGPT's warm-up and cosine, is optim::NanoGPTCosineLR.
 // --eval-only --weights M scores a model on the validation split again;
 // --generate --weights M --prompt TEXT samples from it.
 // Exit codes: 0 done, 1 a run-time error (bad file, bad model), 2 bad usage;
@@ -19,10 +21,8 @@
 #include <ember/ember.h>
 
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -31,32 +31,12 @@
 #include "app.h"
 #include "config.h"
 #include "plot.h"
-#include "progress.h"
+#include "train_loop.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
-using clock_type = std::chrono::steady_clock;
 
 namespace {
-
-// The process's CPU time (all threads): on a machine shared with other
-// jobs it moves far less than the wall clock, so metrics.json records both.
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
-
-// nanoGPT's get_lr: linear warm-up over warmup steps, then a cosine from lr
-// down to min_lr at the last iteration.
-double lr_at(const gpt::Config& c, int64_t it) {
-  if (it < c.warmup) return c.lr * static_cast<double>(it + 1) / static_cast<double>(c.warmup + 1);
-  if (it >= c.iters) return c.min_lr;
-  const double r = static_cast<double>(it - c.warmup) / static_cast<double>(std::max<int64_t>(1, c.iters - c.warmup));
-  return c.min_lr + 0.5 * (1.0 + std::cos(M_PI * r)) * (c.lr - c.min_lr);
-}
 
 // nanoGPT's estimate_loss: the mean loss of eval_iters random batches of a
 // split, drawn from a generator of their own (the same windows at every
@@ -79,9 +59,9 @@ double generation_speed(nn::GPT& m, int64_t first, int64_t n, bool cache, uint64
   nn::SampleOptions o;
   o.seed = seed;
   o.use_cache = cache;
-  const auto t = clock_type::now();
+  const app::Timer t;
   m.generate({first}, n, o);
-  return static_cast<double>(n) / seconds_since(t);
+  return static_cast<double>(n) / t.seconds();
 }
 
 // attention.png: each head of the last layer over one line of text, side by
@@ -175,11 +155,13 @@ int train(gpt::Config c) {
   ao.beta2 = c.beta2;
   ao.weight_decay = c.weight_decay;
   optim::AdamW opt({optim::ParamGroup{decay, -1, c.weight_decay}, optim::ParamGroup{no_decay, -1, 0.0}}, ao);
+  // nanoGPT's get_lr: linear warm-up, then a cosine from lr to min_lr at the last iteration.
+  optim::NanoGPTCosineLR sched(opt, c.warmup, c.iters, c.min_lr);
   Generator batches(c.seed);
-  gpt::History hist;
+  app::MetricsHistory hist = gpt::make_history();
   int64_t start = 0;
-  double train_seconds = 0, train_cpu_seconds = 0;
-  if (!c.resume.empty()) start = gpt::restore(ckpt, meta, c.resume, model, opt, batches, train_seconds, hist);
+  double train_seconds = 0;
+  if (!c.resume.empty()) start = gpt::restore(ckpt, meta, c.resume, model, opt, sched, batches, train_seconds, hist);
   if (!c.quiet)
     std::printf(
         "model: %lld parameters (%lld without positions), %d layers x %d heads, width %lld, context %lld; "
@@ -190,62 +172,63 @@ int train(gpt::Config c) {
   if (c.check) return check_done();
 
   const fs::path out(c.out);
-  app::ProgressBar bar(!c.quiet);
   const double tokens_per_step = static_cast<double>(c.batch * c.context);
-  double window_loss = 0;
-  int64_t window_n = 0;
+  // The CPU time restarts at a resume (it is this process's); the wall time continues.
+  app::Stopwatch clock(train_seconds);
+  auto tokens_per_second = [&](const app::LoopStatus& s) {
+    return tokens_per_step * static_cast<double>(s.run_steps) / std::max(s.clock->seconds(), 1e-9);
+  };
   model.train();
-  for (int64_t it = start; it < c.iters; ++it) {
-    const auto t0 = clock_type::now();
-    const double cpu0 = cpu_seconds();
-    const double lr = lr_at(c, it);
-    for (auto& g : opt.param_groups()) g.lr = lr;
-    auto [x, y] = nn::random_batch(data.train, c.batch, c.context, batches);
-    Tensor loss = model.loss(x, y);
-    opt.zero_grad();
-    loss.backward();
-    if (c.clip > 0) optim::clip_grad_norm_(model.parameters(), c.clip);
-    opt.step();
-    const double l = loss.item<double>();
-    train_seconds += seconds_since(t0);
-    train_cpu_seconds += cpu_seconds() - cpu0;
-    window_loss += l, ++window_n;
-    const int64_t done = it + 1;
-    const double tps = tokens_per_step * static_cast<double>(done - start) / std::max(train_seconds, 1e-9);
-    char p[48], s[128];
-    std::snprintf(p, sizeof p, "iter %lld/%lld", static_cast<long long>(done), static_cast<long long>(c.iters));
-    std::snprintf(s, sizeof s, "loss %.4f  lr %.2e  %.0f tok/s  ETA %.0fs", l, lr, tps,
-                  tokens_per_step * static_cast<double>(c.iters - done) / std::max(tps, 1e-9));
-    bar.update(p, static_cast<long>(done), static_cast<long>(c.iters), s);
-    const bool last = done == c.iters;
-    if ((c.eval_interval > 0 && done % c.eval_interval == 0) || last) {
-      bar.clear();
-      const double tl = estimate_loss(model, data.train, c, 1), vl = estimate_loss(model, data.val, c, 2);
-      hist.iters.push_back(static_cast<double>(done));
-      hist.train_loss.push_back(tl);
-      hist.val_loss.push_back(vl);
-      if (!c.quiet)
-        std::printf("iter %5lld  train loss %.4f  val loss %.4f  (last %lld steps' mean %.4f)  %.1fs, %.0f tok/s\n",
-                    static_cast<long long>(done), tl, vl, static_cast<long long>(window_n),
-                    window_loss / static_cast<double>(window_n), train_seconds, tps);
-      std::fflush(stdout);
-      window_loss = 0, window_n = 0;
-    }
-    if (c.stop_after > 0 && done == c.stop_after && !last) {
-      bar.clear();
-      gpt::save_checkpoint(out / "checkpoint.safetensors", c, data.tokenizer, model, opt, batches, done, train_seconds,
-                           hist);
-      std::printf("gpt: stopped after iteration %lld (--stop-after); continue with --resume %s\n",
-                  static_cast<long long>(done), (out / "checkpoint.safetensors").c_str());
-      return 0;
-    }
-  }
-  bar.clear();
+  const app::LoopEnd end = app::run_loop(
+      {.start = start,
+       .total = c.iters,
+       .eval_every = c.eval_interval,
+       .stop_after = c.stop_after,
+       .unit = "iter",
+       .progress = !c.quiet,
+       .scheduler = &sched},
+      {.train_step =
+           [&](int64_t) {
+             auto [x, y] = nn::random_batch(data.train, c.batch, c.context, batches);
+             Tensor loss = model.loss(x, y);
+             opt.zero_grad();
+             loss.backward();
+             if (c.clip > 0) optim::clip_grad_norm_(model.parameters(), c.clip);
+             opt.step();
+             return loss.item<double>();
+           },
+       .status =
+           [&](const app::LoopStatus& s) {
+             const double tps = tokens_per_second(s);
+             return app::fmt("loss %.4f  lr %.2e  %.0f tok/s  ETA %.0fs", s.loss, s.lr, tps,
+                             tokens_per_step * static_cast<double>(s.total - s.done) / std::max(tps, 1e-9));
+           },
+       .evaluate =
+           [&](const app::LoopStatus& s) {
+             const double tl = estimate_loss(model, data.train, c, 1), vl = estimate_loss(model, data.val, c, 2);
+             hist.record(static_cast<double>(s.done), {{"train_loss", tl}, {"val_loss", vl}});
+             if (!c.quiet)
+               std::printf(
+                   "iter %5lld  train loss %.4f  val loss %.4f  (last %lld steps' mean %.4f)  %.1fs, %.0f tok/s\n",
+                   static_cast<long long>(s.done), tl, vl, static_cast<long long>(s.window_steps),
+                   s.window_loss / static_cast<double>(s.window_steps), s.clock->seconds(), tokens_per_second(s));
+             std::fflush(stdout);
+           },
+       .save_and_stop =
+           [&](const app::LoopStatus& s) {
+             gpt::save_checkpoint(out / "checkpoint.safetensors", c, data.tokenizer, model, opt, sched, batches, s.done,
+                                  s.clock->seconds(), hist);
+             std::printf("gpt: stopped after iteration %lld (--stop-after); continue with --resume %s\n",
+                         static_cast<long long>(s.done), (out / "checkpoint.safetensors").c_str());
+           }},
+      clock);
+  if (end == app::LoopEnd::Stopped) return 0;
+  train_seconds = clock.seconds();
 
   // The whole validation split, then samples and pictures.
-  const auto tv = clock_type::now();
+  const app::Timer tv;
   const double final_val = nn::split_loss(model, data.val, c.context, 64);
-  const double val_seconds = seconds_since(tv);
+  const double val_seconds = tv.seconds();
   const std::vector<int64_t> prompt = default_prompt(data);
   nn::SampleOptions so;
   so.temperature = c.temperature, so.top_k = c.top_k, so.top_p = c.top_p, so.seed = c.seed;
@@ -260,8 +243,9 @@ int train(gpt::Config c) {
   lc.xlabel = "iteration";
   lc.ylabel = "loss (log scale)";
   lc.log_y = true;
-  lc.series = {{hist.iters, hist.train_loss, "train", 0, true, 3},
-               {hist.iters, hist.val_loss, "validation", 1, true, 3}};
+  lc.series = {
+      {.x = hist.x(), .y = hist.at("train_loss"), .label = "train", .color = 0, .line = true, .marker_radius = 3},
+      {.x = hist.x(), .y = hist.at("val_loss"), .label = "validation", .color = 1, .line = true, .marker_radius = 3}};
   plot::render(lc).save_png((out / "loss.png").string());
   const double tps = tokens_per_step * static_cast<double>(c.iters) / std::max(train_seconds, 1e-9);
   nlohmann::ordered_json m = {{"task", "character-level language model"},
@@ -269,7 +253,7 @@ int train(gpt::Config c) {
                               {"final_val_loss", final_val},
                               {"train_seconds", train_seconds},
                               {"tokens_per_second", tps},
-                              {"train_cpu_seconds", train_cpu_seconds},
+                              {"train_cpu_seconds", clock.cpu_seconds()},
                               {"validation_seconds", val_seconds},
                               {"parameters", model.num_parameters()},
                               {"parameters_without_positions", model.num_parameters_non_embedding()},
@@ -278,17 +262,17 @@ int train(gpt::Config c) {
                               {"val_tokens", data.val.size()},
                               {"threads", num_threads()},
                               {"configuration", gpt::config_json(c)},
-                              {"eval_iters_at", hist.iters},
-                              {"train_loss", hist.train_loss},
-                              {"val_loss", hist.val_loss},
+                              {"eval_iters_at", hist.x()},
+                              {"train_loss", hist.at("train_loss")},
+                              {"val_loss", hist.at("val_loss")},
                               {"generation_tokens", gen_n},
                               {"generation_tokens_per_second_cached", gen_cached},
                               {"generation_tokens_per_second_uncached", gen_uncached},
                               {"sample", sample}};
   app::write_json((out / "metrics.json").string(), m);
   gpt::save_model(out / "model.safetensors", c, data.tokenizer, model, final_val);
-  gpt::save_checkpoint(out / "checkpoint.safetensors", c, data.tokenizer, model, opt, batches, c.iters, train_seconds,
-                       hist);
+  gpt::save_checkpoint(out / "checkpoint.safetensors", c, data.tokenizer, model, opt, sched, batches, c.iters,
+                       train_seconds, hist);
   std::printf(
       "gpt: validation loss %.4f over the whole split (%zu tokens), %.1fs training (%lld iterations, %.0f "
       "tok/s, %d threads) -> %s\n",

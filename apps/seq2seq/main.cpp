@@ -40,6 +40,7 @@
 #include "plot.h"
 #include "precision.h"
 #include "progress.h"
+#include "train_loop.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
@@ -379,13 +380,19 @@ void write_report(const Config& c, nn::Module& model, const Vocab& v, const Spli
   lc.xlabel = "epoch";
   lc.ylabel = "loss (log scale)";
   lc.log_y = true;
-  lc.series = {{ep, h.train_loss, "train", 0, true, 3}, {ep, h.val_loss, "validation (teacher forcing)", 1, true, 3}};
+  lc.series = {{.x = ep, .y = h.train_loss, .label = "train", .color = 0, .line = true, .marker_radius = 3},
+               {.x = ep,
+                .y = h.val_loss,
+                .label = "validation (teacher forcing)",
+                .color = 1,
+                .line = true,
+                .marker_radius = 3}};
   plot::render(lc).save_png((out / "loss.png").string());
   plot::LineChart ac;
   ac.title = "seq2seq: validation exact match (greedy)";
   ac.xlabel = "epoch";
   ac.ylabel = "fraction of dates exactly right";
-  ac.series = {{ep, h.val_exact, "validation", 2, true, 3}};
+  ac.series = {{.x = ep, .y = h.val_exact, .label = "validation", .color = 2, .line = true, .marker_radius = 3}};
   plot::render(ac).save_png((out / "exact_match.png").string());
   nn::save(model, (out / "model.safetensors").string(),
            {{"task", "dates -> ISO"},
@@ -441,20 +448,31 @@ int run(Config c) {
   app::ProgressBar bar(!c.quiet);
   app::MixedPrecision mp(c.precision, dev.type);
   History h;
-  for (int epoch = 1; epoch <= c.epochs; ++epoch) {
-    const app::Timer t_epoch;
-    h.train_loss.push_back(train_one_epoch(*dates_model, opt, sched, sp.train, batch, g, bar, mp, epoch, c.epochs));
-    h.train_seconds += t_epoch.seconds();
-    const app::Timer t_val;
-    const Evaluation ev = evaluate(*dates_model, sp.val, v, mp);
-    h.validation_seconds += t_val.seconds();
-    h.val_loss.push_back(ev.loss);
-    h.val_exact.push_back(ev.exact);
-    if (!c.quiet)
-      std::printf("epoch %2d  train loss %.4f  val loss %.4f  val exact match %.4f  trained %5.1fs\n", epoch,
-                  h.train_loss.back(), ev.loss, ev.exact, h.train_seconds);
-    std::fflush(stdout);  // progress shows in logs too
-  }
+  // The loop's steps are epochs; train_seconds counts the training passes only.
+  app::Stopwatch clock;
+  app::run_loop({.total = c.epochs, .eval_every = 1, .unit = "epoch", .progress = false},
+                {.train_step =
+                     [&](int64_t step) {
+                       const int epoch = static_cast<int>(step) + 1;
+                       h.train_loss.push_back(
+                           train_one_epoch(*dates_model, opt, sched, sp.train, batch, g, bar, mp, epoch, c.epochs));
+                       return h.train_loss.back();
+                     },
+                 .evaluate =
+                     [&](const app::LoopStatus& s) {
+                       h.train_seconds = s.clock->seconds();
+                       const app::Timer t_val;
+                       const Evaluation ev = evaluate(*dates_model, sp.val, v, mp);
+                       h.validation_seconds += t_val.seconds();
+                       h.val_loss.push_back(ev.loss);
+                       h.val_exact.push_back(ev.exact);
+                       if (!c.quiet)
+                         std::printf(
+                             "epoch %2lld  train loss %.4f  val loss %.4f  val exact match %.4f  trained %5.1fs\n",
+                             static_cast<long long>(s.done), s.loss, ev.loss, ev.exact, h.train_seconds);
+                       std::fflush(stdout);  // progress shows in logs too
+                     }},
+                clock);
   int64_t longest = 0;
   const std::set<int64_t> shown = heatmap_examples(c, sp.test, longest);
   const Evaluation te = evaluate(*dates_model, sp.test, v, mp, shown);

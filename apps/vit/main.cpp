@@ -31,7 +31,6 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -52,6 +51,7 @@
 #include "progress.h"
 #include "report.h"
 #include "student.h"
+#include "train_loop.h"
 #include "vit_run_config.h"
 
 using namespace ember;
@@ -211,7 +211,8 @@ TrainState resume(const Config& c, const Loaded& l, nn::Module& model, optim::Op
 }
 
 // Everything a training run holds, so that the steps below read as the
-// apps/vit/README.md describes them.
+// apps/vit/README.md describes them; built with designated initialisers (the
+// references must be named, the rest start empty).
 struct Trainer {
   const Config& c;
   const Datasets& d;
@@ -223,14 +224,14 @@ struct Trainer {
   const data::DataLoader& test_loader;
   optim::AdamW& opt;
   optim::WarmupCosineLR& sched;
-  nn::DistributedDataParallel* ddp;
+  nn::DistributedDataParallel* ddp = nullptr;
   TrainState& s;
   int64_t steps_per_epoch, global_batch;
   std::string ckpt_path;
   app::ProgressBar bar;
-  Evaluation last;
+  Evaluation last = {};  // the latest test-set evaluation
   vit::Student& student;
-  std::vector<double> ema_accuracy;  // per epoch of this process's run (--ema)
+  std::vector<double> ema_accuracy = {};  // per epoch of this process's run (--ema)
 
   void write_metrics(bool finished) const {
     double train_seconds = 0, best = 0;
@@ -269,7 +270,7 @@ struct Trainer {
               {"images_per_second", train_seconds > 0 ? images / train_seconds : 0.0},
               // CPU time of the whole process (all threads) so far: on a shared
               // machine, wall-clock train_seconds depend on the load.
-              {"process_cpu_seconds", static_cast<double>(std::clock()) / CLOCKS_PER_SEC},
+              {"process_cpu_seconds", app::process_cpu_seconds()},
               {"data_wait_seconds", s.data_wait_seconds},
               {"eval_seconds", s.eval_seconds},
               {"data_load_seconds", d.load_seconds},
@@ -373,8 +374,12 @@ struct Trainer {
       student.ema_model->eval();  // evaluate() leaves a model in training mode
     }
     s.eval_seconds += t_eval.seconds();
-    s.history.push_back({s.loss_sum / static_cast<double>(std::max<int64_t>(1, s.seen)), last.loss, last.accuracy,
-                         s.step_seconds, t_epoch.seconds(), sched.get_last_lr()[0]});
+    s.history.push_back({.train_loss = s.loss_sum / static_cast<double>(std::max<int64_t>(1, s.seen)),
+                         .test_loss = last.loss,
+                         .test_accuracy = last.accuracy,
+                         .train_seconds = s.step_seconds,
+                         .wall_seconds = t_epoch.seconds(),
+                         .lr = sched.get_last_lr()[0]});
     s.epoch = epoch + 1;
     s.batch = 0, s.loss_sum = 0, s.step_seconds = 0, s.seen = 0;
     return true;
@@ -529,25 +534,23 @@ int run(Config c, const CLI::App& cli) {
   // mpirun ends the job on Ctrl-C but forwards SIGUSR1 to every rank:
   // `kill -USR1 <mpirun's pid>` saves and stops a distributed run.
   std::signal(SIGUSR1, on_sigint);
-  Trainer t{c,
-            d,
-            model,
-            dev,
-            world,
-            lead,
-            loader,
-            test_loader,
-            opt,
-            sched,
-            ddp.get(),
-            s,
-            steps_per_epoch,
-            global_batch,
-            (fs::path(c.out) / "checkpoint.safetensors").string(),
-            app::ProgressBar(!c.quiet),
-            {},
-            student,
-            {}};
+  Trainer t{.c = c,
+            .d = d,
+            .model = model,
+            .dev = dev,
+            .world = world,
+            .lead = lead,
+            .loader = loader,
+            .test_loader = test_loader,
+            .opt = opt,
+            .sched = sched,
+            .ddp = ddp.get(),
+            .s = s,
+            .steps_per_epoch = steps_per_epoch,
+            .global_batch = global_batch,
+            .ckpt_path = (fs::path(c.out) / "checkpoint.safetensors").string(),
+            .bar = app::ProgressBar(!c.quiet),
+            .student = student};
   for (int64_t epoch = s.epoch; epoch < c.epochs; ++epoch) {
     if (!t.train_one_epoch(epoch)) return app::kExitInterrupted;
     t.save_epoch();

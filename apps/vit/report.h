@@ -37,13 +37,20 @@ inline void plot_curves(const std::vector<EpochRecord>& h, const std::string& di
   loss.title = title + ": loss";
   loss.xlabel = "epoch";
   loss.ylabel = "cross-entropy";
-  loss.series = {{ep, tr, "train (with label smoothing / mixing)", 0, true, 4}, {ep, te, "test", 1, true, 4}};
+  loss.series = {{.x = ep,
+                  .y = tr,
+                  .label = "train (with label smoothing / mixing)",
+                  .color = 0,
+                  .line = true,
+                  .marker_radius = 4},
+                 {.x = ep, .y = te, .label = "test", .color = 1, .line = true, .marker_radius = 4}};
   plot::render(loss).save_png(dir + "/loss.png");
   plot::LineChart a;
   a.title = title + ": test accuracy";
   a.xlabel = "epoch";
   a.ylabel = "accuracy (%)";
-  a.series = {{ep, acc, "", 2, true, 4}};  // one series: no legend over the curve
+  a.series = {{.x = ep, .y = acc, .label = "", .color = 2, .line = true, .marker_radius = 4}};  // one series: no legend
+                                                                                                // over the curve
   plot::render(a).save_png(dir + "/accuracy.png");
 }
 
