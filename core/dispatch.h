@@ -95,14 +95,20 @@ class KernelTable<R(Args...)> {
   R timed(Device device, A&&... args) const {
     const Fn fn = get(device);
     if (!profiler::enabled()) return fn(std::forward<A>(args)...);
+    // Device time on an asynchronous device: wait for it before and after.
+    const bool sync = !device.is_cpu() && profiler::synchronizing();
+    if (sync) profiler::detail::synchronize(device);
     const auto t0 = std::chrono::steady_clock::now();
     struct Stop {  // records on every exit, the exceptional one included
       const char* name;
       std::chrono::steady_clock::time_point t0;
+      Device device;
+      bool sync;
       ~Stop() {
+        if (sync) profiler::detail::synchronize(device);
         profiler::record_kernel(name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       }
-    } stop{name_, t0};
+    } stop{name_, t0, device, sync};
     return fn(std::forward<A>(args)...);
   }
 

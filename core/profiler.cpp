@@ -50,6 +50,22 @@ struct EnvSwitch {
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_synchronizing{false};
+std::atomic<void (*)(int)> g_wait[kNumDeviceTypes] = {};
+}  // namespace
+
+void set_synchronizing(bool on) { g_synchronizing.store(on); }
+bool synchronizing() { return g_synchronizing.load(std::memory_order_relaxed); }
+
+void detail::register_synchronize(DeviceType type, void (*wait)(int device)) {
+  g_wait[static_cast<int>(type)].store(wait);
+}
+
+void detail::synchronize(Device device) {
+  if (void (*wait)(int) = g_wait[static_cast<int>(device.type)].load()) wait(device.index);
+}
+
 void enable(bool on) { ember::detail::set_kernel_hook(ember::detail::kHookProfiler, on); }
 
 void record_kernel(const char* name, double seconds) {

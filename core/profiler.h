@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include <ember/core/device.h>
 #include <ember/core/kernel_hooks.h>
 
 namespace ember::profiler {
@@ -47,6 +48,20 @@ class Guard {
  private:
   bool was_;
 };
+
+/// With synchronizing on, a kernel on an asynchronous device (a GPU) is
+/// timed from an idle device to its completion, so its row holds device
+/// time (host and device serialised: slower, for finding where a step's
+/// time goes). Off by default.
+///@{
+void set_synchronizing(bool on);
+bool synchronizing();
+///@}
+namespace detail {
+/// A backend's wait for its device (cuda::synchronize), registered once.
+void register_synchronize(DeviceType type, void (*wait)(int device));
+void synchronize(Device device);
+}  // namespace detail
 
 /// Called by KernelTable when enabled.
 void record_kernel(const char* name, double seconds);

@@ -266,7 +266,10 @@ void cuda_cross_device_copy(const Tensor& src, Tensor& dst) {
 }
 
 struct RegisterBackend {
-  RegisterBackend() { register_allocator(DeviceType::CUDA, &allocator()); }
+  RegisterBackend() {
+    register_allocator(DeviceType::CUDA, &allocator());
+    profiler::detail::register_synchronize(DeviceType::CUDA, [](int device) { synchronize(device); });
+  }
 } g_register_backend;
 
 }  // namespace

@@ -7,6 +7,7 @@
 // is the CPU kernel's, term by term. bfloat16 and float16 parameters (with
 // moments of their dtype, as PyTorch keeps them) compute in float32; the CPU
 // kernels take float32 and float64 only.
+#include <algorithm>
 #include <vector>
 
 #include <ember/core/dtype_dispatch.h>
@@ -183,57 +184,128 @@ double cuda_sum_squares(const Tensor& x) {
   return total;
 }
 
-// acc[0] += the partials summed in block order (one thread: the host's order).
-__global__ void add_partials_kernel(const double* __restrict__ partial, int n, double* __restrict__ acc) {
-  double t = 0;
-  for (int i = 0; i < n; ++i) t += partial[i];
-  acc[0] += t;
+// clip_grad_norm_ on the device, in a few launches for all the gradients
+// (the multi-tensor chunking of the Adam step): the sum of squares of each
+// chunk of 16384 elements into a float64 partial, one block summing the
+// partials in a fixed order (deterministic for given shapes), and the
+// scaling, each chunk by the coefficient read from device memory.
+template <class T>
+struct GradChunks {
+  T* g[kMaxTensors];
+  int64_t n[kMaxTensors];
+  uint8_t tensor[kMaxBlocks];  // block -> tensor
+  int32_t chunk[kMaxBlocks];   // block -> chunk of that tensor
+  int64_t first;               // the partial of this launch's block 0
+};
+
+template <class T>
+__global__ void chunk_sum_squares_kernel(GradChunks<T> list, double* __restrict__ partial) {
+  __shared__ double scratch[32];
+  const int t = list.tensor[blockIdx.x];
+  const int64_t begin = int64_t(list.chunk[blockIdx.x]) * kChunk;
+  const int64_t end = begin + kChunk < list.n[t] ? begin + kChunk : list.n[t];
+  double s = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const double v = static_cast<double>(static_cast<opmath_t<T>>(list.g[t][i]));
+    s += v * v;
+  }
+  s = block_reduce(s, SumOp{}, 0.0, scratch);
+  if (threadIdx.x == 0) partial[list.first + blockIdx.x] = s;
 }
 
-// acc[1] = sqrt(acc[0]) (the norm), acc[2] = max_norm / (norm + 1e-6).
-__global__ void clip_coef_kernel(double* acc, double max_norm) {
-  acc[1] = sqrt(acc[0]);
-  acc[2] = max_norm / (acc[1] + 1e-6);
+// One block: acc = [sum, sqrt(sum) (the norm), max_norm / (norm + 1e-6)].
+__global__ void clip_total_kernel(const double* __restrict__ partial, int64_t count, double max_norm,
+                                  double* __restrict__ acc) {
+  __shared__ double scratch[32];
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) s += partial[i];
+  s = block_reduce(s, SumOp{}, 0.0, scratch);
+  if (threadIdx.x == 0) {
+    acc[0] = s;
+    acc[1] = sqrt(s);
+    acc[2] = max_norm / (acc[1] + 1e-6);
+  }
 }
 
 // g *= coef where coef < 1, in opmath_t<T> and rounded once (as mul_ by a scalar).
 template <class T>
-__global__ void clip_scale_kernel(T* __restrict__ g, int64_t n, const double* __restrict__ acc) {
+__global__ void chunk_scale_kernel(GradChunks<T> list, const double* __restrict__ acc) {
   const double coef = acc[2];
   if (!(coef < 1.0)) return;
   using A = opmath_t<T>;
   const A c = static_cast<A>(coef);
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    g[i] = T(A(g[i]) * c);
+  const int t = list.tensor[blockIdx.x];
+  const int64_t begin = int64_t(list.chunk[blockIdx.x]) * kChunk;
+  const int64_t end = begin + kChunk < list.n[t] ? begin + kChunk : list.n[t];
+  T* g = list.g[t];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) g[i] = T(A(g[i]) * c);
+}
+
+// Calls launch(list, blocks) for the chunks of grads[lo, hi) (one dtype), at
+// most kMaxTensors tensors and kMaxBlocks chunks per call, blocks in order.
+template <class T, class Launch>
+void for_chunks(const std::vector<Tensor>& grads, size_t lo, size_t hi, int64_t& first, Launch launch) {
+  GradChunks<T> list{};
+  list.first = first;
+  int ntensors = 0, nblocks = 0;
+  auto flush = [&] {
+    if (nblocks > 0) launch(list, nblocks);
+    first += nblocks;
+    list.first = first;
+    ntensors = nblocks = 0;
+  };
+  for (size_t k = lo; k < hi; ++k) {
+    const int64_t n = grads[k].numel();
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    for (int64_t c = 0; c < chunks; ++c) {
+      if (c == 0 || nblocks == 0) {
+        if (ntensors == kMaxTensors) flush();
+        list.g[ntensors] = static_cast<T*>(grads[k].data_ptr());
+        list.n[ntensors] = n;
+        ++ntensors;
+      }
+      list.tensor[nblocks] = static_cast<uint8_t>(ntensors - 1);
+      list.chunk[nblocks] = static_cast<int32_t>(c);
+      if (++nblocks == kMaxBlocks) flush();
+    }
+  }
+  flush();
+}
+
+// Runs body(lo, hi, tag) over the runs of consecutive gradients of one dtype.
+template <class Body>
+void by_dtype(const std::vector<Tensor>& grads, Body body) {
+  for (size_t lo = 0; lo < grads.size();) {
+    size_t hi = lo + 1;
+    while (hi < grads.size() && grads[hi].dtype() == grads[lo].dtype()) ++hi;
+    dispatch_floating_and_half(grads[lo].dtype(), "clip_grad_norm", [&](auto tag) { body(lo, hi, tag); });
+    lo = hi;
+  }
 }
 
 Tensor cuda_clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
   const Device dev = grads.at(0).device();
-  Tensor acc = zeros({3}, TensorOptions(DType::Float64, dev));
+  int64_t chunks = 0;
+  for (const Tensor& g : grads) chunks += (g.numel() + kChunk - 1) / kChunk;
+  Tensor partial = empty({std::max<int64_t>(chunks, 1)}, TensorOptions(DType::Float64, dev));
+  Tensor acc = empty({3}, TensorOptions(DType::Float64, dev));
+  auto* pp = static_cast<double*>(partial.data_ptr());
   auto* a = static_cast<double*>(acc.data_ptr());
-  for (const Tensor& g : grads) {
-    const int64_t n = g.numel();
-    if (n == 0) continue;
-    const unsigned blocks = blocks_for(n, 256, 1024);
-    Tensor partial = empty({static_cast<int64_t>(blocks)}, TensorOptions(DType::Float64, dev));
-    dispatch_floating_and_half(g.dtype(), "clip_grad_norm", [&](auto tag) {
-      using T = decltype(tag);
-      EMBER_CUDA_LAUNCH(sum_squares_kernel_impl<T>, blocks, 256, 0, dev.index, static_cast<const T*>(g.data_ptr()), n,
-                        static_cast<double*>(partial.data_ptr()));
+  int64_t first = 0;
+  by_dtype(grads, [&](size_t lo, size_t hi, auto tag) {
+    using T = decltype(tag);
+    for_chunks<T>(grads, lo, hi, first, [&](const GradChunks<T>& list, int blocks) {
+      EMBER_CUDA_LAUNCH(chunk_sum_squares_kernel<T>, blocks, 256, 0, dev.index, list, pp);
     });
-    EMBER_CUDA_LAUNCH(add_partials_kernel, 1, 1, 0, dev.index, static_cast<const double*>(partial.data_ptr()),
-                      static_cast<int>(blocks), a);
-  }
-  EMBER_CUDA_LAUNCH(clip_coef_kernel, 1, 1, 0, dev.index, a, max_norm);
-  for (const Tensor& g : grads) {
-    const int64_t n = g.numel();
-    if (n == 0) continue;
-    dispatch_floating_and_half(g.dtype(), "clip_grad_norm", [&](auto tag) {
-      using T = decltype(tag);
-      EMBER_CUDA_LAUNCH(clip_scale_kernel<T>, blocks_for(n, 256, 4096), 256, 0, dev.index,
-                        static_cast<T*>(g.data_ptr()), n, static_cast<const double*>(a));
+  });
+  EMBER_CUDA_LAUNCH(clip_total_kernel, 1, 1024, 0, dev.index, static_cast<const double*>(pp), chunks, max_norm, a);
+  first = 0;
+  by_dtype(grads, [&](size_t lo, size_t hi, auto tag) {
+    using T = decltype(tag);
+    for_chunks<T>(grads, lo, hi, first, [&](const GradChunks<T>& list, int blocks) {
+      EMBER_CUDA_LAUNCH(chunk_scale_kernel<T>, blocks, 256, 0, dev.index, list, static_cast<const double*>(a));
     });
-  }
+  });
   return acc.select(0, 1);
 }
 

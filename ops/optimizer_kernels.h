@@ -55,11 +55,10 @@ extern KernelTable<double(const Tensor& x)> sum_squares_kernel;
 
 /// clip_grad_norm_ on the device without reading anything back (so that it
 /// can be captured in a CUDA graph, and costs no synchronisation): the
-/// float64 sum of squares of every gradient, in the order given and each as
-/// sum_squares_kernel adds it, then total = sqrt(sum), coef = max_norm /
-/// (total + 1e-6), and every gradient times coef where coef < 1. Returns
-/// total as a 0-d float64 tensor on the device. Optional: the CPU computes
-/// on the host.
+/// float64 sum of squares of every gradient (in a fixed order for given
+/// shapes, so deterministic), total = sqrt(sum), coef = max_norm / (total +
+/// 1e-6), and every gradient times coef where coef < 1. Returns total as a
+/// 0-d float64 tensor on the device. Optional: the CPU computes on the host.
 extern KernelTable<Tensor(const std::vector<Tensor>& grads, double max_norm)> clip_grad_norm_kernel;
 
 }  // namespace ember::optim

@@ -137,8 +137,8 @@ grep -E "^device|train step|launches per step|tokens/s|gpt generate|causal|cross
 say ""
 say "## GPT-2 124M training, batch $B, context $T"
 run bench_gpt2 300 "$bin/bench" --device cuda --workload gpt2 --gpt2-batch "$B" --gpt2-seq "$T" \
-  --precision fp32,bf16 --steps 10 --warmup 3 --json "$out/bench_gpt2.json"
-grep -E "gpt2|tokens/s|launches" "$out/bench_gpt2.log" | sed 's/^/    /' | tee -a "$FIGURES"
+  --precision fp32,bf16 --steps 10 --warmup 3 --profile --json "$out/bench_gpt2.json"
+grep -E "gpt2|tokens/s|launches|profiled|calls" "$out/bench_gpt2.log" | sed 's/^/    /' | tee -a "$FIGURES"
 if [[ -x "$llmc_bin" && -f "$data/train.bin" ]]; then
   # -e d12: GPT-2 124M from random initialisation; no validation, sampling or checkpoints.
   run llmc 300 "$llmc_bin" -e d12 -b "$B" -t "$T" -i "$data/train.bin" -j "$data/val.bin" -x 30 -v 1000 \

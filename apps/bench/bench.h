@@ -69,6 +69,10 @@ struct Bench {
   std::vector<std::string> precisions{"fp32", "bf16"};
   // --graphs: on a GPU, training steps also as CUDA graphs (default on).
   bool graphs = true;
+  // --profile: after timing a training step, one more step with the
+  // profiler on (synchronising around each kernel on a GPU): where its time goes.
+  bool profile = false;
+  void profile_step(const std::string& name, const std::function<void()>& body);
   // A training step in each of the precisions, on the batches in turn (model_workloads.cpp).
   void train_steps(const std::string& name, int64_t batch, optim::Optimizer& opt, const std::vector<Tensor>& params,
                    const std::vector<std::vector<Tensor>>& batches,

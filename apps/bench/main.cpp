@@ -78,6 +78,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
   cli.add_option("--graphs", b.graphs,
                  "on a GPU, also time each training step replayed as a CUDA graph (default true)");
+  cli.add_flag("--profile", b.profile,
+               "after each training step's timing, one step with the profiler on (on a GPU synchronising around "
+               "each kernel): the kernels that take its time");
   std::string precision = "fp32,bf16";
   cli.add_option("--precision", precision,
                  "training steps in these precisions, comma-separated: fp32, bf16, fp16 (autocast regions with "

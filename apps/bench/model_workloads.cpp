@@ -38,6 +38,7 @@ void Bench::train_steps(const std::string& name, int64_t batch, optim::Optimizer
     };
     size_t it = 0;
     step(label, batch, [&] { train_step(batches[it++ % batches.size()]); });
+    if (profile) profile_step(label, [&] { train_step(batches[0]); });
     if (!graphs || g_dev.is_cpu() || prec == "fp16") continue;
     std::vector<Tensor> inputs;
     for (const Tensor& t : batches[0]) inputs.push_back(t.clone());

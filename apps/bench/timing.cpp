@@ -190,6 +190,26 @@ void Bench::measure_device() {
       g_dev.str().c_str(), peak, bandwidth);
 }
 
+// One step with the profiler on (on a GPU, each kernel timed from an idle
+// device to its end): the kernels that take most of it.
+void Bench::profile_step(const std::string& name, const std::function<void()>& body) {
+  profiler::reset();
+  profiler::set_synchronizing(true);
+  {
+    profiler::Guard on;
+    body();
+    sync_device();
+  }
+  profiler::set_synchronizing(false);
+  std::vector<profiler::Row> rows = profiler::rows();
+  double total = 0;
+  for (const profiler::Row& r : rows) total += r.seconds;
+  std::printf("  %s, one profiled step: %.3f ms in kernels; the largest:\n", name.c_str(), total * 1e3);
+  for (size_t i = 0; i < rows.size() && i < 12; ++i)
+    std::printf("    %-40s %6lld calls %9.3f ms %5.1f%%\n", rows[i].name.c_str(), static_cast<long long>(rows[i].calls),
+                rows[i].seconds * 1e3, 100 * rows[i].seconds / total);
+}
+
 // A training step; FLOPs from Ember's matmul counter over one step.
 void Bench::step(const std::string& name, int64_t batch, const std::function<void()>& body) {
   reset_peak_rss();
