@@ -218,13 +218,13 @@ GPT2Tokenizer GPT2Tokenizer::from_strings(const std::string& vocab_json, const s
     EMBER_CHECK(two, IOError, "GPT-2 merges '", merges_name, "' line ", lineno,
                 ": expected two tokens separated by one space, got '", line, "'");
     const std::string a = line.substr(0, sp), b = line.substr(sp + 1);
-    EMBER_CHECK(unalphabet(a, a_raw) && unalphabet(b, b_raw), IOError, "GPT-2 merges '", merges_name, "' line ",
-                lineno, ": '", line, "' holds a character outside GPT-2's byte-to-unicode alphabet");
+    EMBER_CHECK(unalphabet(a, a_raw) && unalphabet(b, b_raw), IOError, "GPT-2 merges '", merges_name, "' line ", lineno,
+                ": '", line, "' holds a character outside GPT-2's byte-to-unicode alphabet");
     const auto ia = t.ids_.find(a_raw), ib = t.ids_.find(b_raw), iab = t.ids_.find(a_raw + b_raw);
     EMBER_CHECK(ia != t.ids_.end() && ib != t.ids_.end(), IOError, "GPT-2 merges '", merges_name, "' line ", lineno,
                 ": '", ia == t.ids_.end() ? a : b, "' is not in the vocabulary '", vocab_name, "'");
-    EMBER_CHECK(iab != t.ids_.end(), IOError, "GPT-2 merges '", merges_name, "' line ", lineno, ": the merge '",
-                a + b, "' is not in the vocabulary '", vocab_name, "'");
+    EMBER_CHECK(iab != t.ids_.end(), IOError, "GPT-2 merges '", merges_name, "' line ", lineno, ": the merge '", a + b,
+                "' is not in the vocabulary '", vocab_name, "'");
     t.merges_[pair_key(ia->second, ib->second)] = (static_cast<uint64_t>(rank++) << 32) | iab->second;
   }
   EMBER_CHECK(!t.merges_.empty(), IOError, "GPT-2 merges '", merges_name, "': no merges");

@@ -85,11 +85,11 @@ class GPT2Tokenizer {
   GPT2Tokenizer();
   void bpe(std::string_view word, std::vector<int64_t>& out) const;
 
-  std::vector<std::string> bytes_;                     // id -> raw bytes
-  std::unordered_map<std::string, int32_t> ids_;       // raw bytes -> id
-  int32_t byte_id_[256] = {};                          // the token of each single byte
-  std::unordered_map<uint64_t, uint64_t> merges_;      // (left id, right id) -> (rank << 32 | merged id)
-  std::shared_ptr<Cache> cache_;                       // pre-token -> ids, shared by copies
+  std::vector<std::string> bytes_;                 // id -> raw bytes
+  std::unordered_map<std::string, int32_t> ids_;   // raw bytes -> id
+  int32_t byte_id_[256] = {};                      // the token of each single byte
+  std::unordered_map<uint64_t, uint64_t> merges_;  // (left id, right id) -> (rank << 32 | merged id)
+  std::shared_ptr<Cache> cache_;                   // pre-token -> ids, shared by copies
 };
 
 }  // namespace ember::nn

@@ -1,7 +1,8 @@
 // Encodes a file with npm's gpt-3-encoder (an independent JavaScript port of
 // OpenAI's encoder.py) and writes the token ids, one per line, to stdout: the
-// reference that Ember's GPT-2 tokenizer is checked against.
-// usage: node tools/gpt2_encode.js PACKAGE_DIR FILE  (PACKAGE_DIR: .../node_modules/gpt-3-encoder)
+// reference that Ember's GPT-2 tokenizer is checked against: one line per
+// file, its ids separated by spaces (an empty line for an empty file).
+// usage: node tools/gpt2_encode.js PACKAGE_DIR FILE...  (PACKAGE_DIR: .../node_modules/gpt-3-encoder)
 //
 // The file is read as UTF-8, as any JavaScript text is: an invalid byte
 // becomes U+FFFD before the encoder sees it, so compare only valid UTF-8.
@@ -17,9 +18,9 @@
 'use strict';
 const fs = require('fs');
 const path = require('path');
-const [dir, file] = process.argv.slice(2);
-if (!dir || !file) {
-  console.error('usage: node tools/gpt2_encode.js PACKAGE_DIR FILE');
+const [dir, ...files] = process.argv.slice(2);
+if (!dir || !files.length) {
+  console.error('usage: node tools/gpt2_encode.js PACKAGE_DIR FILE...');
   process.exit(2);
 }
 const enc = require(path.resolve(dir, 'Encoder.js'));
@@ -27,16 +28,19 @@ const source = fs.readFileSync(path.resolve(dir, 'Encoder.js'), 'utf-8');
 const m = source.match(/const pat = \/(.*)\/gu/);
 if (!m) throw new Error('gpt2_encode.js: no pattern "const pat = /.../gu" in ' + dir + '/Encoder.js');
 const pat = new RegExp(m[1], 'gu');
-const text = fs.readFileSync(file, 'utf-8');
-const out = [];
-let piece = '', words = 0;
-const flush = () => {
-  for (const id of enc.encode(piece)) out.push(id);
-  piece = '', words = 0;
-};
-for (const w of text.matchAll(pat)) {
-  piece += w[0];
-  if (++words >= 256 && /\S$/u.test(w[0])) flush();
+function encodeFile(file) {
+  const text = fs.readFileSync(file, 'utf-8');
+  const out = [];
+  let piece = '', words = 0;
+  const flush = () => {
+    for (const id of enc.encode(piece)) out.push(id);
+    piece = '', words = 0;
+  };
+  for (const w of text.matchAll(pat)) {
+    piece += w[0];
+    if (++words >= 256 && /\S$/u.test(w[0])) flush();
+  }
+  flush();
+  return out;
 }
-flush();
-process.stdout.write(out.length ? out.join('\n') + '\n' : '');
+for (const file of files) process.stdout.write(encodeFile(file).join(' ') + '\n');
