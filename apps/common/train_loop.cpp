@@ -83,8 +83,9 @@ LoopEnd run_loop(const LoopOptions& o, const LoopCallbacks& cb, Stopwatch& clock
     return e;
   };
   // The evaluation and its bookkeeping, in the order the figures depend on:
-  // the plateau cuts the rate before `evaluate` records it, and a metric
-  // equal to the best is no improvement (as ReduceLROnPlateau's patience).
+  // the plateau cuts the rate before `evaluate` records it. Only a metric
+  // below the best is an improvement: an equal one (or NaN) counts against
+  // the patience.
   const auto evaluation = [&] {
     bar.clear();
     if (cb.metric) {

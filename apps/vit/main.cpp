@@ -313,8 +313,8 @@ struct Trainer {
       opt.step();
     }
     if (student.ema) student.ema->update(*model);
-    // Stepped here rather than by run_loop: the bar below shows the rate of
-    // the next step, as it always has.
+    // Stepped here rather than by run_loop, so that the bar below shows the
+    // rate the next step will use.
     sched.step();
     // The step's loss and images over all ranks, and whether any was interrupted.
     Tensor sums_t = tensor({loss.item() * static_cast<double>(b.images.size(0)), static_cast<double>(b.images.size(0)),
