@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <csignal>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -99,6 +100,16 @@ TEST_CASE("run_loop: the interrupt flag saves and stops after the step that saw 
   CHECK(steps == std::vector<int64_t>{0, 1, 2, 3});
   CHECK(evals == std::vector<int64_t>{2});  // step 4's evaluation is left to the resumed run
   CHECK(saved == 1);
+}
+
+TEST_CASE("catch_interrupts: SIGUSR1 (as Ctrl-C) raises the flag and puts SIGINT's default handler back") {
+  const std::atomic<bool>& flag = app::catch_interrupts();
+  CHECK_FALSE(flag.load());
+  std::raise(SIGUSR1);
+  CHECK(flag.load());
+  const bool default_back = std::signal(SIGINT, SIG_DFL) == SIG_DFL;
+  CHECK(default_back);  // a second Ctrl-C would end the program
+  std::signal(SIGUSR1, SIG_DFL);
 }
 
 TEST_CASE("run_loop: a run resumed with its evaluation due evaluates first, then honours --stop-after") {
