@@ -179,7 +179,7 @@ TEST_CASE("run_loop: the metric's best, the plateau on it, early stopping and th
   CHECK(layer.weight.item() == 2.0);                       // step 2's weights, loaded back
 }
 
-TEST_CASE("run_loop: the plateau on the training loss; options that need a metric refused without one") {
+TEST_CASE("run_loop: the plateau on the training loss, and the options that need a metric refused without one") {
   Tensor p = zeros({1}).requires_grad_();
   optim::SGD opt({p}, optim::SGDOptions{1.0});
   optim::ReduceLROnPlateau plateau(opt, {.factor = 0.5, .patience = 0});
