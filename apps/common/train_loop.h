@@ -127,7 +127,9 @@ struct LoopOptions {
   optim::ReduceLROnPlateau* plateau = nullptr;
   bool plateau_on_loss = false;
   // Early stopping: the run ends (EarlyStopped) at the evaluation that makes
-  // `patience` in a row without a metric below the best; 0: never.
+  // `patience` in a row without a metric below the best; 0: never. The best
+  // and the count live in the loop, not in a checkpoint: a resumed run
+  // starts them afresh.
   int64_t patience = 0;
   // A copy of this module's weights is taken at each new best metric and
   // loaded back when the run ends Finished or EarlyStopped (not when it
@@ -142,8 +144,8 @@ struct LoopCallbacks {
   // validation loss), which the best, the plateau and early stopping watch.
   std::function<double(const LoopStatus&)> metric = {};
   std::function<void(const LoopStatus&)> evaluate = {};  // at the cadence and after the last step
-  std::function<void(const LoopStatus&)> save_and_stop =
-      {};  // --stop-after or the interrupt: the checkpoint, the message
+  // --stop-after or the interrupt (LoopStatus::interrupted): the checkpoint, the message.
+  std::function<void(const LoopStatus&)> save_and_stop = {};
 };
 
 enum class LoopEnd { Finished, Stopped, Interrupted, EarlyStopped };
