@@ -26,6 +26,7 @@
 #include "plot.h"
 #include "precision.h"
 #include "train.h"
+#include "train_loop.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
@@ -81,18 +82,28 @@ Result run_nw(const Config& c, Generator& g, bool learn_w) {
     // 1/2 sum (y - yhat)^2.
     optim::SGD opt({w}, optim::SGDOptions{.lr = 0.5});
     const Tensor self = eye(50, TensorOptions(kBool));
-    for (int epoch = 1; epoch <= c.epochs; ++epoch) {
-      opt.zero_grad();
-      Tensor loss = mul(sum(square(sub(matmul(weights(x_train, x_train, self), y_train), y_train))), 0.5);
-      loss.backward();
-      opt.step();
-      r.history.train.push_back(loss.item() / 50);  // per point, comparable with MSE
-      r.history.val.push_back(r.history.train.back());
-      r.history.lr.push_back(0.5);
-      r.history.epochs_run = r.history.best_epoch = epoch;
-      if (!c.quiet && (epoch % 10 == 0 || epoch == 1))
-        std::printf("epoch %3d  loss %.6f  w %.4f\n", epoch, loss.item(), w.item());
-    }
+    app::Stopwatch steps;
+    app::run_loop({.total = c.epochs, .eval_every = 1, .unit = "epoch", .progress = false},
+                  {.train_step =
+                       [&](int64_t) {
+                         opt.zero_grad();
+                         Tensor loss =
+                             mul(sum(square(sub(matmul(weights(x_train, x_train, self), y_train), y_train))), 0.5);
+                         loss.backward();
+                         opt.step();
+                         return loss.item();
+                       },
+                   .evaluate =
+                       [&](const app::LoopStatus& s) {
+                         const int epoch = static_cast<int>(s.done);
+                         r.history.train.push_back(s.loss / 50);  // per point, comparable with MSE
+                         r.history.val.push_back(r.history.train.back());
+                         r.history.lr.push_back(0.5);
+                         r.history.epochs_run = r.history.best_epoch = epoch;
+                         if (!c.quiet && (epoch % 10 == 0 || epoch == 1))
+                           std::printf("epoch %3d  loss %.6f  w %.4f\n", epoch, s.loss, w.item());
+                       }},
+                  steps);
   }
   r.history.seconds = clock.seconds();
   NoGradGuard ng;

@@ -1,7 +1,8 @@
-// The training loop the attention_regression models share: shuffled
-// mini-batches, MSE, Adam, optional gradient clipping, ReduceLROnPlateau on the
-// validation (or training) loss, and early stopping that keeps the best
-// weights. Records the per-epoch history the loss chart draws.
+// How the attention_regression models train: shuffled mini-batches, MSE,
+// Adam, optional gradient clipping, an epoch per step of app::run_loop,
+// which steps ReduceLROnPlateau on the validation (or training) loss and
+// stops early, loading back the best weights. Records the per-epoch history
+// the loss chart draws.
 #pragma once
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "app.h"
 #include "precision.h"
 #include "progress.h"
+#include "train_loop.h"
 
 namespace ar {
 
@@ -41,86 +43,83 @@ struct History {
   double seconds = 0;
 };
 
-inline StateDict clone_state(const nn::Module& m) {
-  StateDict s;
-  for (auto& [n, t] : m.state_dict()) s.emplace_back(n, t.detach().clone());
-  return s;
-}
-
 // x_val may be undefined: then there is no validation (val = train loss).
 inline History fit(nn::Module& model, const Tensor& x, const Tensor& y, const Tensor& x_val, const Tensor& y_val,
                    const Recipe& r, Generator& g) {
   optim::Adam opt(model.parameters(), {.lr = r.lr, .weight_decay = r.weight_decay});
   optim::ReduceLROnPlateau plateau(opt,
                                    {.factor = r.plateau_factor, .patience = r.plateau_patience, .min_lr = r.min_lr});
-  ember::app::ProgressBar bar(!r.quiet);
+  ember::app::ProgressBar bar(!r.quiet);  // the batches of an epoch
   ember::app::MixedPrecision mp(r.precision, x.device().type);
 
   History h;
-  double best = INFINITY;
-  StateDict best_state;
-  int since_best = 0;
   const int64_t n = x.size(0), nbatches = (n + r.batch - 1) / r.batch;
+  // train_seconds is the whole loop's wall time, validation and the best
+  // weights' copies included; the loop's own clock counts the steps alone.
   const ember::app::Timer clock;
-  for (int epoch = 1; epoch <= r.epochs; ++epoch) {
-    model.train();
-    const Tensor perm = randperm(n, &g);
-    double total = 0;
-    for (int64_t b = 0; b < nbatches; ++b) {
-      const Tensor idx = perm.narrow(0, b * r.batch, std::min<int64_t>(r.batch, n - b * r.batch)).to(x.device());
-      opt.zero_grad();
-      Tensor loss;
-      {
-        const AutocastGuard region = mp.region();
-        loss = mse_loss(model(index_select(x, 0, idx)), index_select(y, 0, idx));
-      }
-      mp.backward_step(loss, opt, model.parameters(), r.clip);
-      const double l = loss.item();
-      // Stop before anything is written: the previous run's model.safetensors
-      // stays as it was (outputs are written only after training).
-      EMBER_CHECK(std::isfinite(l), ValueError, "the training loss became ", l, " at epoch ", epoch, ", batch ", b + 1,
-                  "; nothing was saved. Run again with EMBER_DETECT_ANOMALY=1 to name the op that produced it");
-      total += l;
-      char s[64];
-      std::snprintf(s, sizeof s, "loss %.5f", total / static_cast<double>(b + 1));
-      char p[32];
-      std::snprintf(p, sizeof p, "epoch %4d/%d", epoch, r.epochs);
-      bar.update(p, b + 1, nbatches, s);
-    }
-    const double train = total / static_cast<double>(nbatches);
-    double val = train;
-    if (x_val.defined()) {
-      model.eval();
-      NoGradGuard ng;
-      const AutocastGuard region = mp.region();  // validated as it will be used
-      val = mse_loss(model(x_val), y_val).item();
-    }
-    plateau.step(r.plateau_on_train ? train : val);
-    h.train.push_back(train);
-    h.val.push_back(val);
-    h.lr.push_back(opt.param_groups()[0].lr);
-    h.epochs_run = epoch;
-    bool stop = false;
-    if (val < best) {
-      best = val;
-      h.best_epoch = epoch;
-      if (r.early_stop > 0) best_state = clone_state(model);
-      since_best = 0;
-    } else if (r.early_stop > 0 && ++since_best >= r.early_stop) {
-      stop = true;
-    }
-    bar.clear();
-    if (!r.quiet && (epoch % r.print_every == 0 || epoch == 1 || stop || epoch == r.epochs))
-      std::printf("epoch %4d  train %.6f  val %.6f  lr %.2e  %6.1fs\n", epoch, train, val, h.lr.back(),
-                  clock.seconds());
-    if (stop) {
-      if (!r.quiet)
-        std::printf("early stop at epoch %d: no better validation loss since epoch %d\n", epoch, h.best_epoch);
-      break;
-    }
-  }
+  ember::app::Stopwatch steps;
+  ember::app::run_loop(
+      {.total = r.epochs,
+       .eval_every = 1,
+       .unit = "epoch",
+       .progress = false,
+       .plateau = &plateau,
+       .plateau_on_loss = r.plateau_on_train,
+       .patience = r.early_stop,
+       .keep_best = r.early_stop > 0 ? &model : nullptr},
+      {.train_step =
+           [&](int64_t step) {
+             const int64_t epoch = step + 1;
+             model.train();
+             const Tensor perm = randperm(n, &g);
+             double total = 0;
+             for (int64_t b = 0; b < nbatches; ++b) {
+               const Tensor idx =
+                   perm.narrow(0, b * r.batch, std::min<int64_t>(r.batch, n - b * r.batch)).to(x.device());
+               opt.zero_grad();
+               Tensor loss;
+               {
+                 const AutocastGuard region = mp.region();
+                 loss = mse_loss(model(index_select(x, 0, idx)), index_select(y, 0, idx));
+               }
+               mp.backward_step(loss, opt, model.parameters(), r.clip);
+               const double l = loss.item();
+               // Stop before anything is written: the previous run's model.safetensors
+               // stays as it was (outputs are written only after training).
+               EMBER_CHECK(
+                   std::isfinite(l), ValueError, "the training loss became ", l, " at epoch ", epoch, ", batch ", b + 1,
+                   "; nothing was saved. Run again with EMBER_DETECT_ANOMALY=1 to name the op that produced it");
+               total += l;
+               bar.update(ember::app::fmt("epoch %4lld/%d", static_cast<long long>(epoch), r.epochs), b + 1, nbatches,
+                          ember::app::fmt("loss %.5f", total / static_cast<double>(b + 1)));
+             }
+             return total / static_cast<double>(nbatches);
+           },
+       .metric =
+           [&](const ember::app::LoopStatus& s) {
+             if (!x_val.defined()) return s.loss;
+             model.eval();
+             NoGradGuard ng;
+             const AutocastGuard region = mp.region();  // validated as it will be used
+             return mse_loss(model(x_val), y_val).item();
+           },
+       .evaluate =
+           [&](const ember::app::LoopStatus& s) {
+             const int epoch = static_cast<int>(s.done);
+             h.train.push_back(s.loss);
+             h.val.push_back(s.metric);
+             h.lr.push_back(opt.param_groups()[0].lr);  // after the plateau's cut
+             h.epochs_run = epoch;
+             h.best_epoch = static_cast<int>(s.best_step);
+             bar.clear();
+             if (!r.quiet && (epoch % r.print_every == 0 || epoch == 1 || s.early_stop || epoch == r.epochs))
+               std::printf("epoch %4d  train %.6f  val %.6f  lr %.2e  %6.1fs\n", epoch, s.loss, s.metric, h.lr.back(),
+                           clock.seconds());
+             if (s.early_stop && !r.quiet)
+               std::printf("early stop at epoch %d: no better validation loss since epoch %d\n", epoch, h.best_epoch);
+           }},
+      steps);
   h.seconds = clock.seconds();
-  if (r.early_stop > 0 && !best_state.empty()) model.load_state_dict(best_state);
   model.eval();
   return h;
 }

@@ -15,6 +15,8 @@
 // rollout over the patches of test images). --resume continues a run exactly:
 // batches are pure functions of (seed, epoch, index), so the resumed run
 // equals an uninterrupted one bit for bit (same thread count and device).
+// The steps run on app::run_loop (apps/common/train_loop.h), one batch each,
+// an epoch ending with its evaluation; Ctrl-C is checked between them.
 // Checkpoints hold CPU tensors whatever the device (a run saved on cuda
 // resumes on cpu and the other way round); with --device cuda the model, the
 // optimizer state and every batch live on the GPU, and only the per-batch
@@ -29,7 +31,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -37,6 +38,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include <ember/ember.h>
@@ -47,6 +49,7 @@
 #include "app.h"
 #include "evaluate.h"
 #include "flags.h"
+#include "model.h"
 #include "plot.h"
 #include "progress.h"
 #include "report.h"
@@ -60,52 +63,18 @@ namespace data = ember::nn::data;
 using json = nlohmann::ordered_json;
 using ember::app::fmt;
 using ember::app::UsageError;
+using vit::augment_options;
+using vit::check_model_size;
 using vit::Config;
 using vit::evaluate;
 using vit::Evaluation;
+using vit::make_model;
 using vit::to_device;
 using vit::to_json;
 using vit::TrainState;
 using vit::write_attention;
 
 namespace {
-
-std::atomic<bool> g_interrupted{false};
-// The first Ctrl-C (or SIGUSR1) asks the loop to save and stop after the
-// current step; a second Ctrl-C, with the default handler back, ends the
-// program at once.
-extern "C" void on_sigint(int) {
-  g_interrupted = true;
-  std::signal(SIGINT, SIG_DFL);  // async-signal-safe
-}
-
-std::shared_ptr<nn::VisionTransformer> make_model(const Config& c, const data::ImageSet& set) {
-  if (set.height % c.patch != 0 || set.width % c.patch != 0)
-    throw UsageError("--patch-size " + std::to_string(c.patch) + " does not divide the " + std::to_string(set.height) +
-                     "x" + std::to_string(set.width) + " images of " + c.data);
-  return std::make_shared<nn::VisionTransformer>(nn::VisionTransformerOptions{.img_size = {set.height, set.width},
-                                                                              .patch_size = {c.patch, c.patch},
-                                                                              .in_channels = set.channels,
-                                                                              .num_classes = set.num_classes(),
-                                                                              .embed_dim = c.width,
-                                                                              .depth = c.depth,
-                                                                              .num_heads = c.heads,
-                                                                              .mlp_dim = c.mlp,
-                                                                              .dropout = c.dropout,
-                                                                              .stem_channels = c.stem,
-                                                                              .drop_path_rate = c.drop_path,
-                                                                              .distillation = c.distill != "none"});
-}
-
-data::AugmentOptions augment_options(const Config& c) {
-  return {.crop_padding = c.crop_padding,
-          .hflip = c.hflip == "on" || (c.hflip == "auto" && c.data != "mnist"),
-          .erase_prob = c.erase,
-          .mixup_alpha = c.mixup,
-          .cutmix_alpha = c.cutmix,
-          .randaugment_ops = c.randaug_n,
-          .randaugment_magnitude = c.randaug_m};
-}
 
 void save_checkpoint(const std::string& path, const Config& c, const nn::Module& model, const optim::Optimizer& opt,
                      const optim::LRScheduler& sched, const TrainState& s) {
@@ -231,7 +200,14 @@ struct Trainer {
   app::ProgressBar bar;
   Evaluation last = {};  // the latest test-set evaluation
   vit::Student& student;
+  const std::atomic<bool>& signalled;     // this process's Ctrl-C or SIGUSR1 (app::catch_interrupts)
   std::vector<double> ema_accuracy = {};  // per epoch of this process's run (--ema)
+  // What run_loop checks after each step: any rank's signal, agreed on in the
+  // step's all-reduce, so that every rank stops after the same step.
+  std::atomic<bool> interrupted = false;
+  bool epoch_open = false;      // the loader is positioned in the current epoch
+  app::Timer epoch_clock = {};  // the epoch's wall time (its evaluation included)
+  double wait_mark = 0;         // the loader's wait_seconds() when the epoch began
 
   void write_metrics(bool finished) const {
     double train_seconds = 0, best = 0;
@@ -307,66 +283,78 @@ struct Trainer {
     return loss;
   }
 
-  // One epoch (from s.batch on, after a resume); false when interrupted
-  // (then the checkpoint is saved).
-  bool train_one_epoch(int64_t epoch) {
-    const app::Timer t_epoch;
-    const double wait_before = loader.wait_seconds();
-    loader.start_epoch(epoch, s.batch);
-    data::Batch b;
-    while (loader.next(b)) {
-      const app::Timer t_step;
-      to_device(b, dev);
-      Tensor loss = step_loss(b);
-      opt.zero_grad();
-      if (student.scaler) {  // fp16: scaled backward, unscaled before clipping
-        student.scaler->scale(loss).backward();
-        if (ddp) ddp->synchronize();
-        student.scaler->unscale_(opt);
-        if (c.clip > 0) optim::clip_grad_norm_(model->parameters(), c.clip);
-        student.scaler->step(opt);
-        student.scaler->update();
-      } else {
-        loss.backward();
-        if (ddp) ddp->synchronize();
-        if (c.clip > 0) optim::clip_grad_norm_(model->parameters(), c.clip);
-        opt.step();
-      }
-      if (student.ema) student.ema->update(*model);
-      sched.step();
-      // The step's loss and images over all ranks, and whether any was interrupted.
-      Tensor step = tensor({loss.item() * static_cast<double>(b.images.size(0)), static_cast<double>(b.images.size(0)),
-                            g_interrupted ? 1.0 : 0.0},
-                           kFloat64);
-      if (c.distributed) distributed::all_reduce(step);
-      const std::vector<double> sums = step.to_vector<double>();
-      const bool interrupted = sums[2] > 0;
-      s.step_seconds += t_step.seconds();
-      s.loss_sum += sums[0];
-      s.seen += std::llround(sums[1]);
-      s.batch = b.index + 1;
-      if (s.batch % 8 == 0 || s.batch == steps_per_epoch) {
-        const double ips = static_cast<double>(s.seen) / std::max(1e-9, s.step_seconds);
-        const double eta = static_cast<double>((steps_per_epoch - s.batch) * global_batch) / ips;
-        bar.update(fmt("epoch %3lld", static_cast<long long>(epoch + 1)) + "/" + std::to_string(c.epochs), s.batch,
-                   steps_per_epoch,
-                   fmt("loss %.4f", s.loss_sum / static_cast<double>(s.seen)) +
-                       fmt("  lr %.2e", sched.get_last_lr()[0]) + fmt("  %.0f img/s", ips) + fmt("  ETA %.0fs", eta));
-      }
-      if (interrupted) {
-        bar.clear();
-        s.data_wait_seconds += loader.wait_seconds() - wait_before;
-        s.epoch = epoch;
-        if (lead) {
-          save_checkpoint(ckpt_path, c, *model, opt, sched, s);
-          write_metrics(false);
-          std::printf("interrupted: saved %s at epoch %lld, batch %lld; continue with --resume %s\n", ckpt_path.c_str(),
-                      static_cast<long long>(epoch + 1), static_cast<long long>(s.batch), ckpt_path.c_str());
-        }
-        return false;
-      }
+  // Step `step` of the run (0-based, steps_per_epoch to an epoch): one batch
+  // of epoch s.epoch, the loader opened at its first batch or, in a resumed
+  // run, at the stored position. Returns the step's mean loss over the ranks.
+  double train_step(int64_t step) {
+    if (!epoch_open) {
+      epoch_clock.reset();
+      wait_mark = loader.wait_seconds();
+      loader.start_epoch(step / steps_per_epoch, s.batch);
+      epoch_open = true;
     }
-    s.data_wait_seconds += loader.wait_seconds() - wait_before;
+    data::Batch b;
+    if (!loader.next(b)) throw std::logic_error("vit: the loader ran out of batches before the end of the epoch");
+    const app::Timer t_step;
+    to_device(b, dev);
+    Tensor loss = step_loss(b);
+    opt.zero_grad();
+    if (student.scaler) {  // fp16: scaled backward, unscaled before clipping
+      student.scaler->scale(loss).backward();
+      if (ddp) ddp->synchronize();
+      student.scaler->unscale_(opt);
+      if (c.clip > 0) optim::clip_grad_norm_(model->parameters(), c.clip);
+      student.scaler->step(opt);
+      student.scaler->update();
+    } else {
+      loss.backward();
+      if (ddp) ddp->synchronize();
+      if (c.clip > 0) optim::clip_grad_norm_(model->parameters(), c.clip);
+      opt.step();
+    }
+    if (student.ema) student.ema->update(*model);
+    // Stepped here rather than by run_loop, so that the bar below shows the
+    // rate the next step will use.
+    sched.step();
+    // The step's loss and images over all ranks, and whether any was interrupted.
+    Tensor sums_t = tensor({loss.item() * static_cast<double>(b.images.size(0)), static_cast<double>(b.images.size(0)),
+                            signalled ? 1.0 : 0.0},
+                           kFloat64);
+    if (c.distributed) distributed::all_reduce(sums_t);
+    const std::vector<double> sums = sums_t.to_vector<double>();
+    interrupted = sums[2] > 0;
+    s.step_seconds += t_step.seconds();
+    s.loss_sum += sums[0];
+    s.seen += std::llround(sums[1]);
+    s.batch = b.index + 1;
+    if (s.batch % 8 == 0 || s.batch == steps_per_epoch) {
+      const double ips = static_cast<double>(s.seen) / std::max(1e-9, s.step_seconds);
+      const double eta = static_cast<double>((steps_per_epoch - s.batch) * global_batch) / ips;
+      bar.update(fmt("epoch %3lld", static_cast<long long>(s.epoch + 1)) + "/" + std::to_string(c.epochs), s.batch,
+                 steps_per_epoch,
+                 fmt("loss %.4f", s.loss_sum / static_cast<double>(s.seen)) + fmt("  lr %.2e", sched.get_last_lr()[0]) +
+                     fmt("  %.0f img/s", ips) + fmt("  ETA %.0fs", eta));
+    }
+    return sums[0] / sums[1];
+  }
+
+  // Ctrl-C (any rank's): the checkpoint at this step, mid-epoch, and metrics
+  // marked unfinished (rank 0).
+  void save_interrupted() {
+    bar.clear();
+    s.data_wait_seconds += loader.wait_seconds() - wait_mark;
+    if (lead) {
+      save_checkpoint(ckpt_path, c, *model, opt, sched, s);
+      write_metrics(false);
+      std::printf("interrupted: saved %s at epoch %lld, batch %lld; continue with --resume %s\n", ckpt_path.c_str(),
+                  static_cast<long long>(s.epoch + 1), static_cast<long long>(s.batch), ckpt_path.c_str());
+    }
+  }
+
+  // The end of epoch s.epoch: its test-set evaluation (and the EMA's), its
+  // record, then the files of save_epoch().
+  void end_epoch() {
+    s.data_wait_seconds += loader.wait_seconds() - wait_mark;
     const app::Timer t_eval;
     last = evaluate(*model, test_loader, d.test.num_classes(), dev);
     if (student.ema) {
@@ -378,11 +366,12 @@ struct Trainer {
                          .test_loss = last.loss,
                          .test_accuracy = last.accuracy,
                          .train_seconds = s.step_seconds,
-                         .wall_seconds = t_epoch.seconds(),
+                         .wall_seconds = epoch_clock.seconds(),
                          .lr = sched.get_last_lr()[0]});
-    s.epoch = epoch + 1;
+    s.epoch += 1;
     s.batch = 0, s.loss_sum = 0, s.step_seconds = 0, s.seen = 0;
-    return true;
+    epoch_open = false;
+    save_epoch();
   }
 
   // After an epoch: the checkpoint, model.safetensors, metrics and curves
@@ -430,22 +419,8 @@ struct Trainer {
   }
 };
 
-// The model's sizes, before anything is built: a documented maximum
-// instead of bad_alloc.
-void check_model_size(const Config& c) {
-  if (c.width % c.heads != 0)
-    throw UsageError("--width " + std::to_string(c.width) + " is not divisible by --heads " + std::to_string(c.heads));
-  const double params = vit::parameter_lower_bound(c);
-  if (params > vit::kMaxParameters)
-    throw UsageError(
-        fmt("--width %lld, --depth %lld, --mlp %lld, --patch-size %lld and --hybrid %lld make a model of "
-            "at least %.3g parameters, more than this demo builds (%.3g)",
-            static_cast<long long>(c.width), static_cast<long long>(c.depth), static_cast<long long>(c.mlp),
-            static_cast<long long>(c.patch), static_cast<long long>(c.stem), params, vit::kMaxParameters));
-}
-
 // Load (a checkpoint, the data), build (model, loaders, optimizer,
-// schedule), resume, then train epoch by epoch and report.
+// schedule), resume, then train (run_loop) and report.
 int run(Config c, const CLI::App& cli) {
   app::apply_threads(c.threads);
   if (c.distributed) distributed::init();
@@ -530,10 +505,6 @@ int run(Config c, const CLI::App& cli) {
             : "",
         d.load_seconds, d.norm.mean[0], d.norm.std[0]);
 
-  std::signal(SIGINT, on_sigint);
-  // mpirun ends the job on Ctrl-C but forwards SIGUSR1 to every rank:
-  // `kill -USR1 <mpirun's pid>` saves and stops a distributed run.
-  std::signal(SIGUSR1, on_sigint);
   Trainer t{.c = c,
             .d = d,
             .model = model,
@@ -550,17 +521,34 @@ int run(Config c, const CLI::App& cli) {
             .global_batch = global_batch,
             .ckpt_path = (fs::path(c.out) / "checkpoint.safetensors").string(),
             .bar = app::ProgressBar(!c.quiet),
-            .student = student};
-  for (int64_t epoch = s.epoch; epoch < c.epochs; ++epoch) {
-    if (!t.train_one_epoch(epoch)) return app::kExitInterrupted;
-    t.save_epoch();
-    if (c.stop_after > 0 && s.epoch >= c.stop_after && s.epoch < c.epochs) {
-      if (lead)
-        std::printf("stopped after epoch %lld (--stop-after); continue with --resume %s\n",
-                    static_cast<long long>(s.epoch), t.ckpt_path.c_str());
-      return app::kExitOk;
-    }
-  }
+            .student = student,
+            .signalled = app::catch_interrupts()};
+  // A step is a batch and an epoch ends with its evaluation. --stop-after
+  // counts epochs and stops after the first epoch of this run at or past it.
+  // A run interrupted after an epoch's last batch resumes with that epoch's
+  // evaluation still to do.
+  app::Stopwatch clock;  // unused by the figures: train_seconds leaves out the waits for the loader
+  const app::LoopEnd end = app::run_loop(
+      {.start = s.epoch * steps_per_epoch + s.batch,
+       .total = c.epochs * steps_per_epoch,
+       .eval_every = steps_per_epoch,
+       .stop_after = c.stop_after > 0 ? std::max<int64_t>(c.stop_after, s.epoch + 1) * steps_per_epoch : 0,
+       .progress = false,
+       .interrupt = &t.interrupted,
+       .evaluation_due = s.batch == steps_per_epoch && s.epoch < c.epochs},
+      {.train_step = [&](int64_t step) { return t.train_step(step); },
+       .evaluate = [&](const app::LoopStatus&) { t.end_epoch(); },
+       .save_and_stop =
+           [&](const app::LoopStatus& ls) {
+             if (ls.interrupted)
+               t.save_interrupted();
+             else if (lead)
+               std::printf("stopped after epoch %lld (--stop-after); continue with --resume %s\n",
+                           static_cast<long long>(s.epoch), t.ckpt_path.c_str());
+           }},
+      clock);
+  if (end == app::LoopEnd::Interrupted) return app::kExitInterrupted;
+  if (end == app::LoopEnd::Stopped) return app::kExitOk;
   if (s.history.empty())
     throw UsageError("nothing to train: the checkpoint has finished all " + std::to_string(c.epochs) + " epochs");
   t.report();

@@ -1,0 +1,65 @@
+// The ViT demo's model and augmentations as the flags define them: the
+// sizes checked against a documented maximum before anything is built, the
+// VisionTransformer, and the training set's augmentations. Kept apart from
+// main.cpp, which holds the training.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <ember/ember.h>
+#include <ember/nn/data_loader.h>
+#include <ember/nn/data_readers.h>
+
+#include "app.h"
+#include "vit_run_config.h"
+
+namespace vit {
+
+using namespace ember;
+namespace data = ember::nn::data;
+
+// The model's sizes, before anything is built: a documented maximum
+// instead of bad_alloc.
+inline void check_model_size(const Config& c) {
+  if (c.width % c.heads != 0)
+    throw ember::app::UsageError("--width " + std::to_string(c.width) + " is not divisible by --heads " +
+                                 std::to_string(c.heads));
+  const double params = vit::parameter_lower_bound(c);
+  if (params > vit::kMaxParameters)
+    throw ember::app::UsageError(
+        ember::app::fmt("--width %lld, --depth %lld, --mlp %lld, --patch-size %lld and --hybrid %lld make a model of "
+                        "at least %.3g parameters, more than this demo builds (%.3g)",
+                        static_cast<long long>(c.width), static_cast<long long>(c.depth), static_cast<long long>(c.mlp),
+                        static_cast<long long>(c.patch), static_cast<long long>(c.stem), params, vit::kMaxParameters));
+}
+
+inline std::shared_ptr<nn::VisionTransformer> make_model(const Config& c, const data::ImageSet& set) {
+  if (set.height % c.patch != 0 || set.width % c.patch != 0)
+    throw ember::app::UsageError("--patch-size " + std::to_string(c.patch) + " does not divide the " +
+                                 std::to_string(set.height) + "x" + std::to_string(set.width) + " images of " + c.data);
+  return std::make_shared<nn::VisionTransformer>(nn::VisionTransformerOptions{.img_size = {set.height, set.width},
+                                                                              .patch_size = {c.patch, c.patch},
+                                                                              .in_channels = set.channels,
+                                                                              .num_classes = set.num_classes(),
+                                                                              .embed_dim = c.width,
+                                                                              .depth = c.depth,
+                                                                              .num_heads = c.heads,
+                                                                              .mlp_dim = c.mlp,
+                                                                              .dropout = c.dropout,
+                                                                              .stem_channels = c.stem,
+                                                                              .drop_path_rate = c.drop_path,
+                                                                              .distillation = c.distill != "none"});
+}
+
+inline data::AugmentOptions augment_options(const Config& c) {
+  return {.crop_padding = c.crop_padding,
+          .hflip = c.hflip == "on" || (c.hflip == "auto" && c.data != "mnist"),
+          .erase_prob = c.erase,
+          .mixup_alpha = c.mixup,
+          .cutmix_alpha = c.cutmix,
+          .randaugment_ops = c.randaug_n,
+          .randaugment_magnitude = c.randaug_m};
+}
+
+}  // namespace vit
