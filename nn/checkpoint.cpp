@@ -1,7 +1,9 @@
 // Module and training checkpoints through safetensors.
 #include <ember/nn/checkpoint.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 namespace ember::nn {
@@ -55,22 +57,66 @@ void check_exact_reload(const StateDict& stored, const StateDict& reloaded, cons
   }
 }
 
+namespace {
+
+// One pass over a tensor's values: any NaN or Inf, any value below zero, the
+// largest magnitude. float32 and float64 (nearly every stored tensor) are
+// read in place, so a model's load costs one extra read of its bytes; other
+// dtypes are converted first.
+struct ValueScan {
+  bool nonfinite = false, negative = false;
+  double max_abs = 0;
+};
+template <class T>
+ValueScan scan(const T* p, int64_t n) {
+  ValueScan r;
+  T lo = 0, hi = 0;
+  bool bad = false;
+  for (int64_t i = 0; i < n; ++i) {
+    bad = bad || !std::isfinite(p[i]);
+    lo = std::min(lo, p[i]);
+    hi = std::max(hi, p[i]);
+  }
+  r.nonfinite = bad;
+  r.negative = lo < 0;
+  r.max_abs = std::max(-static_cast<double>(lo), static_cast<double>(hi));
+  return r;
+}
+ValueScan scan(const Tensor& t) {
+  const Tensor c = t.detach().cpu().contiguous();
+  if (c.dtype() == kFloat32) return scan(static_cast<const float*>(c.data_ptr()), c.numel());
+  const Tensor d = c.dtype() == kFloat64 ? c : c.to(kFloat64);
+  return scan(static_cast<const double*>(d.data_ptr()), d.numel());
+}
+std::string shortest(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g", x);
+  return b;
+}
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+}  // namespace
+
 std::vector<std::string> suspicious_tensors(const StateDict& sd) {
+  // Beyond 1e19 a value's square overflows float32 (max 3.4e38), so a
+  // matmul, a norm or a loss over it gives Inf or NaN: no trained weight,
+  // running statistic or optimizer moment of a healthy run comes near it.
+  constexpr double kOverflow = 1e19;
   std::vector<std::string> out;
   for (const auto& [name, t] : sd) {
     if (!t.is_floating_point() || t.numel() == 0) continue;
-    const Tensor d = t.detach().cpu().to(kFloat64).contiguous();
-    const double* p = static_cast<const double*>(d.data_ptr());
-    bool nonfinite = false, negative = false;
-    for (int64_t i = 0; i < d.numel(); ++i) {
-      nonfinite = nonfinite || !std::isfinite(p[i]);
-      negative = negative || p[i] < 0;
-    }
-    const bool second_moment = name.size() >= 10 && name.compare(name.size() - 10, 10, "exp_avg_sq") == 0;
-    if (nonfinite)
+    const ValueScan v = scan(t);
+    if (v.nonfinite)
       out.push_back(name + " (NaN or Inf)");
-    else if (second_moment && negative)
+    else if (ends_with(name, "exp_avg_sq") && v.negative)
       out.push_back(name + " (negative second moment)");
+    else if (ends_with(name, "running_var") && v.negative)
+      out.push_back(name + " (negative running variance)");
+    else if (v.max_abs >= kOverflow)
+      out.push_back(name + " (values up to " + shortest(v.max_abs) + ", which overflow float32 when squared)");
   }
   return out;
 }

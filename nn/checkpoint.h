@@ -33,8 +33,10 @@ void add_prefixed(StateDict& out, const std::string& prefix, const StateDict& in
 void check_exact_reload(const StateDict& stored, const StateDict& reloaded, const std::string& file,
                         const std::string& part);
 
-/// Names (with a reason) of the tensors of `sd` that hold NaN or Inf, or, for names ending in
-/// "exp_avg_sq" (Adam's second moment), a negative value: what --eval-only and --resume warn about.
+/// Names (with a reason) of the tensors of `sd` that hold NaN or Inf; for names ending in
+/// "exp_avg_sq" (Adam's second moment) or "running_var" (BatchNorm's), a negative value; or a
+/// magnitude of 1e19 or more (its square overflows float32): what --eval-only and --resume warn
+/// about, and what a distillation teacher is refused for. One read of the bytes per tensor.
 std::vector<std::string> suspicious_tensors(const StateDict& sd);
 
 /// A training checkpoint: the model, optimizer and scheduler state dicts under "model.", "optimizer."

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include <ember/core/anomaly.h>
 #include <ember/core/autograd.h>
 #include <ember/core/cuda_graph.h>
 #include <ember/core/dispatch.h>
@@ -60,13 +61,48 @@ const Tensor& need(const StateDict& s, const std::string& k) {
   EMBER_CHECK(t != nullptr, ValueError, "optimizer load_state_dict: missing entry '", k, "'");
   return *t;
 }
-// A state buffer copied from the dict, checked against its parameter.
-Tensor load_buffer(const StateDict& s, const std::string& k, const Tensor& param) {
+// A hyperparameter read back from a state dict: one number, finite and not
+// negative, the range PyTorch's constructors accept for lr and weight_decay.
+// A checkpoint is checked like a flag: a weight decay of -1e6 would turn
+// the decay into growth and a NaN rate would make every weight NaN.
+double need_rate(const StateDict& s, const std::string& k) {
+  const Tensor& t = need(s, k);
+  EMBER_CHECK(t.numel() == 1, ValueError, "optimizer load_state_dict: '", k, "' must hold one number, it has shape ",
+              t.shape().str());
+  const double v = t.item<double>();
+  EMBER_CHECK(std::isfinite(v) && v >= 0, ValueError, "optimizer load_state_dict: '", k, "' = ", v,
+              " (expected a finite number >= 0)");
+  return v;
+}
+// A state buffer copied from the dict, checked against its parameter: same
+// shape, every value finite (a NaN moment makes every later update NaN), and
+// for a second moment (a running mean of squares) no value below zero, where
+// sqrt(v) + eps in Adam's denominator would be NaN.
+Tensor load_buffer(const StateDict& s, const std::string& k, const Tensor& param, bool second_moment = false) {
   const Tensor* t = find(s, k);
   if (!t) return Tensor();
   EMBER_CHECK(t->shape() == param.shape(), ShapeError, "optimizer load_state_dict: '", k, "' has shape ",
               t->shape().str(), " but its parameter has ", param.shape().str());
+  EMBER_CHECK(all_finite(*t), ValueError, "optimizer load_state_dict: '", k, "' holds NaN or Inf");
+  if (second_moment && t->is_floating_point() && t->numel() > 0) {
+    const double lowest = min(t->detach()).item<double>();
+    EMBER_CHECK(lowest >= 0, ValueError, "optimizer load_state_dict: '", k, "' holds a negative value (", lowest,
+                "): a second moment is a mean of squares, never below 0");
+  }
   return t->to(param.dtype()).to(param.device()).clone();
+}
+// Adam's step count: a whole number from 0 to 2^53 (the integers a float64,
+// the dtype it is stored in, holds exactly). A fractional, negative or huge
+// count would be cast to int64 (undefined beyond its range) and would change
+// the bias corrections 1 - beta^step.
+int64_t need_step(const StateDict& s, const std::string& k) {
+  const Tensor& t = need(s, k);
+  EMBER_CHECK(t.numel() == 1, ValueError, "optimizer load_state_dict: '", k, "' must hold one number, it has shape ",
+              t.shape().str());
+  const double v = t.item<double>();
+  EMBER_CHECK(std::isfinite(v) && v >= 0 && v <= 9007199254740992.0 && v == std::floor(v), ValueError,
+              "optimizer load_state_dict: '", k, "' = ", v, " (expected a whole number from 0 to 2^53)");
+  return static_cast<int64_t>(v);
 }
 }  // namespace
 
@@ -82,11 +118,17 @@ StateDict Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const StateDict& s) {
+  // Every value checked before any is set: a refused dict leaves the
+  // optimizer as it was.
+  std::vector<double> v;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const std::string pre = "param_groups." + std::to_string(g) + ".";
-    groups_[g].lr = need(s, pre + "lr").item<double>();
-    groups_[g].weight_decay = need(s, pre + "weight_decay").item<double>();
-    groups_[g].initial_lr = need(s, pre + "initial_lr").item<double>();
+    for (const char* k : {"lr", "weight_decay", "initial_lr"}) v.push_back(need_rate(s, pre + k));
+  }
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    groups_[g].lr = v[3 * g];
+    groups_[g].weight_decay = v[3 * g + 1];
+    groups_[g].initial_lr = v[3 * g + 2];
   }
 }
 
@@ -170,10 +212,13 @@ StateDict SGD::state_dict() const {
 }
 
 void SGD::load_state_dict(const StateDict& s) {
-  Optimizer::load_state_dict(s);
+  // The buffers are read and checked first, so a refused dict changes nothing.
+  std::vector<std::vector<Tensor>> momentum(momentum_.size());
   for (size_t g = 0; g < momentum_.size(); ++g)
     for (size_t i = 0; i < momentum_[g].size(); ++i)
-      momentum_[g][i] = load_buffer(s, key(g, i, "momentum_buffer"), groups_[g].params[i]);
+      momentum[g].push_back(load_buffer(s, key(g, i, "momentum_buffer"), groups_[g].params[i]));
+  Optimizer::load_state_dict(s);
+  momentum_ = std::move(momentum);
 }
 
 // ---- Adam / AdamW -----------------------------------------------------------
@@ -260,8 +305,10 @@ StateDict Adam::state_dict() const {
 }
 
 void Adam::load_state_dict(const StateDict& s) {
-  Optimizer::load_state_dict(s);
-  step_ = static_cast<int64_t>(need(s, "step").item<double>());
+  // The step and the moments are read and checked first, then the groups'
+  // rates (checked before they are set): a refused dict changes nothing.
+  const int64_t step = need_step(s, "step");
+  std::vector<std::vector<Tensor>> m(m_.size()), v(v_.size());
   for (size_t g = 0; g < m_.size(); ++g)
     for (size_t i = 0; i < m_[g].size(); ++i) {
       // A parameter that never had a gradient has neither moment; one
@@ -270,9 +317,13 @@ void Adam::load_state_dict(const StateDict& s) {
       EMBER_CHECK((find(s, key(g, i, "exp_avg")) != nullptr) == (find(s, key(g, i, "exp_avg_sq")) != nullptr),
                   ValueError, "optimizer load_state_dict: '", key(g, i, "exp_avg"), "' and '", key(g, i, "exp_avg_sq"),
                   "' must both be present or both absent");
-      m_[g][i] = load_buffer(s, key(g, i, "exp_avg"), groups_[g].params[i]);
-      v_[g][i] = load_buffer(s, key(g, i, "exp_avg_sq"), groups_[g].params[i]);
+      m[g].push_back(load_buffer(s, key(g, i, "exp_avg"), groups_[g].params[i]));
+      v[g].push_back(load_buffer(s, key(g, i, "exp_avg_sq"), groups_[g].params[i], /*second_moment=*/true));
     }
+  Optimizer::load_state_dict(s);
+  step_ = step;
+  m_ = std::move(m);
+  v_ = std::move(v);
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions opts)

@@ -39,7 +39,10 @@ class Optimizer {
   ///@}
   /// Hyperparameters and per-parameter state (momentum buffers, moments,
   /// step count) as named tensors, so training resumes exactly from a
-  /// checkpoint. load_state_dict checks names and shapes.
+  /// checkpoint. load_state_dict checks names and shapes, and values as the
+  /// constructors check options: rates finite and >= 0, buffers finite, Adam's
+  /// second moments >= 0 and its step a whole number from 0 to 2^53. A refused
+  /// dict (ValueError naming the entry) leaves the optimizer unchanged.
   ///@{
   virtual StateDict state_dict() const;
   virtual void load_state_dict(const StateDict& state);

@@ -308,3 +308,16 @@ TEST_CASE("training checkpoints: NaN, Inf and negative second moments are named"
   CHECK(bad[1] == "state.0.0.exp_avg_sq (negative second moment)");
   CHECK(bad[2] == "state.0.0.exp_avg (NaN or Inf)");
 }
+
+TEST_CASE("training checkpoints: negative running variances and overflowing values are named") {
+  StateDict sd = {{"bn.running_var", tensor({1.0f, -1.0f})},
+                  {"bn.running_mean", tensor({-1.0f, 2.0f})},  // a mean may be negative
+                  {"head.weight", tensor({1.0f, -3e38f})},
+                  {"fc.weight", tensor({1e18, -2.0}, kFloat64)},          // large but its square fits float32
+                  {"half", tensor({1.0, 2e19}, kFloat64).to(kFloat16)}};  // Inf once converted
+  const std::vector<std::string> bad = nn::suspicious_tensors(sd);
+  REQUIRE(bad.size() == 3);
+  CHECK(bad[0] == "bn.running_var (negative running variance)");
+  CHECK(bad[1] == "head.weight (values up to 3e+38, which overflow float32 when squared)");
+  CHECK(bad[2] == "half (NaN or Inf)");
+}

@@ -78,6 +78,14 @@ int run(Config c) {
   const data::ImageSet train = data::load_dataset(c.data, c.data_dir, true).head(c.limit_train);
   const data::ImageSet test = data::load_dataset(c.data, c.data_dir, false).head(c.limit_test);
   const data::ChannelStats norm = data::channel_stats(train);
+  // The ResNet would take other sizes (it pools globally), but a teacher is
+  // scored and used on images of its training size; a test split of another
+  // size is a mixed-up data directory.
+  if (test.n > 0 && (test.channels != train.channels || test.height != train.height || test.width != train.width))
+    throw IOError(c.data_dir + ": the test images are " + std::to_string(test.channels) + "x" +
+                  std::to_string(test.height) + "x" + std::to_string(test.width) + " but the training images are " +
+                  std::to_string(train.channels) + "x" + std::to_string(train.height) + "x" +
+                  std::to_string(train.width));
   if (c.crop_padding >= std::min(train.height, train.width))
     throw UsageError("--crop-padding " + std::to_string(c.crop_padding) + " is not smaller than the images");
   tc.resnet.in_channels = train.channels;

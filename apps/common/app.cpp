@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <new>
 #include <system_error>
 
@@ -277,6 +278,34 @@ void warn_suspicious(const char* app, const StateDict& tensors, const std::strin
   for (size_t i = 0; i < bad.size() && i < 4; ++i) list += (i ? ", " : "") + bad[i];
   if (bad.size() > 4) list += ", and " + std::to_string(bad.size() - 4) + " more";
   std::fprintf(stderr, "%s: warning: %s holds suspicious values: %s\n", app, file.c_str(), list.c_str());
+}
+
+void refuse_suspicious(const StateDict& tensors, const std::string& file, const std::string& what) {
+  const std::vector<std::string> bad = nn::suspicious_tensors(tensors);
+  if (!bad.empty()) throw IOError(what + " " + file + ": tensor " + bad[0] + "; refusing to train from it");
+}
+
+std::string file_fingerprint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IOError("cannot read " + path + ": " + std::strerror(errno));
+  uint64_t h = 14695981039346656037ull, size = 0;  // FNV-1a 64: offset basis, then per byte xor, * prime
+  std::vector<char> buf(size_t{1} << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto n = static_cast<size_t>(in.gcount());
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(buf[i])) * 1099511628211ull;
+    size += n;
+  }
+  if (in.bad()) throw IOError("error reading " + path);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::to_string(size) + " bytes, fnv1a64 " + hex;
+}
+
+void check_eval_loss(double loss, const std::string& file) {
+  if (!std::isfinite(loss))
+    throw IOError("the test loss of " + file + " is " + (std::isnan(loss) ? "NaN" : "Inf") +
+                  ": its weights are broken or overflow (see the warning above); no accuracy is reported");
 }
 
 std::string fmt(const char* format, ...) {

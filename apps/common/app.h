@@ -124,6 +124,22 @@ nlohmann::json parse_stored_json(const std::string& text, const std::string& fil
 // wants to look at (a diverged run), but its figures will say little.
 void warn_suspicious(const char* app, const ember::StateDict& tensors, const std::string& file);
 
+// Weights a run builds on (a distillation teacher): the first tensor
+// nn::suspicious_tensors names is an ember::IOError naming `file` and it.
+// Training from NaN or overflowing weights would only spread them.
+void refuse_suspicious(const ember::StateDict& tensors, const std::string& file, const std::string& what);
+
+// An evaluation's mean loss: a NaN or Inf (weights that are broken or
+// overflow) throws ember::IOError naming `file`, instead of an accuracy
+// reported with exit 0.
+void check_eval_loss(double loss, const std::string& file);
+
+// "SIZE bytes, fnv1a64 HEX" of a file's bytes: what a resumed run compares
+// to tell that a file it depends on (a distillation teacher) is the one it
+// started with. FNV-1a reads a few MB in milliseconds; it guards against a
+// file replaced by mistake, not against a forged one. IOError if unreadable.
+std::string file_fingerprint(const std::string& path);
+
 // A stopwatch.
 class Timer {
  public:

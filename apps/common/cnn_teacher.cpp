@@ -109,6 +109,10 @@ Teacher load_teacher(const std::string& path) {
       throw bad("field \"train_seconds\" must be a non-negative number");
     c.train_seconds = t["train_seconds"].get<double>();
   }
+  // A teacher with NaN, Inf or overflowing weights, or a negative BatchNorm
+  // running variance (rsqrt of a negative number is NaN), would give NaN
+  // logits and so a NaN distillation loss from the first step.
+  app::refuse_suspicious(tensors, path, "--teacher");
   out.model = std::make_shared<nn::ResNet>(c.resnet);
   // strict: every parameter and buffer must come from the file with its shape.
   try {

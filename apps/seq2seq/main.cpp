@@ -245,6 +245,7 @@ int evaluate_saved(const Config& c, seq2seq_app::DatesModel& model, const Saved&
   app::warn_suspicious("seq2seq", saved.weights, c.weights);
   if (c.check) return check_done();
   const Evaluation e = evaluate(model, test, v, app::MixedPrecision(c.precision, Device(c.device).type));
+  app::check_eval_loss(e.loss, c.weights);
   nlohmann::ordered_json m = {
       {"weights", c.weights},
       {"device", c.device},

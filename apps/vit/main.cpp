@@ -76,12 +76,17 @@ using vit::write_attention;
 
 namespace {
 
+// The teacher file's fingerprint, taken once at the start (student.h).
+std::string teacher_fingerprint;
+
 void save_checkpoint(const std::string& path, const Config& c, const nn::Module& model, const optim::Optimizer& opt,
                      const optim::LRScheduler& sched, const TrainState& s) {
   TrainState st = s;
   st.generator_seed = default_generator().seed();
   st.generator_offset = default_generator().offset();
-  nn::save_training_checkpoint(path, model, opt, sched, vit::checkpoint_metadata(c, st));
+  auto meta = vit::checkpoint_metadata(c, st);
+  if (!teacher_fingerprint.empty()) meta[vit::kTeacherKey] = teacher_fingerprint;
+  nn::save_training_checkpoint(path, model, opt, sched, meta);
 }
 
 // What --resume or --eval-only read: the file's tensors, and the run's
@@ -96,7 +101,11 @@ Loaded load_run(Config& c, const CLI::App& cli) {
   const std::string from = c.eval_only ? c.weights : c.resume;
   if (from.empty()) return l;
   l.tensors = load_safetensors(from, &l.meta);
-  app::warn_suspicious("vit", l.tensors, from);
+  // On --resume, Optimizer::load_state_dict refuses broken optimizer entries.
+  StateDict warn;
+  for (const auto& kv : l.tensors)
+    if (c.eval_only || kv.first.rfind("optimizer.", 0) != 0) warn.push_back(kv);
+  app::warn_suspicious("vit", warn, from);
   // A model larger than the file's tensors is refused before it is built.
   if (l.meta.count("config") || !c.eval_only) {
     int64_t stored_values = 0;
@@ -132,6 +141,7 @@ int evaluate_only(const Config& c, nn::VisionTransformer& model, const Loaded& l
   model.load_state_dict(weights.empty() ? l.tensors : weights);
   if (c.check) return app::kExitOk;
   const Evaluation ev = evaluate(model, test_loader, d.test.num_classes(), dev);
+  app::check_eval_loss(ev.loss, c.weights);
   json m = {{"weights", c.weights},
             {"test_accuracy", ev.accuracy},
             {"test_loss", ev.loss},
@@ -151,7 +161,11 @@ int evaluate_only(const Config& c, nn::VisionTransformer& model, const Loaded& l
 // naming what would differ), the position in training and the RNG.
 TrainState resume(const Config& c, const Loaded& l, nn::Module& model, optim::Optimizer& opt, optim::LRScheduler& sched,
                   int64_t steps_per_epoch, int world) {
-  nn::load_training_checkpoint(l.tensors, c.resume, model, opt, sched);
+  try {
+    nn::load_training_checkpoint(l.tensors, c.resume, model, opt, sched);
+  } catch (const ValueError& e) {
+    throw IOError("training checkpoint '" + c.resume + "': " + e.what());
+  }
   TrainState s = vit::read_train_state(l.meta, c.resume);
   // Every parameter of the ViT trains: after a step each has both Adam
   // moments (a parameter with neither would silently restart from zero).
@@ -431,10 +445,15 @@ int run(Config c, const CLI::App& cli) {
   if (lead) app::prepare_out_dir(c.out);
   check_model_size(c);
 
+  // The flag, checked before the checkpoint's configuration replaces c.
+  if (c.ema > 0 && !c.resume.empty())
+    throw UsageError("--ema does not resume: the average is not in " + c.resume + " (run without --ema)");
   const Loaded loaded = load_run(c, cli);
   check_model_size(c);  // the file's configuration, too
   if (c.ema > 0 && !c.resume.empty())
-    throw UsageError("--ema does not resume: the average is not in " + c.resume + " (run without --ema)");
+    throw UsageError(c.resume + " was written by a run with --ema " + fmt("%g", c.ema) +
+                     ": the average is not in the checkpoint, so the run does not resume");
+  teacher_fingerprint = vit::check_teacher_file(c, loaded.meta);
   const Datasets d = load_data(c);
   manual_seed(c.seed);  // initialisation, then dropout
   auto model = make_model(c, d.train);

@@ -10,6 +10,8 @@
 // a fraction of the student's forward and backward.
 #pragma once
 
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +43,25 @@ struct Student {
     return (*teacher->model)(add(mul(images, scale), shift));
   }
 };
+
+// The metadata key under which a distilled run's checkpoints record the
+// teacher file's fingerprint (app::file_fingerprint).
+inline constexpr const char* kTeacherKey = "teacher_file";
+
+// The fingerprint of c.teacher ("" without a teacher, or when the file is not
+// a regular file: load_teacher's error names it then). On a resume whose
+// checkpoint recorded another, a UsageError naming both: a teacher replaced
+// under a run would switch its targets halfway. Checkpoints written before
+// the key existed resume as they did.
+inline std::string check_teacher_file(const Config& c, const std::map<std::string, std::string>& meta) {
+  const std::string now =
+      !c.teacher.empty() && std::filesystem::is_regular_file(c.teacher) ? app::file_fingerprint(c.teacher) : "";
+  const auto it = meta.find(kTeacherKey);
+  if (!c.resume.empty() && it != meta.end() && it->second != now)
+    throw app::UsageError("--teacher " + c.teacher + " changed since " + c.resume + " was written: the file is now " +
+                          (now.empty() ? std::string("not used") : now) + ", the checkpoint recorded " + it->second);
+  return now;
+}
 
 // Loads and checks the teacher against the data (UsageError naming the
 // file), and sets up EMA and precision. make_model builds a second ViT for the EMA.

@@ -5,13 +5,21 @@
 #     not a number, with trailing junk ("16abc"), a non-finite or non-numeric
 #     test_exact_match -> exit 1 and one line naming the field, quickly;
 #   vit --resume: an Adam moment missing (one of a pair, or both), a scheduler
-#     field stored as float32, a tensor nobody reads -> exit 1, one line;
-#   NaN in the weights or a negative second moment -> a warning naming the
-#     tensor, and the run goes on (--check);
+#     field stored as float32, a tensor nobody reads, a negative second
+#     moment, a NaN first moment, a step count of NaN, -5, 1e300 or 2.5, a
+#     negative lr or weight decay -> exit 1, one line naming the entry;
+#   vit --ema D --resume -> refused (the average is not in the checkpoint);
+#   NaN in the model's weights -> a warning naming the tensor, and the run
+#     goes on (--check); vit and seq2seq --eval-only over NaN weights -> the
+#     warning, then exit 1 on the non-finite test loss;
 #   a FIFO as --weights / --resume -> exit 1 at once (no hang);
 #   seq2seq --beam 3 over NaN weights -> the warning, and the run ends;
+#   vit --teacher T: T with NaN weights or a negative BatchNorm running
+#     variance -> exit 1 naming T and the tensor; a distilled run resumed
+#     after its teacher file changed -> exit 2 naming both fingerprints;
+#   cnn on test images of another size than its training images -> exit 1;
 #   gpt --eval-only: metadata JSON nested 100,000 deep -> exit 1, one line.
-# Variables: SEQ2SEQ, VIT, GPT, MAKE_DATA, REWRITE, OUT.
+# Variables: SEQ2SEQ, VIT, CNN, GPT, MAKE_DATA, REWRITE, OUT.
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
 function(expect what code pattern)
@@ -21,6 +29,17 @@ function(expect what code pattern)
   list(LENGTH nl extra)
   if(NOT rc STREQUAL "${code}" OR NOT e MATCHES "${pattern}" OR (NOT code EQUAL 0 AND extra GREATER 0))
     message(FATAL_ERROR "${what}: exit ${rc} (expected ${code}), stderr (expected one line matching '${pattern}'):\n${err}")
+  endif()
+endfunction()
+# A non-zero exit whose stderr is two lines: a warning, then the error.
+function(expect_warned what code warning pattern)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err TIMEOUT 60)
+  string(STRIP "${err}" e)
+  string(REGEX MATCHALL "\n" nl "${e}")
+  list(LENGTH nl extra)
+  if(NOT rc STREQUAL "${code}" OR NOT e MATCHES "^[^\n]*${warning}[^\n]*\n[^\n]*${pattern}" OR NOT extra EQUAL 1)
+    message(FATAL_ERROR "${what}: exit ${rc} (expected ${code}), stderr (expected a warning matching '${warning}' "
+                        "and one line matching '${pattern}'):\n${err}")
   endif()
 endfunction()
 function(rewrite in out)
@@ -52,9 +71,11 @@ endforeach()
 rewrite("${model}" "${OUT}/s2s_nan.safetensors" "nan:decoder.dense.weight")
 expect("seq2seq --eval-only on NaN weights" 0 "warning: .*decoder.dense.weight \\(NaN or Inf\\)" "${SEQ2SEQ}"
        --eval-only --weights "${OUT}/s2s_nan.safetensors" --out "${OUT}/s2s_eval" --quiet --check)
-# Beam search over NaN log-probabilities (once a SIGSEGV): NaN ranks last, the run ends.
-expect("seq2seq --eval-only --beam 3 on NaN weights" 0 "warning: .*decoder.dense.weight \\(NaN or Inf\\)" "${SEQ2SEQ}"
-       --eval-only --beam 3 --weights "${OUT}/s2s_nan.safetensors" --out "${OUT}/s2s_eval_beam" --quiet)
+# Beam search over NaN log-probabilities (once a SIGSEGV): NaN ranks last, the
+# run ends, and the NaN test loss is an error rather than a score.
+expect_warned("seq2seq --eval-only --beam 3 on NaN weights" 1 "warning: .*decoder.dense.weight \\(NaN or Inf\\)"
+              "test loss of .*s2s_nan.safetensors is NaN" "${SEQ2SEQ}" --eval-only --beam 3
+              --weights "${OUT}/s2s_nan.safetensors" --out "${OUT}/s2s_eval_beam" --quiet)
 expect("seq2seq --eval-only --weights FIFO" 1 "FIFO" "${SEQ2SEQ}" --eval-only --weights "${OUT}/fifo" --out "${OUT}/s2s_eval")
 
 # ---- vit --resume --------------------------------------------------------
@@ -71,7 +92,15 @@ set(moment optimizer.state.0.0)
 set(cases "drop:${moment}.exp_avg_sq|must both be present"
           "drop:${moment}.exp_avg,drop:${moment}.exp_avg_sq|Adam moments for"
           "f32:scheduler.last_epoch|scheduler state"
-          "f32:optimizer.step|optimizer state")
+          "f32:optimizer.step|optimizer state"
+          "neg:${moment}.exp_avg_sq|vit_5.safetensors': optimizer load_state_dict: 'state.0.0.exp_avg_sq' holds a negative value"
+          "nan:${moment}.exp_avg|'state.0.0.exp_avg' holds NaN or Inf"
+          "set:optimizer.step=nan|'step' = nan \\(expected a whole number"
+          "set:optimizer.step=-5|'step' = -5 "
+          "set:optimizer.step=1e300|'step' = 1e\\+300 "
+          "set:optimizer.step=2.5|'step' = 2.5 "
+          "set:optimizer.param_groups.0.weight_decay=-1e6|'param_groups.0.weight_decay' = -1e\\+06 "
+          "set:optimizer.param_groups.0.lr=-1|'param_groups.0.lr' = -1 ")
 set(k 0)
 foreach(c IN LISTS cases)
   math(EXPR k "${k} + 1")
@@ -82,10 +111,50 @@ foreach(c IN LISTS cases)
   rewrite("${ckpt}" "${OUT}/vit_${k}.safetensors" ${parts})
   expect("vit --resume with ${parts}" 1 "${pattern}" "${VIT}" --resume "${OUT}/vit_${k}.safetensors" --out "${OUT}/vit_r")
 endforeach()
-rewrite("${ckpt}" "${OUT}/vit_neg.safetensors" "neg:${moment}.exp_avg_sq" "nan:model.head.weight")
-expect("vit --resume with a negative second moment and NaN" 0 "warning: .*model.head.weight \\(NaN or Inf\\).*negative second moment"
-       "${VIT}" --resume "${OUT}/vit_neg.safetensors" --out "${OUT}/vit_r" --check)
+rewrite("${ckpt}" "${OUT}/vit_nan.safetensors" "nan:model.head.weight")
+expect("vit --resume with NaN weights" 0 "warning: .*model.head.weight \\(NaN or Inf\\)"
+       "${VIT}" --resume "${OUT}/vit_nan.safetensors" --out "${OUT}/vit_r" --check)
+expect_warned("vit --eval-only on NaN weights" 1 "warning: .*model.head.weight \\(NaN or Inf\\)"
+              "test loss of .*vit_nan.safetensors is NaN" "${VIT}" --eval-only --weights "${OUT}/vit_nan.safetensors"
+              --data-dir "${OUT}/data" --out "${OUT}/vit_e" --threads 1 --quiet)
+expect("vit --ema with --resume" 2 "--ema does not resume" "${VIT}" --ema 0.9 --resume "${ckpt}" --out "${OUT}/vit_r")
 expect("vit --resume FIFO" 1 "FIFO" "${VIT}" --resume "${OUT}/fifo" --out "${OUT}/vit_r")
+
+# ---- vit --teacher, cnn ----------------------------------------------------
+execute_process(COMMAND "${CNN}" --data-dir "${OUT}/data" --epochs 1 --widths 4 --blocks 1 --batch-size 32 --limit-train 64
+                        --limit-test 32 --threads 1 --quiet --out "${OUT}/teacher" RESULT_VARIABLE rc OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cnn (tiny teacher) exited with ${rc}")
+endif()
+set(teacher "${OUT}/teacher/model.safetensors")
+rewrite("${teacher}" "${OUT}/teacher_nan.safetensors" "nan:fc.weight")
+rewrite("${teacher}" "${OUT}/teacher_negvar.safetensors" "neg:bn1.running_var")
+rewrite("${teacher}" "${OUT}/teacher_huge.safetensors" "set:fc.weight=3e38")
+foreach(c "nan|fc.weight \\(NaN or Inf\\)" "negvar|bn1.running_var \\(negative running variance\\)"
+          "huge|fc.weight \\(values up to 3e\\+38")
+  string(REPLACE "|" ";" parts "${c}")
+  list(GET parts 0 kind)
+  list(GET parts 1 pattern)
+  expect("vit --teacher with ${kind}" 1 "--teacher .*teacher_${kind}.safetensors: tensor ${pattern}" "${VIT}" ${tiny}
+         --distill hard --teacher "${OUT}/teacher_${kind}.safetensors" --out "${OUT}/vit_t")
+endforeach()
+# A distilled run stopped after an epoch resumes with its teacher, not with another file.
+file(COPY_FILE "${teacher}" "${OUT}/teacher_copy.safetensors")
+execute_process(COMMAND "${VIT}" ${tiny} --distill hard --teacher "${OUT}/teacher_copy.safetensors" --out "${OUT}/vit_d"
+                RESULT_VARIABLE rc OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "vit (tiny distilled run) exited with ${rc}")
+endif()
+expect("vit --resume of a distilled run, same teacher" 0 "^$" "${VIT}" --resume "${OUT}/vit_d/checkpoint.safetensors"
+       --out "${OUT}/vit_dr" --check)
+rewrite("${teacher}" "${OUT}/teacher_copy.safetensors" "set:fc.bias=0.5")
+expect("vit --resume of a distilled run, teacher changed" 2
+       "--teacher .*teacher_copy.safetensors changed since .*checkpoint.safetensors was written: the file is now [0-9]+ bytes, fnv1a64 [0-9a-f]+, the checkpoint recorded [0-9]+ bytes, fnv1a64 [0-9a-f]+"
+       "${VIT}" --resume "${OUT}/vit_d/checkpoint.safetensors" --out "${OUT}/vit_dr")
+execute_process(COMMAND "${MAKE_DATA}" "${OUT}/data_mixed" 32 RESULT_VARIABLE rc)
+expect("cnn with 32x32 test images and 28x28 training images" 1 "test images are 1x32x32 but the training images are 1x28x28"
+       "${CNN}" --data-dir "${OUT}/data_mixed" --epochs 1 --widths 4 --blocks 1 --batch-size 32 --limit-train 64 --limit-test 32
+       --threads 1 --quiet --out "${OUT}/cnn_mixed")
 
 # ---- gpt --eval-only -----------------------------------------------------
 set(text "")

@@ -4,11 +4,12 @@
 // Usage: rewrite_safetensors IN OUT EDIT...
 //   meta:KEY=VALUE   set a metadata string      drop:NAME     remove a tensor
 //   f32:NAME         store NAME as float32      nan:NAME      NAME's first value NaN
-//   neg:NAME         NAME's first value -1
+//   neg:NAME         NAME's first value -1       set:NAME=V    every value of NAME V
 //   deep:KEY=N       set a metadata string to a JSON array nested N deep
 //                    (too long for a command-line argument)
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -35,9 +36,10 @@ int main(int argc, char** argv) {
         meta[arg.substr(0, arg.find('='))] = std::string(n, '[') + std::string(n, ']');
         continue;
       }
+      const std::string name = op == "set" ? arg.substr(0, arg.find('=')) : arg;
       bool found = false;
       for (auto it = sd.begin(); it != sd.end(); ++it) {
-        if (it->first != arg) continue;
+        if (it->first != name) continue;
         found = true;
         if (op == "drop") {
           sd.erase(it);
@@ -45,6 +47,10 @@ int main(int argc, char** argv) {
         }
         if (op == "f32") {
           it->second = it->second.to(kFloat32);
+        } else if (op == "set") {
+          // strtod, not stod: "nan" and "1e300" as written, no exception on "inf".
+          const double v = std::strtod(arg.c_str() + arg.find('=') + 1, nullptr);
+          it->second = full_like(it->second.to(kFloat64), v).to(it->second.dtype());
         } else if (op == "nan" || op == "neg") {
           Tensor t = it->second.to(kFloat64).contiguous().clone();
           static_cast<double*>(t.data_ptr())[0] = op == "nan" ? std::nan("") : -1.0;
@@ -56,7 +62,7 @@ int main(int argc, char** argv) {
         break;
       }
       if (!found) {
-        std::fprintf(stderr, "rewrite_safetensors: no tensor %s\n", arg.c_str());
+        std::fprintf(stderr, "rewrite_safetensors: no tensor %s\n", name.c_str());
         return 2;
       }
     }

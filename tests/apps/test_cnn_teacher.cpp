@@ -1,13 +1,17 @@
 // The CNN teacher's file (apps/common/cnn_teacher.h): what apps/cnn writes,
 // vit --teacher reads back (the same ResNet, frozen, in eval mode, with its
 // configuration); a file of another kind or with a damaged field is a
-// UsageError naming the file; the comma lists of --widths/--blocks.
+// UsageError naming the file; NaN, overflowing or negative-variance weights
+// are an IOError naming the tensor; the comma lists of --widths/--blocks.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
+
+#include <cmath>
 #include <filesystem>
 #include <string>
 
+#include <ember/ember.h>
 #include <ember/nn/checkpoint.h>
 
 #include "app.h"
@@ -63,4 +67,45 @@ TEST_CASE("cnn teacher: --widths and --blocks lists") {
   CHECK(app::parse_int_list("3", "--blocks", 1, 16) == std::vector<int64_t>{3});
   for (const char* bad : {"", ",", "16,", "a,b", "0,4", "16,2000", "1,2,3,4,5,6,7,8,9", "99999999999999999999"})
     CHECK_THROWS_AS(app::parse_int_list(bad, "--widths", 1, 1024), app::UsageError);
+}
+
+TEST_CASE("cnn teacher: broken weights refused by name, the file's fingerprint follows its bytes") {
+  const fs::path dir = fs::temp_directory_path() / ("ember_cnn_teacher_bad_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "teacher.safetensors").string();
+  app::TeacherConfig c;
+  c.resnet.widths = {4};
+  c.resnet.blocks = {1};
+  c.data = "fashion-mnist";
+  c.mean = {0.286};
+  c.std = {0.353};
+  manual_seed(0);
+  nn::ResNet model(c.resnet);
+  nn::save(model, path, app::teacher_metadata(c));
+  CHECK_NOTHROW(app::load_teacher(path));
+  const std::string before = app::file_fingerprint(path);
+  CHECK(before == app::file_fingerprint(path));
+  CHECK(before.find(std::to_string(fs::file_size(path)) + " bytes, fnv1a64 ") == 0);
+  // The same tensors with one changed: another file, and a refused one.
+  const StateDict good = model.state_dict();
+  const auto with = [&](const std::string& name, double v) {
+    StateDict sd;
+    for (const auto& [n, t] : good) sd.emplace_back(n, n == name ? full_like(t, v) : t);
+    save_safetensors(path, sd, app::teacher_metadata(c));
+  };
+  with("bn1.running_var", -1.0);
+  CHECK(app::file_fingerprint(path) != before);
+  const std::string negative = "--teacher " + path + ": tensor bn1.running_var (negative running variance)";
+  CHECK_THROWS_WITH_AS(app::load_teacher(path), doctest::Contains(negative.c_str()), IOError);
+  with("fc.weight", std::nan(""));
+  CHECK_THROWS_WITH_AS(app::load_teacher(path), doctest::Contains("fc.weight (NaN or Inf)"), IOError);
+  CHECK_THROWS_AS(app::file_fingerprint((dir / "missing").string()), IOError);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("app: a non-finite evaluation loss is an error naming the file") {
+  CHECK_NOTHROW(app::check_eval_loss(0.5, "m.safetensors"));
+  CHECK_THROWS_WITH_AS(app::check_eval_loss(std::nan(""), "m.safetensors"),
+                       doctest::Contains("test loss of m.safetensors is NaN"), IOError);
+  CHECK_THROWS_WITH_AS(app::check_eval_loss(HUGE_VAL, "m.safetensors"), doctest::Contains("is Inf"), IOError);
 }
