@@ -23,6 +23,10 @@ namespace gpt {
 namespace fs = std::filesystem;
 using namespace ember;
 
+nlohmann::json utf8_for_json(const std::string& s) {
+  return nlohmann::json::parse(nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
 double estimate_loss(nn::GPT& m, const std::vector<int64_t>& tokens, const Config& c, uint64_t salt) {
   NoGradGuard ng;
   m.eval();
@@ -258,7 +262,7 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
                               {"val_loss", hist.at("val_loss")},
                               {"generation_tokens", c.sample_tokens},
                               {"generation_tokens_per_second_cached", gen_tps},
-                              {"sample", sample}};
+                              {"sample", utf8_for_json(sample)}};
   app::write_json((out / "metrics.json").string(), m);
   std::printf(
       "gpt: validation loss %.4f per GPT-2 token over the whole split (%zu tokens), %.1fs training (%lld "

@@ -25,4 +25,9 @@ int generate_gpt2(const Config& c);
 /// evaluation, and a resumed run draws what the uninterrupted one did).
 double estimate_loss(nn::GPT& m, const std::vector<int64_t>& tokens, const Config& c, uint64_t salt);
 
+/// A sample for metrics.json: bytes that are not UTF-8 (a corpus in Latin-1,
+/// a BPE sample cut inside a character), which JSON cannot carry, become
+/// U+FFFD; samples.txt keeps the bytes.
+nlohmann::json utf8_for_json(const std::string& s);
+
 }  // namespace gpt

@@ -269,7 +269,7 @@ int train(gpt::Config c) {
                               {"generation_tokens", gen_n},
                               {"generation_tokens_per_second_cached", gen_cached},
                               {"generation_tokens_per_second_uncached", gen_uncached},
-                              {"sample", sample}};
+                              {"sample", gpt::utf8_for_json(sample)}};
   app::write_json((out / "metrics.json").string(), m);
   gpt::save_model(out / "model.safetensors", c, data.tokenizer, model, final_val);
   gpt::save_checkpoint(out / "checkpoint.safetensors", c, data.tokenizer, model, opt, sched, batches, c.iters,
