@@ -3,7 +3,7 @@
 # tokens, 40 merges, <|endoftext|>) and a tiny --init model fine-tune a few
 # steps on a generated text with BPE tokens; the Hugging Face directory it
 # writes is read back by --hf ... --generate (KV cache) and fine-tuned
-# again; bad invocations end in one line with the expected exit code.
+# again; the character-level path runs and resumes in bf16; bad invocations end in one line with the expected exit code.
 # Variables: APP (the executable), TOKENIZER (the fixture directory), TINY
 # (tests/fixtures/gpt2_tiny, a 96-token HF model), OUT (a scratch directory).
 file(REMOVE_RECURSE "${OUT}")
@@ -59,6 +59,22 @@ run_ok(--hf "${OUT}/a/hf" --data "${OUT}/corpus.txt" --context 16 --batch-size 2
        --eval-iters 1 --sample-tokens 4 --precision bf16 --out "${OUT}/b")
 if(NOT EXISTS "${OUT}/b/hf/model.safetensors")
   message(FATAL_ERROR "no hf/model.safetensors after fine-tuning --hf")
+endif()
+
+# The character-level path in bf16 autocast, stopped and resumed in it (the precision is in the checkpoint).
+set(char --data "${OUT}/corpus.txt" --layers 1 --heads 2 --width 16 --context 16 --batch-size 2 --iters 4
+         --eval-interval 2 --eval-iters 1 --sample-tokens 4 --precision bf16)
+run_ok(${char} --out "${OUT}/c")
+run_ok(${char} --out "${OUT}/d" --stop-after 2)
+run_ok(--resume "${OUT}/d/checkpoint.safetensors" --out "${OUT}/d")
+file(READ "${OUT}/c/metrics.json" mc)
+file(READ "${OUT}/d/metrics.json" md)
+string(JSON vc GET "${mc}" final_val_loss)
+string(JSON vd GET "${md}" final_val_loss)
+string(JSON pc GET "${mc}" configuration precision)
+string(JSON pd GET "${md}" configuration precision)
+if(NOT pc STREQUAL "bf16" OR NOT pd STREQUAL "bf16" OR NOT vc STREQUAL vd OR vc MATCHES "nan|inf|null")
+  message(FATAL_ERROR "char-level bf16: ${vc} (${pc}) against resumed ${vd} (${pd})")
 endif()
 
 # Bad invocations: one line on stderr, exit 1 for files, 2 for flags ("code|arg,arg,...").

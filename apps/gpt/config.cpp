@@ -179,7 +179,8 @@ nlohmann::ordered_json config_json(const Config& c) {
           {"top_k", c.top_k},
           {"top_p", c.top_p},
           {"seed", c.seed},
-          {"data", c.data}};
+          {"data", c.data},
+          {"precision", c.precision}};
 }
 
 Config config_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path) {
@@ -194,9 +195,12 @@ Config config_from_metadata(const std::map<std::string, std::string>& meta, cons
     c.eval_interval = j.at("eval_interval"), c.eval_iters = j.at("eval_iters");
     c.sample_tokens = j.at("sample_tokens"), c.temperature = j.at("temperature"), c.top_k = j.at("top_k");
     c.top_p = j.at("top_p"), c.seed = j.at("seed"), c.data = j.at("data");
+    c.precision = j.value("precision", std::string("fp32"));  // files from before --precision ran in fp32
   } catch (const nlohmann::json::exception& e) {
     throw IOError(path + ": bad 'config' metadata: " + e.what());
   }
+  if (c.precision != "fp32" && c.precision != "bf16")
+    throw IOError(path + ": 'config' metadata names precision '" + c.precision + "', neither fp32 nor bf16");
   if (c.layers < 1 || c.heads < 1 || c.width < 1 || c.context < 1 || c.width % c.heads != 0 || c.batch < 1 ||
       c.iters < 1 || c.eval_iters < 1)
     throw IOError(path + ": 'config' metadata holds impossible sizes");
