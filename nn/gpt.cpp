@@ -57,8 +57,11 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& k_cache, Ten
   v_cache.narrow(1, len, t).copy_(qkv.narrow(2, 2 * E, E));
   // The new queries at positions [len, len + t) against keys [0, len + t):
   // bottom-right aligned causal attention (a single new query sees them all).
-  const Tensor y =
-      causal_attention(qkv.narrow(2, 0, E), k_cache.narrow(1, 0, len + t), v_cache.narrow(1, 0, len + t), n_head);
+  // Under autocast qkv is bfloat16 while the cache keeps the weights' dtype
+  // (copy_ converted the new keys and values): the query joins them there.
+  Tensor q = qkv.narrow(2, 0, E);
+  if (q.dtype() != k_cache.dtype()) q = q.to(k_cache.dtype());
+  const Tensor y = causal_attention(q, k_cache.narrow(1, 0, len + t), v_cache.narrow(1, 0, len + t), n_head);
   return c_proj->forward(y);
 }
 

@@ -121,6 +121,24 @@ TEST_CASE("GPT: generation with the KV cache gives the tokens of full recomputat
   CHECK_THROWS_AS(m.generate({13}, 3), ValueError);
 }
 
+TEST_CASE("GPT: the KV cache under bfloat16 autocast: the logits of the uncached forward") {
+  // Autocast gives c_attn's output in bfloat16 while the cache keeps the
+  // weights' float32; the new keys and values are exact in either, so the
+  // cached and uncached logits differ by the attention's rounding only.
+  Generator gen(5);
+  nn::GPT m(small_config(), &gen);
+  m.eval();
+  const Tensor ids = from_vector(std::vector<int64_t>{3, 1, 4, 1, 5, 9, 2, 6}, {1, 8});
+  const AutocastGuard region(DeviceType::CPU, kBFloat16);
+  const Tensor full = m.forward(ids).to(kFloat32);
+  nn::KVCache cache = m.make_cache(1);
+  const Tensor first = m.forward_cached(ids.narrow(1, 0, 5), cache);
+  const Tensor next = m.forward_cached(ids.narrow(1, 5, 3), cache);
+  CHECK(allclose(cat({first.to(kFloat32), next.to(kFloat32)}, 1), full, 2e-2, 2e-2));
+  const std::vector<int64_t> out = m.generate({1, 2}, 6, nn::SampleOptions{0.0, 0, 1.0, 7});
+  CHECK(out.size() == 8);
+}
+
 TEST_CASE("GPT: sample_token: greedy, top-k, top-p") {
   const std::vector<double> l{0.0, 2.0, 1.0, 2.0, -1.0};
   CHECK(nn::sample_token(l, nn::SampleOptions{0.0}, 0.99) == 1);  // first of the tied maxima

