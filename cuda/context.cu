@@ -40,6 +40,7 @@ struct DeviceState {
   std::once_flag once;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  void* cublas_workspace = nullptr;  // held for the handle's life (the process's)
 };
 DeviceState& state(int d) {
   static DeviceState* states = new DeviceState[kMaxDevices];  // never destroyed: used until exit
@@ -86,9 +87,8 @@ DeviceState& init(int device) {
     EMBER_CUBLAS_CHECK(cublasSetStream(s.cublas, s.stream));
     // cuBLAS's workspace given once (32 MiB, what Hopper asks for), so that no
     // GEMM allocates one while a graph is captured.
-    void* workspace = nullptr;
-    EMBER_CUDA_CHECK(cudaMalloc(&workspace, kCublasWorkspace));
-    EMBER_CUBLAS_CHECK(cublasSetWorkspace(s.cublas, workspace, kCublasWorkspace));
+    EMBER_CUDA_CHECK(cudaMalloc(&s.cublas_workspace, kCublasWorkspace));
+    EMBER_CUBLAS_CHECK(cublasSetWorkspace(s.cublas, s.cublas_workspace, kCublasWorkspace));
     EMBER_CUBLAS_CHECK(
         cublasSetMathMode(s.cublas, g_allow_tf32.load() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   });
@@ -125,6 +125,16 @@ struct GraphPool {
 };
 
 thread_local GraphPool* t_graph_pool = nullptr;
+// Blocks from outside the pool freed during this thread's capture: handed
+// back when the capture ends. Handing them back at once could free them to
+// the driver (the cache off, or emptied), which synchronises: not allowed
+// while capturing.
+struct Deferred {
+  void* ptr;
+  size_t nbytes;
+  int device;
+};
+thread_local std::vector<Deferred> t_deferred_frees;
 thread_local bool t_fresh_blocks = false;  // replay_buffer: a new block, not a reused one
 
 // cudaMalloc/cudaFree behind the shared caching allocator (size classes,
@@ -157,6 +167,10 @@ class CudaAllocator final : public CachingAllocator {
         lock.unlock();
         raw_free(ptr, size, device);
         if (last) delete pool;
+        return;
+      }
+      if (t_graph_pool) {
+        t_deferred_frees.push_back({ptr, nbytes, device});
         return;
       }
     }
@@ -280,7 +294,12 @@ void* detail::begin_graph_pool(int device) {
   return t_graph_pool;
 }
 
-void detail::end_graph_pool() { t_graph_pool = nullptr; }
+void detail::end_graph_pool() {
+  t_graph_pool = nullptr;
+  std::vector<Deferred> frees = std::move(t_deferred_frees);
+  t_deferred_frees.clear();
+  for (const Deferred& f : frees) allocator().deallocate(f.ptr, f.nbytes, f.device);
+}
 
 void detail::fresh_pool_blocks(bool on) { t_fresh_blocks = on; }
 
