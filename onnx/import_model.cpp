@@ -104,12 +104,12 @@ std::string node_label(const ::onnx::NodeProto& n) { return "node '" + n.name() 
 
 // Rethrows the exception in flight with the node named, keeping its type, so a caller can still tell a
 // shape error from an unsupported attribute.
-[[noreturn]] void rethrow_in(const ::onnx::NodeProto& n) {
-  const std::string label = node_label(n);
+[[noreturn]] void rethrow_in(const std::string& what, const ::onnx::NodeProto& n) {
+  const std::string label = what + ": " + node_label(n);
   const std::string tag = "(node '" + n.name() + "')";
   auto msg = [&](const std::exception& e) {
     const std::string w = e.what();
-    return w.find(tag) != std::string::npos ? w : label + ": " + w;
+    return w.find(tag) != std::string::npos ? what + ": " + w : label + ": " + w;
   };
   try {
     throw;
@@ -226,7 +226,7 @@ std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs) {
       detail::NodeArgs args(*n.proto, std::move(ins), g.opset);
       outs = I.ops[k](args);
     } catch (...) {
-      rethrow_in(*n.proto);
+      rethrow_in(I.what, *n.proto);
     }
     for (size_t j = 0; j < n.outputs.size(); ++j) {
       if (n.outputs[j] < 0) continue;
