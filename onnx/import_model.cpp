@@ -15,6 +15,7 @@
 
 #include <ember/core/file_io.h>
 #include <ember/onnx/import_ops.h>
+#include <ember/onnx/import_sequence.h>
 #include <ember/onnx/model_reader.h>
 
 namespace ember::onnx {
@@ -139,7 +140,8 @@ std::string node_label(const ::onnx::NodeProto& n) { return "node '" + n.name() 
 struct Model::Impl {
   detail::ReadGraph graph;
   std::string what;
-  std::vector<detail::OpImpl> ops;                  // per node, in run order
+  std::vector<detail::OpImpl> ops;                  // per node, in run order (null for a sequence op)
+  std::vector<detail::SeqOpImpl> seq_ops;           // per node: the sequence op, or null
   std::vector<std::pair<int, Tensor>> init_values;  // value id -> the module's handle
   std::vector<std::string> input_names, output_names;
   std::vector<std::pair<std::string, std::string>> keys;
@@ -161,7 +163,10 @@ std::shared_ptr<Model> load_from_bytes(const std::string& bytes, const std::stri
   const detail::ReadGraph& g = I.graph;
   for (int v : g.inputs) I.input_names.push_back(g.values[v]);
   for (int v : g.outputs) I.output_names.push_back(g.values[v]);
-  for (const auto& n : g.nodes) I.ops.push_back(detail::op_table().find(n.proto->op_type()));
+  for (const auto& n : g.nodes) {
+    I.seq_ops.push_back(detail::find_sequence_op(n.proto->op_type()));
+    I.ops.push_back(I.seq_ops.back() ? nullptr : detail::op_table().find(n.proto->op_type()));
+  }
 
   Node root;
   root.module = model.get();
@@ -213,29 +218,45 @@ std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs) {
   for (const auto& [v, t] : I.init_values)
     if (!found) device = t.device(), found = true;
 
+  // Sequence values, by value id (see import_sequence.h); null where the value is a tensor.
+  std::vector<std::shared_ptr<const detail::TensorSeq>> seqs(g.values.size());
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const detail::GraphNode& n = g.nodes[k];
     std::vector<Tensor> ins;
+    std::vector<const detail::TensorSeq*> seq_ins;
     ins.reserve(n.inputs.size());
     for (int v : n.inputs) {
       ins.push_back(v < 0 ? Tensor() : vals[v]);
+      seq_ins.push_back(v < 0 ? nullptr : seqs[v].get());
+      if (seq_ins.back() && !I.seq_ops[k])
+        throw ValueError(I.what + ": " + node_label(*n.proto) + " reads the sequence '" + g.values[v] +
+                         "' where it takes a tensor");
       if (ins.back().defined() && ins.back().device() != device) ins.back() = ins.back().to(device);
     }
-    std::vector<Tensor> outs;
+    std::vector<detail::SeqValue> outs;
     try {
       detail::NodeArgs args(*n.proto, std::move(ins), g.opset);
-      outs = I.ops[k](args);
+      if (I.seq_ops[k]) {
+        outs = I.seq_ops[k](args, seq_ins);
+      } else {
+        for (Tensor& t : I.ops[k](args)) outs.push_back({std::move(t), nullptr});
+      }
     } catch (...) {
       rethrow_in(I.what, *n.proto);
     }
     for (size_t j = 0; j < n.outputs.size(); ++j) {
       if (n.outputs[j] < 0) continue;
-      EMBER_CHECK(j < outs.size() && outs[j].defined(), ValueError, I.what, ": ", node_label(*n.proto),
-                  " did not produce its output ", j, " ('", g.values[n.outputs[j]], "')");
-      vals[n.outputs[j]] = std::move(outs[j]);
+      EMBER_CHECK(j < outs.size() && (outs[j].tensor.defined() || outs[j].seq), ValueError, I.what, ": ",
+                  node_label(*n.proto), " did not produce its output ", j, " ('", g.values[n.outputs[j]], "')");
+      vals[n.outputs[j]] = std::move(outs[j].tensor);
+      seqs[n.outputs[j]] = std::move(outs[j].seq);
     }
-    for (int v : n.frees) vals[v] = Tensor();
+    for (int v : n.frees) vals[v] = Tensor(), seqs[v] = nullptr;
   }
+  for (int v : g.outputs)
+    if (seqs[v])
+      throw Unsupported(I.what + ": graph output '" + g.values[v] +
+                        "' is a sequence; Ember returns tensors only (read it with SequenceAt in the graph)");
   std::vector<Tensor> out;
   for (int v : g.outputs) out.push_back(vals[v]);
   return out;

@@ -14,6 +14,7 @@
 #include <onnx/checker.h>
 
 #include <ember/onnx/import_ops.h>
+#include <ember/onnx/import_sequence.h>
 
 namespace ember::onnx::detail {
 
@@ -180,7 +181,7 @@ ReadGraph read_graph(const std::string& bytes, const std::string& what) {
   // ---- ops Ember lacks: all of them at once, by type -------------------------
   std::set<std::string> missing;
   for (const auto& n : graph.node())
-    if (!op_table().find(n.op_type())) missing.insert(n.op_type());
+    if (!op_table().find(n.op_type()) && !find_sequence_op(n.op_type())) missing.insert(n.op_type());
   if (!missing.empty()) {
     std::string list;
     for (const auto& s : missing) list += (list.empty() ? "" : ", ") + s;
