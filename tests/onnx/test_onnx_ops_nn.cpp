@@ -31,7 +31,13 @@ const std::set<std::string> kOps = {
     "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "CumSum", "TopK"};
 
 // Cases of these ops that Ember does not pass, and why.
-const std::map<std::string, std::string> kNotPassing = {};
+const std::map<std::string, std::string> kNotPassing = {
+    // Training-mode dropout with ratio > 0 draws its mask from NumPy's generator; Ember's is its own.
+    {"test_training_dropout", "random mask"},
+    {"test_training_dropout_default", "random mask"},
+    {"test_training_dropout_default_mask", "random mask"},
+    {"test_training_dropout_mask", "random mask"},
+};
 
 }  // namespace
 
