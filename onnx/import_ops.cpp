@@ -10,6 +10,7 @@ const OpTable& op_table() {
     register_tensor_ops(t);
     register_reduce_ops(t);
     register_nn_ops(t);
+    register_conv_ops(t);
     register_rnn_ops(t);
     return t;
   }();

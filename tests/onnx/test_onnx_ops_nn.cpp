@@ -20,10 +20,10 @@ const fs::path kNodeDir = fs::path(EMBER_ONNX_TESTDATA) / "node";
 // The op types of the three groups.
 const std::set<std::string> kOps = {
     // nn
-    "MatMul", "Gemm", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
-    "BatchNormalization", "InstanceNormalization", "LayerNormalization", "Softmax", "LogSoftmax", "Hardmax", "Dropout",
-    "Einsum", "LRN", "MeanVarianceNormalization", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "Resize",
-    "Upsample",
+    "MatMul", "Gemm", "Conv", "ConvInteger", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool",
+    "GlobalMaxPool", "BatchNormalization", "InstanceNormalization", "LayerNormalization", "Softmax", "LogSoftmax",
+    "Hardmax", "Dropout", "Einsum", "LRN", "MeanVarianceNormalization", "NegativeLogLikelihoodLoss",
+    "SoftmaxCrossEntropyLoss", "Resize", "Upsample",
     // rnn
     "RNN", "GRU", "LSTM",
     // reduce
