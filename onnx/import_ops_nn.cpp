@@ -1,9 +1,12 @@
 // ONNX import: MatMul/Gemm, the normalisations (BatchNormalization,
 // InstanceNormalization, LayerNormalization, LRN, MeanVarianceNormalization),
-// Softmax/LogSoftmax/Hardmax and Dropout, composed from Ember's ops so they
-// differentiate. Convolutions and pools are in import_ops_conv.cpp, Einsum
-// and the losses in import_ops_einsum_loss.cpp, Resize in import_ops_resize.cpp.
+// Softmax/LogSoftmax/Hardmax, Dropout and Einsum, composed from Ember's ops
+// so they differentiate. Convolutions and pools are in import_ops_conv.cpp,
+// the losses in import_ops_loss.cpp, Resize in import_ops_resize.cpp.
 #include <ember/onnx/import_ops.h>
+#include <algorithm>
+#include <cctype>
+
 #include <ember/ops/activation.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
@@ -202,6 +205,160 @@ std::vector<Tensor> mvn_op(const NodeArgs& a) {
   return {div(d, sqrt(add(mean(square(d), Shape(axes), true), 1e-9)))};
 }
 
+// ---- Einsum ----------------------------------------------------------------
+// Operands are contracted pairwise, left to right: each first loses its
+// repeated letters (a diagonal: times the identity, summed) and the letters
+// nothing later needs (summed), then a pair becomes one batched matmul,
+// [batch..., left, contracted] @ [batch..., contracted, right]. Ellipsis dims
+// are named by the characters '0'..'7', aligned to the right.
+
+struct Term {
+  std::string letters;
+  Tensor t;
+};
+
+// t with the repeated letters of term reduced to their diagonal and the letters not in `needed` summed.
+Term prepare(const NodeArgs& a, Term term, const std::string& needed) {
+  for (size_t i = 0; i < term.letters.size(); ++i)
+    for (size_t j = term.letters.size() - 1; j > i; --j) {
+      if (term.letters[j] != term.letters[i]) continue;
+      const int64_t n = term.t.size(static_cast<int64_t>(i));
+      if (term.t.size(static_cast<int64_t>(j)) != n) a.invalid("a repeated subscript with two sizes");
+      std::vector<int64_t> s(term.t.dim(), 1);
+      s[i] = s[j] = n;
+      const Tensor e = eye(n, TensorOptions(term.t.dtype(), term.t.device())).reshape(Shape(s));
+      term.t = sum(mul(term.t, e), {static_cast<int64_t>(j)});
+      term.letters.erase(j, 1);
+    }
+  Shape drop;
+  std::string kept;
+  for (size_t i = 0; i < term.letters.size(); ++i) {
+    if (needed.find(term.letters[i]) == std::string::npos)
+      drop.push_back(static_cast<int64_t>(i));
+    else
+      kept += term.letters[i];
+  }
+  if (!drop.empty()) term.t = sum(term.t, drop);
+  term.letters = kept;
+  return term;
+}
+
+// The product of two prepared terms, keeping the letters in `needed`.
+Term contract(const Term& x, const Term& y, const std::string& needed) {
+  std::string batch, left, con, right;
+  for (char c : x.letters) {
+    const bool in_y = y.letters.find(c) != std::string::npos;
+    if (!in_y)
+      left += c;
+    else if (needed.find(c) != std::string::npos)
+      batch += c;
+    else
+      con += c;
+  }
+  for (char c : y.letters)
+    if (x.letters.find(c) == std::string::npos) right += c;
+  auto arrange = [](const Term& t, const std::string& order) {
+    std::vector<int64_t> perm;
+    for (char c : order) perm.push_back(static_cast<int64_t>(t.letters.find(c)));
+    return t.t.permute(Shape(perm));
+  };
+  auto size_of = [](const Term& t, char c) { return t.t.size(static_cast<int64_t>(t.letters.find(c))); };
+  auto product = [&](const Term& t, const std::string& ls) {
+    int64_t p = 1;
+    for (char c : ls) p *= size_of(t, c);
+    return p;
+  };
+  std::vector<int64_t> xs, ys, out;
+  for (char c : batch) {
+    xs.push_back(size_of(x, c));
+    ys.push_back(size_of(y, c));
+    out.push_back(std::max(size_of(x, c), size_of(y, c)));
+  }
+  xs.push_back(product(x, left));
+  xs.push_back(product(x, con));
+  ys.push_back(product(y, con));
+  ys.push_back(product(y, right));
+  for (char c : left) out.push_back(size_of(x, c));
+  for (char c : right) out.push_back(size_of(y, c));
+  const Tensor p =
+      matmul_any(arrange(x, batch + left + con).reshape(Shape(xs)), arrange(y, batch + con + right).reshape(Shape(ys)));
+  return {batch + left + right, p.reshape(Shape(out))};
+}
+
+std::vector<Tensor> einsum_op(const NodeArgs& a) {
+  std::string eq;
+  for (char c : a.attr_string("equation"))
+    if (c != ' ') eq += c;
+  const size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms(1);
+  for (char c : lhs) {
+    if (c == ',')
+      terms.emplace_back();
+    else
+      terms.back() += c;
+  }
+  if (terms.size() != a.num_inputs()) a.invalid("the equation names a different number of operands than the node has");
+  // Ellipses become the names '0'.. of their dims, aligned right across the operands.
+  int64_t ell = 0;
+  std::vector<Term> ops;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const Tensor& t = a.input(i);
+    const size_t dots = terms[i].find("...");
+    const int64_t named = static_cast<int64_t>(terms[i].size()) - (dots == std::string::npos ? 0 : 3);
+    const int64_t n_ell = t.dim() - named;
+    if (dots == std::string::npos ? n_ell != 0 : n_ell < 0)
+      a.invalid("operand " + std::to_string(i) + " has a rank other than its subscripts '" + terms[i] + "' say");
+    ell = std::max(ell, n_ell);
+    ops.push_back({terms[i], t});
+  }
+  if (ell > 8) a.unsupported("more than 8 ellipsis dims");
+  auto expand_dots = [&](std::string s, int64_t n) {
+    const size_t dots = s.find("...");
+    if (dots == std::string::npos) return s;
+    std::string names;
+    for (int64_t k = ell - n; k < ell; ++k) names += static_cast<char>('0' + k);
+    return s.replace(dots, 3, names);
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const size_t dots = terms[i].find("...");
+    ops[i].letters = expand_dots(
+        terms[i], dots == std::string::npos ? 0 : ops[i].t.dim() - (static_cast<int64_t>(terms[i].size()) - 3));
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = expand_dots(eq.substr(arrow + 2), ell);
+  } else {  // implicit: the ellipsis dims, then the letters used once, in alphabetical order
+    for (int64_t k = 0; k < ell; ++k) out += static_cast<char>('0' + k);
+    std::string once;
+    for (char c = 'A'; c <= 'z'; ++c) {
+      int n = 0;
+      for (const auto& o : ops) n += static_cast<int>(std::count(o.letters.begin(), o.letters.end(), c));
+      if (n == 1 && std::isalpha(static_cast<unsigned char>(c))) once += c;
+    }
+    out += once;
+  }
+  // Left to right: what the pair keeps is what the output or a later operand names.
+  auto needed_after = [&](size_t i) {
+    std::string n = out;
+    for (size_t j = i + 1; j < ops.size(); ++j) n += ops[j].letters;
+    return n;
+  };
+  Term acc = prepare(a, ops[0], needed_after(0) + (ops.size() > 1 ? ops[1].letters : ""));
+  for (size_t i = 1; i < ops.size(); ++i) {
+    const std::string keep = needed_after(i);
+    acc = contract(acc, prepare(a, ops[i], keep + acc.letters), keep);
+  }
+  acc = prepare(a, acc, out);
+  std::vector<int64_t> perm;
+  for (char c : out) {
+    const size_t p = acc.letters.find(c);
+    if (p == std::string::npos) a.invalid(std::string("output subscript '") + c + "' names no input dim");
+    perm.push_back(static_cast<int64_t>(p));
+  }
+  return {acc.t.permute(Shape(perm))};
+}
+
 }  // namespace
 
 void register_nn_ops(OpTable& t) {
@@ -216,6 +373,7 @@ void register_nn_ops(OpTable& t) {
   t.add("Dropout", dropout_op);
   t.add("LRN", lrn_op);
   t.add("MeanVarianceNormalization", mvn_op);
+  t.add("Einsum", einsum_op);
 }
 
 }  // namespace ember::onnx::detail
