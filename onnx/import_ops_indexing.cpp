@@ -8,6 +8,7 @@
 // it is exact in int64 and indices are never differentiated. Negative
 // indices count from the end, as ONNX allows.
 #include <algorithm>
+#include <cmath>
 
 #include <ember/onnx/import_helpers.h>
 #include <ember/ops/factory.h>
@@ -298,6 +299,55 @@ Outs reverse_sequence_op(const NodeArgs& a) {
   return {gather(x, ta, from_vector(src, Shape{s[0], s[1]}).reshape(s).expand(x.shape()).contiguous())};
 }
 
+// The distinct entries of the flattened input, or the distinct slices along axis: ascending (sorted, in
+// lexicographic order for slices) or in order of first appearance; with the first position of each, each
+// entry's place among them, and their counts. Y is picked from X by index_select, so it carries gradients.
+Outs unique_op(const NodeArgs& a) {
+  const Tensor& x = a.input(0);
+  const bool by_axis = a.has_attr("axis");
+  const Tensor src = by_axis ? x : x.reshape({x.numel()});
+  const int64_t axis = by_axis ? norm_axis(a, a.attr_int("axis"), x.dim()) : 0;
+  const int64_t n = src.size(axis);
+  Shape perm{axis};
+  for (int64_t d = 0; d < src.dim(); ++d)
+    if (d != axis) perm.push_back(d);
+  const int64_t width = n ? src.numel() / n : 0;
+  const Tensor rows = src.permute(perm).cpu().to(kFloat64).contiguous().reshape({n, width});
+  const double* p = rows.data<double>();
+  // NaN after every number and equal to NaN, so that the order is a strict weak one.
+  auto lt = [](double u, double v) { return std::isnan(u) ? false : (std::isnan(v) || u < v); };
+  auto eq = [](double u, double v) { return u == v || (std::isnan(u) && std::isnan(v)); };
+  auto less = [&](int64_t i, int64_t j) {
+    return std::lexicographical_compare(p + i * width, p + (i + 1) * width, p + j * width, p + (j + 1) * width, lt);
+  };
+  auto same = [&](int64_t i, int64_t j) { return std::equal(p + i * width, p + (i + 1) * width, p + j * width, eq); };
+  // Entries sorted by value (stably, so each run of equal ones starts at its first appearance), then the
+  // runs in ascending order (sorted) or by first appearance.
+  std::vector<int64_t> by_value(n);
+  for (int64_t i = 0; i < n; ++i) by_value[i] = i;
+  std::stable_sort(by_value.begin(), by_value.end(), less);
+  std::vector<int64_t> group(n), firsts, counts;
+  for (int64_t k = 0; k < n; ++k) {
+    if (k == 0 || !same(by_value[k - 1], by_value[k])) firsts.push_back(by_value[k]), counts.push_back(0);
+    group[by_value[k]] = static_cast<int64_t>(firsts.size()) - 1;
+    ++counts.back();
+  }
+  std::vector<int64_t> order(firsts.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int64_t>(k);
+  if (a.attr_int("sorted", 1) == 0)
+    std::sort(order.begin(), order.end(), [&](int64_t g, int64_t h) { return firsts[g] < firsts[h]; });
+  std::vector<int64_t> rank(order.size()), picked, cnt, inverse(n);
+  for (size_t k = 0; k < order.size(); ++k) {
+    rank[order[k]] = static_cast<int64_t>(k);
+    picked.push_back(firsts[order[k]]);
+    cnt.push_back(counts[order[k]]);
+  }
+  for (int64_t i = 0; i < n; ++i) inverse[i] = rank[group[i]];
+  const int64_t u = static_cast<int64_t>(picked.size());
+  return {index_select(src, axis, from_vector(picked, Shape{u})), from_vector(picked, Shape{u}),
+          from_vector(inverse, Shape{n}), from_vector(cnt, Shape{u})};
+}
+
 }  // namespace
 
 void register_indexing_ops(OpTable& t) {
@@ -314,6 +364,7 @@ void register_indexing_ops(OpTable& t) {
   t.add("NonZero", nonzero_op);
   t.add("Compress", compress_op);
   t.add("ReverseSequence", reverse_sequence_op);
+  t.add("Unique", unique_op);
 }
 
 }  // namespace ember::onnx::detail
