@@ -9,6 +9,7 @@
 // indices count from the end, as ONNX allows.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include <ember/onnx/import_helpers.h>
 #include <ember/ops/factory.h>
@@ -102,6 +103,29 @@ Tensor scatter_replace(const Tensor& data, const Tensor& added, const Tensor& hi
   return where(gt(hits, 0.0), added, data);
 }
 
+// Scatter with reduction mul, max or min, on the host: out = data, then out[dest(p)] = op(out[dest(p)],
+// updates[p]) for every position p of the updates in order. Not differentiable: a backward through it
+// throws, naming the op, rather than leaving gradients silently missing.
+Tensor scatter_reduce_host(const NodeArgs& a, const Tensor& data, const std::string& red, int64_t positions,
+                           const std::function<int64_t(int64_t)>& dest, int64_t width, const Tensor& updates) {
+  if (red != "mul" && red != "max" && red != "min") a.unsupported("reduction '" + red + "'");
+  Tensor out = data.cpu().to(kFloat64).contiguous().clone();
+  const Tensor u = updates.cpu().to(kFloat64).contiguous();
+  double* o = out.data<double>();
+  const double* up = u.data<double>();
+  for (int64_t p = 0; p < positions; ++p) {
+    const int64_t d = dest(p);
+    for (int64_t k = 0; k < width; ++k) {
+      double& v = o[d * width + k];
+      const double w = up[p * width + k];
+      v = red == "mul" ? v * w : red == "max" ? std::max(v, w) : std::min(v, w);
+    }
+  }
+  Tensor r = out.to(data.dtype()).to(data.device());
+  if (autograd::needs_grad({data, updates})) autograd::record_no_backward("ScatterReduce", {data, updates}, r);
+  return r;
+}
+
 Outs scatter_elements_op(const NodeArgs& a) {
   const Tensor& x = a.input(0);
   const int64_t axis = norm_axis(a, a.attr_int("axis", 0), x.dim());
@@ -109,7 +133,23 @@ Outs scatter_elements_op(const NodeArgs& a) {
   const Tensor upd = a.input(2).to(x.dtype());
   const std::string red = a.attr_string("reduction", "none");
   if (red == "add") return {scatter_add(x, axis, idx, upd)};
-  if (red != "none") a.unsupported("reduction '" + red + "'");
+  if (red != "none") {
+    // The destination of update position p: p's own coordinates with the axis one replaced by the index.
+    const Tensor ic = idx.cpu().contiguous();
+    const int64_t* ip = ic.data<int64_t>();
+    for (int64_t i = 0; i < ic.numel(); ++i)
+      if (ip[i] < 0 || ip[i] >= x.size(axis)) a.invalid("index " + std::to_string(ip[i]) + " is out of range");
+    const Shape is = idx.shape(), xs = x.shape();
+    auto dest = [&](int64_t p) {
+      int64_t off = 0, stride = 1, rem = p;
+      std::vector<int64_t> c(is.size());
+      for (int d = is.size() - 1; d >= 0; --d) c[d] = rem % is[d], rem /= is[d];
+      c[axis] = ip[p];
+      for (int d = xs.size() - 1; d >= 0; --d) off += c[d] * stride, stride *= xs[d];
+      return off;
+    };
+    return {scatter_reduce_host(a, x, red, idx.numel(), dest, 1, upd.contiguous())};
+  }
   const Tensor hits = scatter_add(zeros(x.shape()), axis, idx, ones(idx.shape()));
   return {scatter_replace(x, scatter_add(zeros_like(x), axis, idx, upd), hits)};
 }
@@ -123,7 +163,11 @@ Outs scatter_nd_op(const NodeArgs& a) {
   const Tensor upd = a.input(2).to(x.dtype()).reshape({static_cast<int64_t>(r.rows.size()), width});
   const std::string red = a.attr_string("reduction", "none");
   if (red == "add") return {index_add(flat, 0, rows, upd).reshape(x.shape())};
-  if (red != "none") a.unsupported("reduction '" + red + "'");
+  if (red != "none") {
+    auto dest = [&](int64_t p) { return r.rows[p]; };
+    return {
+        scatter_reduce_host(a, flat, red, static_cast<int64_t>(r.rows.size()), dest, width, upd).reshape(x.shape())};
+  }
   const Tensor hits = index_add(zeros({r.num_rows}), 0, rows, ones({static_cast<int64_t>(r.rows.size())}));
   return {scatter_replace(flat, index_add(zeros_like(flat), 0, rows, upd), hits.reshape({r.num_rows, 1}))
               .reshape(x.shape())};
