@@ -15,6 +15,7 @@ const OpTable& op_table() {
     register_conv_ops(t);
     register_loss_ops(t);
     register_resize_ops(t);
+    register_detection_ops(t);
     register_rnn_ops(t);
     return t;
   }();

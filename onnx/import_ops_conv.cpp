@@ -1,5 +1,6 @@
 // ONNX import: the sliding-window ops, Conv, ConvTranspose, ConvInteger,
-// MaxPool, AveragePool and the global pools, over any number of spatial dims.
+// MaxPool, MaxUnpool, AveragePool and the global pools, over any number of
+// spatial dims.
 //
 // Ember's conv2d and max_pool2d cover the common 2-D cases; everything else
 // (1-D and 3-D, groups, dilations, ceil_mode, asymmetric pads) goes through
@@ -360,6 +361,42 @@ std::vector<Tensor> global_max_pool_op(const NodeArgs& a) {
   return {amax(a.input(0), spatial_dims(a, a.input(0)), true)};
 }
 
+// MaxUnpool: X's values put back at MaxPool's Indices (flat positions in the
+// whole output) of a zero tensor of the pooled input's size, (in - 1) stride
+// + kernel - pads, which output_shape may enlarge; the scatter differentiates in X.
+std::vector<Tensor> max_unpool_op(const NodeArgs& a) {
+  const Tensor &x = a.input(0), &indices = a.input(1);
+  if (x.dim() < 3) a.invalid("X must be (N, C, d1, ...)");
+  if (indices.shape() != x.shape() || indices.dtype() != kInt64) a.invalid("I must be integer indices of X's shape");
+  const int64_t nd = x.dim() - 2;
+  const Ints kernel = a.attr_ints("kernel_shape");
+  if (static_cast<int64_t>(kernel.size()) != nd) a.invalid("kernel_shape does not match the input's rank");
+  const Ints stride = attr_per_dim(a, "strides", nd, 1);
+  const Ints pads = a.attr_ints("pads", Ints(2 * nd, 0));
+  if (static_cast<int64_t>(pads.size()) != 2 * nd) a.invalid("pads must hold a begin and an end per spatial dim");
+  Ints shape = {x.size(0), x.size(1)};
+  for (int64_t d = 0; d < nd; ++d)
+    shape.push_back((x.size(2 + d) - 1) * stride[d] + kernel[d] - pads[d] - pads[nd + d]);
+  int64_t total = 1;
+  for (int64_t v : shape) total *= v;
+  if (auto bad = find_bad_index(indices, total))
+    a.invalid(ember::detail::cat_str("index ", *bad, " is out of range for an output of ", total, " elements"));
+  const Tensor flat = zeros({total}, TensorOptions(x.dtype(), x.device()));
+  const Tensor y = scatter_add(flat, 0, indices.reshape({-1}), x.reshape({-1})).reshape(Shape(shape));
+  if (!a.has_input(2)) return {y};
+  // A larger output_shape keeps the indices' positions (counted in the default shape) and adds zeros at the end.
+  const Ints want = a.ints_input(2);
+  if (static_cast<int64_t>(want.size()) != x.dim()) a.invalid("output_shape must have X's rank");
+  Ints extra(nd, 0);
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (want[d] < shape[d] || (d < 2 && want[d] != shape[d]))
+      a.unsupported(
+          ember::detail::cat_str("an output_shape ", Shape(want), " smaller than the unpooled ", Shape(shape)));
+    if (d >= 2) extra[d - 2] = want[d] - shape[d];
+  }
+  return {pad_spatial(y, Ints(nd, 0), extra, {}, 0.0)};
+}
+
 }  // namespace
 
 void register_conv_ops(OpTable& t) {
@@ -370,6 +407,7 @@ void register_conv_ops(OpTable& t) {
   t.add("AveragePool", average_pool_op);
   t.add("GlobalAveragePool", global_average_pool_op);
   t.add("GlobalMaxPool", global_max_pool_op);
+  t.add("MaxUnpool", max_unpool_op);
 }
 
 }  // namespace ember::onnx::detail

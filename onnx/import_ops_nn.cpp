@@ -34,6 +34,21 @@ Tensor matmul_any(const Tensor& a, const Tensor& b) {
 
 std::vector<Tensor> matmul_op(const NodeArgs& a) { return {matmul_any(a.input(0), a.input(1))}; }
 
+// MatMulInteger: (A - a_zero_point) (B - b_zero_point) exactly, as int32 values (held in int64); A's zero
+// point is a scalar or one per row, B's a scalar or one per column.
+std::vector<Tensor> matmul_integer_op(const NodeArgs& a) {
+  Tensor A = a.input(0).to(kFloat64), B = a.input(1).to(kFloat64);
+  if (a.has_input(2)) {
+    const Tensor z = a.input(2).to(kFloat64);
+    A = sub(A, z.numel() > 1 ? z.reshape({-1, 1}) : z.reshape(Shape{}));
+  }
+  if (a.has_input(3)) {
+    const Tensor z = a.input(3).to(kFloat64);
+    B = sub(B, z.numel() > 1 ? z.reshape({-1}) : z.reshape(Shape{}));
+  }
+  return {matmul(A, B).to(kInt64)};
+}
+
 // Y = alpha op(A) op(B) + beta C, op transposing when transA / transB; C broadcasts to (M, N).
 std::vector<Tensor> gemm_op(const NodeArgs& a) {
   Tensor A = a.input(0), B = a.input(1);
@@ -364,6 +379,7 @@ std::vector<Tensor> einsum_op(const NodeArgs& a) {
 void register_nn_ops(OpTable& t) {
   t.add("MatMul", matmul_op);
   t.add("Gemm", gemm_op);
+  t.add("MatMulInteger", matmul_integer_op);
   t.add("BatchNormalization", batch_norm_op);
   t.add("InstanceNormalization", instance_norm_op);
   t.add("LayerNormalization", layer_norm_op);

@@ -24,7 +24,8 @@ const std::set<std::string> kOps = {
     "MatMul", "Gemm", "Conv", "ConvInteger", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool",
     "GlobalMaxPool", "BatchNormalization", "InstanceNormalization", "LayerNormalization", "Softmax", "LogSoftmax",
     "Hardmax", "Dropout", "Einsum", "LRN", "MeanVarianceNormalization", "NegativeLogLikelihoodLoss",
-    "SoftmaxCrossEntropyLoss", "Resize", "Upsample",
+    "SoftmaxCrossEntropyLoss", "Resize", "Upsample", "MaxUnpool", "MatMulInteger", "GridSample", "RoiAlign",
+    "NonMaxSuppression",
     // rnn
     "RNN", "GRU", "LSTM",
     // reduce
@@ -238,7 +239,8 @@ TEST_CASE("onnx rnn: bidirectional LSTM and GRU with sequence_lens match PyTorch
   check_values(gru[1], {0.34140326, 0.14844314, 0.32987708, 0.1838858, 0.32996947, 0.52610797, 0.15298484, 0.31135388});
 }
 
-TEST_CASE("onnx nn: float64 gradients through the composed Conv, ConvTranspose, pools, GRU and LSTM") {
+// GridSample and RoiAlign differentiate in X (their sampling positions are fixed on the host).
+TEST_CASE("onnx nn: float64 gradients through the composed Conv, ConvTranspose, pools, GRU, LSTM and samplers") {
   struct Case {
     std::string what;
     Node node;
@@ -247,7 +249,7 @@ TEST_CASE("onnx nn: float64 gradients through the composed Conv, ConvTranspose, 
   };
   auto leaf = [](const ember::Shape& s, double off) { return fill(s, off).requires_grad_(); };
   Node conv("Conv"), convt("ConvTranspose"), avg("AveragePool"), maxp("MaxPool"), gru("GRU", 2), lstm("LSTM", 3),
-      sce("SoftmaxCrossEntropyLoss"), resize("Resize");
+      sce("SoftmaxCrossEntropyLoss"), resize("Resize"), grid("GridSample"), roi("RoiAlign");
   conv.i("group", 2).ints("dilations", {2, 1}).ints("strides", {2, 1}).ints("pads", {1, 0, 0, 1});
   convt.i("group", 2).ints("strides", {2, 1}).ints("pads", {1, 0, 0, 1}).ints("output_padding", {1, 0});
   avg.ints("kernel_shape", {2, 2}).ints("strides", {2, 2}).ints("pads", {1, 0, 0, 0}).i("ceil_mode", 1);
@@ -256,6 +258,8 @@ TEST_CASE("onnx nn: float64 gradients through the composed Conv, ConvTranspose, 
   lstm.s("direction", "reverse").i("hidden_size", 2);
   sce.s("reduction", "mean").i("ignore_index", 1);
   resize.s("mode", "cubic");
+  grid.s("mode", "bicubic").s("padding_mode", "reflection");
+  roi.i("output_height", 2).i("output_width", 2).i("sampling_ratio", 2);
   const Tensor lens = ember::from_vector<int64_t>({3, 1}, {2});
   const Tensor labels = ember::from_vector<int64_t>({0, 1, 2, 2}, {4});
   const Tensor scales = ember::from_vector<float>({1, 1, 1.5f, 0.75f}, {4});
@@ -280,6 +284,11 @@ TEST_CASE("onnx nn: float64 gradients through the composed Conv, ConvTranspose, 
        2},
       {"SoftmaxCrossEntropyLoss", sce, {leaf({4, 3}, 0.1), labels, leaf({3}, 0.2)}},
       {"Resize", resize, {leaf({1, 1, 4, 4}, 0.1), Tensor(), scales}},
+      {"GridSample", grid, {leaf({2, 2, 3, 4}, 0.1), ember::mul(fill({2, 2, 3, 2}, 0.2), 2.5)}},
+      {"RoiAlign",
+       roi,
+       {leaf({2, 2, 4, 4}, 0.1), ember::from_vector<double>({0.5, 0.2, 2.5, 3.1, 1, 1, 3, 2}, {2, 4}),
+        ember::from_vector<int64_t>({1, 0}, {2})}},
   };
   for (auto& c : cases) {
     const auto r = ember::gradcheck([&](const std::vector<Tensor>& in) { return c.node.run(in)[c.output]; }, c.inputs);
