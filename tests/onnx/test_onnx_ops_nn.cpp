@@ -155,6 +155,54 @@ TEST_CASE("onnx nn: 1-D Conv with groups, dilation and asymmetric pads (hand-com
   check_values(y, {-1.5, -1.5, -1.5, -1.5, 19, 39, 59, 79});
 }
 
+// PyTorch 1.13 in float64 (torch.nn.functional, inputs from fill): conv_transpose2d(x (1, 4, 3, 3), w (4, 3, 2,
+// 3), b (6), stride (2, 1), padding 1, output_padding (1, 0), groups 2, dilation (1, 2)); conv3d(x (1, 2, 3, 4,
+// 3), w (2, 1, 2, 2, 2), stride (1, 2, 1), padding (1, 0, 1), dilation (2, 1, 1), groups 2); the pools of a 5x5
+// plane with ceil_mode, where PyTorch drops a last window that would start in the padding. The convolutions are
+// compared through sum(y * fill(y.shape, 0.9)).
+TEST_CASE("onnx nn: ConvTranspose, 3-D Conv and ceil_mode pools match PyTorch") {
+  auto weighted = [](const Tensor& y) { return ember::sum(ember::mul(y, fill(y.shape(), 0.9))).item<double>(); };
+  const auto ct = Node("ConvTranspose")
+                      .i("group", 2)
+                      .ints("strides", {2, 1})
+                      .ints("pads", {1, 1, 1, 1})
+                      .ints("output_padding", {1, 0})
+                      .ints("dilations", {1, 2})
+                      .run({fill({1, 4, 3, 3}, 0.1), fill({4, 3, 2, 3}, 0.2), fill({6}, 0.3)})[0];
+  CHECK(ct.shape() == ember::Shape{1, 6, 5, 5});
+  CHECK(weighted(ct) == doctest::Approx(-0.3990630005643074).epsilon(1e-12));
+  const auto c3 = Node("Conv")
+                      .i("group", 2)
+                      .ints("strides", {1, 2, 1})
+                      .ints("pads", {1, 0, 1, 1, 0, 1})
+                      .ints("dilations", {2, 1, 1})
+                      .run({fill({1, 2, 3, 4, 3}, 0.5), fill({2, 1, 2, 2, 2}, 0.6)})[0];
+  CHECK(c3.shape() == ember::Shape{1, 2, 3, 2, 4});
+  CHECK(weighted(c3) == doctest::Approx(1.3567451128009937).epsilon(1e-12));
+  const Tensor x = fill({1, 1, 5, 5}, 0.4);
+  const auto mp = Node("MaxPool")
+                      .ints("kernel_shape", {2, 2})
+                      .ints("strides", {2, 2})
+                      .ints("pads", {1, 1, 1, 1})
+                      .i("ceil_mode", 1)
+                      .run({x})[0];
+  check_values(
+      mp, {0.19470917, 0.45431675, 0.49907624, 0.3890366, 0.24913082, -0.10833754, 0.49927167, 0.47524019, 0.45572908},
+      1e-8);
+  Node avg("AveragePool");
+  avg.ints("kernel_shape", {3, 3}).ints("strides", {2, 2}).ints("pads", {1, 1, 1, 1}).i("ceil_mode", 1);
+  Node avg_incl = avg;
+  avg_incl.i("count_include_pad", 1);
+  check_values(
+      avg_incl.run({x})[0],
+      {0.13121602, 0.16864003, 0.06550093, -0.04460878, -0.07084769, -0.03803436, 0.09215418, 0.18611667, 0.1249491},
+      1e-8);
+  check_values(
+      avg.run({x})[0],
+      {0.29523605, 0.25296004, 0.14737708, -0.06691317, -0.07084769, -0.05705154, 0.20734691, 0.27917501, 0.28113548},
+      1e-8);
+}
+
 TEST_CASE("onnx nn: MaxPool Indices in row-major and column-major order") {
   // Two 3x3 planes counting up; every 2x2 window's maximum is its bottom-right element.
   const Tensor x = ember::arange(0, 18, 1, ember::TensorOptions(ember::kFloat32)).reshape({1, 2, 3, 3});
