@@ -25,7 +25,7 @@ const std::set<std::string> kOps = {
     "GlobalMaxPool", "BatchNormalization", "InstanceNormalization", "LayerNormalization", "Softmax", "LogSoftmax",
     "Hardmax", "Dropout", "Einsum", "LRN", "MeanVarianceNormalization", "NegativeLogLikelihoodLoss",
     "SoftmaxCrossEntropyLoss", "Resize", "Upsample", "MaxUnpool", "MatMulInteger", "GridSample", "RoiAlign",
-    "NonMaxSuppression",
+    "NonMaxSuppression", "Det",
     // rnn
     "RNN", "GRU", "LSTM",
     // reduce
@@ -224,9 +224,11 @@ TEST_CASE("onnx nn: Softmax coerces to 2-D before opset 13 and runs along one ax
   check_values(n.run({x}, 13)[0], {0.25, 2. / 6, 0.75, 4. / 6});  // down the columns
 }
 
-TEST_CASE("onnx nn: Einsum diagonals, implicit outputs, dot products and ellipses") {
+TEST_CASE("onnx nn: Einsum diagonals, implicit outputs, dot products and ellipses, and Det") {
   const Tensor a = ember::arange(0, 8, 1, ember::TensorOptions(ember::kFloat32)).reshape({2, 2, 2});
   check_values(Node("Einsum").s("equation", "bii->bi").run({a})[0], {0, 3, 4, 7});
+  // Det pivots on the larger |entry|: rows swapped, the sign flipped back.
+  check_values(Node("Det").run({ember::from_vector<float>({1, 2, 3, 4}, {2, 2})})[0], {-2});
   const Tensor m = ember::from_vector<float>({1, 2, 3, 4}, {2, 2});
   check_values(Node("Einsum").s("equation", "ij,jk").run({m, m})[0], {7, 10, 15, 22});
   check_values(Node("Einsum").s("equation", "ji").run({m})[0], {1, 3, 2, 4});  // implicit output "ij"
