@@ -44,6 +44,19 @@ struct Window {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The most elements a padded input, window stack or output may have here (2^34): beyond it attributes
+// describe no real model, and allocating would only exhaust memory.
+void check_elements(const NodeArgs& a, double n, const char* what) {
+  if (!(n <= static_cast<double>(int64_t{1} << 34)))
+    a.invalid(ember::detail::cat_str(what, " would hold ", n, " elements, more than Ember allocates for one op"));
+}
+
+double product(const Ints& v) {
+  double p = 1;
+  for (int64_t x : v) p *= static_cast<double>(x);
+  return p;
+}
+
 Ints attr_per_dim(const NodeArgs& a, const char* name, int64_t nd, int64_t fallback) {
   Ints v = a.attr_ints(name, Ints(nd, fallback));
   if (static_cast<int64_t>(v.size()) != nd)
@@ -51,8 +64,16 @@ Ints attr_per_dim(const NodeArgs& a, const char* name, int64_t nd, int64_t fallb
   return v;
 }
 
-// The geometry of a Conv or pool node over input sizes `in` (spatial dims only).
-Window geometry(const NodeArgs& a, const Ints& in, const Ints& kernel, bool ceil_mode) {
+// The spatial sizes d1, ... of x (N, C, d1, ...).
+Ints spatial(const Tensor& x) {
+  Ints s;
+  for (int64_t i = 2; i < x.dim(); ++i) s.push_back(x.size(i));
+  return s;
+}
+
+// The geometry of a Conv or pool node over x (N, C, d1, ...).
+Window geometry(const NodeArgs& a, const Tensor& x, const Ints& kernel, bool ceil_mode) {
+  const Ints in = spatial(x);
   Window w;
   w.nd = static_cast<int64_t>(in.size());
   w.kernel = kernel;
@@ -69,6 +90,7 @@ Window geometry(const NodeArgs& a, const Ints& in, const Ints& kernel, bool ceil
   for (int64_t d = 0; d < w.nd; ++d) {
     if (w.kernel[d] < 1 || w.stride[d] < 1 || w.dil[d] < 1)
       a.invalid("kernel sizes, strides and dilations must be positive");
+    check_elements(a, static_cast<double>(w.kernel[d]) * static_cast<double>(w.dil[d]), "the dilated kernel");
     const int64_t keff = (w.kernel[d] - 1) * w.dil[d] + 1;
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       // out = ceil(in / stride), the padding split evenly with the odd one at the end (UPPER) or the start.
@@ -82,6 +104,7 @@ Window geometry(const NodeArgs& a, const Ints& in, const Ints& kernel, bool ceil
       else if (auto_pad != "NOTSET")
         a.invalid("auto_pad '" + auto_pad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
       if (w.pad_begin[d] < 0 || w.pad_end[d] < 0) a.unsupported("negative pads");
+      check_elements(a, static_cast<double>(w.pad_begin[d]) + static_cast<double>(w.pad_end[d]), "the padding");
       const int64_t span = in[d] + w.pad_begin[d] + w.pad_end[d] - keff;
       if (span < 0) a.invalid("the kernel is larger than the padded input");
       w.out[d] = (ceil_mode ? ceil_div(span, w.stride[d]) : span / w.stride[d]) + 1;
@@ -109,7 +132,9 @@ Tensor pad_spatial(const Tensor& x, const Ints& begin, const Ints& end, const In
 }
 
 // The windows of a padded xp (N, C, *sp) as (N, C, K, *out), kernel positions in row-major order.
-Tensor windows(const Tensor& xp, const Window& w) {
+Tensor windows(const NodeArgs& a, const Tensor& xp, const Window& w) {
+  check_elements(a, static_cast<double>(xp.size(0) * xp.size(1)) * product(w.out) * product(w.kernel),
+                 "the stack of windows");
   std::vector<Tensor> views;
   Ints k(w.nd, 0);
   for (int64_t p = 0; p < w.positions(); ++p) {
@@ -122,12 +147,6 @@ Tensor windows(const Tensor& xp, const Window& w) {
     for (int64_t d = w.nd - 1; d >= 0 && ++k[d] == w.kernel[d]; --d) k[d] = 0;  // next position
   }
   return stack(views, 2);
-}
-
-Ints spatial(const Tensor& x) {
-  Ints s;
-  for (int64_t i = 2; i < x.dim(); ++i) s.push_back(x.size(i));
-  return s;
 }
 
 bool all_ones(const Ints& v) {
@@ -146,7 +165,7 @@ Tensor convolve(const NodeArgs& a, const Tensor& x, const Tensor& weight, const 
     const std::array<int64_t, 2> padding = {sym ? w.pad_begin[0] : 0, sym ? w.pad_begin[1] : 0};
     return conv2d(xp, weight, bias, {w.stride[0], w.stride[1]}, padding);
   }
-  const Tensor cols = windows(pad_spatial(x, w.pad_begin, w.pad_end, {}, 0.0), w);  // (N, C, K, *out)
+  const Tensor cols = windows(a, pad_spatial(x, w.pad_begin, w.pad_end, {}, 0.0), w);  // (N, C, K, *out)
   int64_t l = 1;
   for (int64_t v : w.out) l *= v;
   const int64_t ck = c / group * w.positions();
@@ -172,7 +191,7 @@ std::vector<Tensor> conv_op(const NodeArgs& a) {
   const Tensor &x = a.input(0), &weight = a.input(1);
   if (x.dim() < 3 || weight.dim() != x.dim()) a.invalid("X and W must both be (N, C, d1, ...) of one rank");
   if (!x.is_floating_point()) a.unsupported("integer inputs (ConvInteger takes those)");
-  const Window w = geometry(a, spatial(x), kernel_of(a, weight), false);
+  const Window w = geometry(a, x, kernel_of(a, weight), false);
   return {convolve(a, x, weight, a.has_input(2) ? a.input(2) : Tensor(), w, a.attr_int("group", 1))};
 }
 
@@ -187,7 +206,7 @@ std::vector<Tensor> conv_integer_op(const NodeArgs& a) {
     s[0] = wz.numel();
     weight = sub(weight, wz.numel() > 1 ? wz.reshape(Shape(s)) : wz.reshape(Shape{}));
   }
-  const Window w = geometry(a, spatial(x), kernel_of(a, weight), false);
+  const Window w = geometry(a, x, kernel_of(a, weight), false);
   return {convolve(a, x, weight, Tensor(), w, a.attr_int("group", 1)).to(kInt64)};
 }
 
@@ -221,7 +240,12 @@ std::vector<Tensor> conv_transpose_op(const NodeArgs& a) {
   if (static_cast<int64_t>(pads.size()) != 2 * nd) a.invalid("pads must hold a begin and an end per spatial dim");
   const std::string auto_pad = a.attr_string("auto_pad", "NOTSET");
   Ints full(nd), begin(nd), end(nd);
+  double dilated = static_cast<double>(x.size(0) * c);
   for (int64_t d = 0; d < nd; ++d) {
+    if (stride[d] < 1 || dil[d] < 1 || out_pad[d] < 0) a.invalid("strides and dilations must be positive");
+    check_elements(a, static_cast<double>(kernel[d]) * static_cast<double>(dil[d]) + out_pad[d], "the dilated kernel");
+    dilated *= static_cast<double>(in[d]) * static_cast<double>(stride[d]) + 2.0 * kernel[d] * dil[d];
+    check_elements(a, dilated, "the dilated input");
     const int64_t keff = (kernel[d] - 1) * dil[d] + 1;
     full[d] = (in[d] - 1) * stride[d] + keff + out_pad[d];
     begin[d] = pads[d];
@@ -231,7 +255,9 @@ std::vector<Tensor> conv_transpose_op(const NodeArgs& a) {
     int64_t target = -1;
     if (a.has_attr("output_shape")) {
       const Ints os = a.attr_ints("output_shape");
+      if (static_cast<int64_t>(os.size()) < nd) a.invalid("output_shape has fewer entries than spatial dims");
       target = os[os.size() - nd + d];
+      check_elements(a, static_cast<double>(target), "output_shape");
     } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       target = in[d] * stride[d];
     }
@@ -287,13 +313,13 @@ double lowest(const Tensor& x) {
 std::vector<Tensor> max_pool_op(const NodeArgs& a) {
   const Tensor& x = a.input(0);
   if (x.dim() < 3) a.invalid("X must be (N, C, d1, ...)");
-  const Window w = geometry(a, spatial(x), a.attr_ints("kernel_shape"), pool_ceil(a));
+  const Window w = geometry(a, x, a.attr_ints("kernel_shape"), pool_ceil(a));
   const bool want_indices = a.wants_output(1);
   const bool sym_small =
       w.nd == 2 && w.pad_begin == w.pad_end && 2 * w.pad_begin[0] <= w.kernel[0] && 2 * w.pad_begin[1] <= w.kernel[1];
   if (!want_indices && sym_small && all_ones(w.dil) && w.extra_end == Ints{0, 0} && x.is_floating_point())
     return {max_pool2d(x, {w.kernel[0], w.kernel[1]}, {w.stride[0], w.stride[1]}, {w.pad_begin[0], w.pad_begin[1]})};
-  const Tensor cols = windows(pad_spatial(x, w.pad_begin, w.pad_end, w.extra_end, lowest(x)), w);
+  const Tensor cols = windows(a, pad_spatial(x, w.pad_begin, w.pad_end, w.extra_end, lowest(x)), w);
   const Tensor y = amax(cols, {2});
   if (!want_indices) return {y};
   // Window position k of each maximum -> its coordinates in X -> the flat index, on the host.
@@ -327,7 +353,7 @@ std::vector<Tensor> average_pool_op(const NodeArgs& a) {
   const Tensor& x = a.input(0);
   if (x.dim() < 3) a.invalid("X must be (N, C, d1, ...)");
   if (!x.is_floating_point()) a.unsupported("integer inputs");
-  const Window w = geometry(a, spatial(x), a.attr_ints("kernel_shape"), pool_ceil(a));
+  const Window w = geometry(a, x, a.attr_ints("kernel_shape"), pool_ceil(a));
   const bool include_pad = a.attr_int("count_include_pad", 0) != 0;
   const bool no_pads = std::all_of(w.pad_begin.begin(), w.pad_begin.end(), [](int64_t v) { return v == 0; }) &&
                        std::all_of(w.pad_end.begin(), w.pad_end.end(), [](int64_t v) { return v == 0; });
@@ -336,7 +362,7 @@ std::vector<Tensor> average_pool_op(const NodeArgs& a) {
       2 * w.pad_begin[1] <= w.kernel[1] && (include_pad || no_pads))
     return {
         avg_pool2d(x, {w.kernel[0], w.kernel[1]}, {w.stride[0], w.stride[1]}, {w.pad_begin[0], w.pad_begin[1]}, true)};
-  const Tensor s = sum(windows(pad_spatial(x, w.pad_begin, w.pad_end, w.extra_end, 0.0), w), {2});
+  const Tensor s = sum(windows(a, pad_spatial(x, w.pad_begin, w.pad_end, w.extra_end, 0.0), w), {2});
   if (no_extra && (include_pad || no_pads)) return {div(s, static_cast<double>(w.positions()))};
   Ints ones_shape = {1, 1};
   const Ints in = spatial(x);
@@ -345,7 +371,7 @@ std::vector<Tensor> average_pool_op(const NodeArgs& a) {
   mask = include_pad
              ? pad_spatial(pad_spatial(mask, w.pad_begin, w.pad_end, {}, 1.0), Ints(w.nd, 0), w.extra_end, {}, 0.0)
              : pad_spatial(mask, w.pad_begin, w.pad_end, w.extra_end, 0.0);
-  return {div(s, sum(windows(mask, w), {2}))};
+  return {div(s, sum(windows(a, mask, w), {2}))};
 }
 
 Shape spatial_dims(const NodeArgs& a, const Tensor& x) {
@@ -377,6 +403,9 @@ std::vector<Tensor> max_unpool_op(const NodeArgs& a) {
   Ints shape = {x.size(0), x.size(1)};
   for (int64_t d = 0; d < nd; ++d)
     shape.push_back((x.size(2 + d) - 1) * stride[d] + kernel[d] - pads[d] - pads[nd + d]);
+  for (int64_t d = 0; d < nd; ++d)
+    if (kernel[d] < 1 || stride[d] < 1 || shape[2 + d] < 0) a.invalid("kernel_shape, strides or pads out of range");
+  check_elements(a, product(shape), "the output");
   int64_t total = 1;
   for (int64_t v : shape) total *= v;
   if (auto bad = find_bad_index(indices, total))
@@ -388,6 +417,7 @@ std::vector<Tensor> max_unpool_op(const NodeArgs& a) {
   const Ints want = a.ints_input(2);
   if (static_cast<int64_t>(want.size()) != x.dim()) a.invalid("output_shape must have X's rank");
   Ints extra(nd, 0);
+  check_elements(a, product(want), "output_shape");
   for (int64_t d = 0; d < x.dim(); ++d) {
     if (want[d] < shape[d] || (d < 2 && want[d] != shape[d]))
       a.unsupported(

@@ -20,6 +20,9 @@ namespace ember::onnx::detail {
 
 namespace {
 
+// A pixel coordinate as an integer index; NaN and values far outside any image become -1 (outside).
+int64_t to_index(double v) { return std::isfinite(v) && std::fabs(v) < 1e9 ? static_cast<int64_t>(v) : -1; }
+
 // x (N, C, H, W) as rows (N H W, C): row (n H + h) W + w holds the pixel's channels.
 Tensor pixel_rows(const Tensor& x) { return x.permute({0, 2, 3, 1}).reshape({-1, x.size(1)}); }
 
@@ -104,24 +107,26 @@ std::vector<Tensor> grid_sample_op(const NodeArgs& a) {
       double ix = unnormalize(gx, w, g.align), iy = unnormalize(gy, h, g.align);
       if (g.mode == "bicubic") {
         // Taps around the raw coordinate, each moved by the padding mode on its own.
-        const double fx = std::floor(ix), fy = std::floor(iy);
+        if (!std::isfinite(ix) || !std::isfinite(iy)) ix = iy = -1e9;  // reads nothing (zeros) or the edge
+        const double fx = std::floor(std::max(std::min(ix, 1e9), -1e9)),
+                     fy = std::floor(std::max(std::min(iy, 1e9), -1e9));
         double wx[4], wy[4];
         cubic_weights(ix - fx, wx);
         cubic_weights(iy - fy, wy);
         for (int i = 0; i < 4; ++i)
           for (int j = 0; j < 4; ++j) {
             const double ty = pad_coord(fy - 1 + i, h, g), tx = pad_coord(fx - 1 + j, w, g);
-            tap(b, static_cast<int64_t>(ty), static_cast<int64_t>(tx), wy[i] * wx[j]);
+            tap(b, to_index(ty), to_index(tx), wy[i] * wx[j]);
           }
         continue;
       }
       ix = pad_coord(ix, w, g), iy = pad_coord(iy, h, g);
       if (g.mode == "nearest") {
-        tap(b, static_cast<int64_t>(std::nearbyint(iy)), static_cast<int64_t>(std::nearbyint(ix)), 1.0);
+        tap(b, to_index(std::nearbyint(iy)), to_index(std::nearbyint(ix)), 1.0);
         continue;
       }
       const double x0 = std::floor(ix), y0 = std::floor(iy), lx = ix - x0, ly = iy - y0;
-      const int64_t xi = static_cast<int64_t>(x0), yi = static_cast<int64_t>(y0);
+      const int64_t xi = to_index(x0), yi = to_index(y0);
       tap(b, yi, xi, (1 - ly) * (1 - lx));
       tap(b, yi, xi + 1, (1 - ly) * lx);
       tap(b, yi + 1, xi, ly * (1 - lx));
@@ -130,6 +135,9 @@ std::vector<Tensor> grid_sample_op(const NodeArgs& a) {
   const Tensor y = sum(gather_taps(pixel_rows(x), idx, wt, taps), {1});  // (N Ho Wo, C)
   return {y.reshape({n, ho, wo, c}).permute({0, 3, 1, 2}).contiguous()};
 }
+
+// The most bilinear taps RoiAlign lists on the host.
+constexpr int64_t kMaxTaps = int64_t{1} << 28;
 
 // ---- RoiAlign ------------------------------------------------------------------
 
@@ -151,7 +159,7 @@ std::vector<Tensor> roi_align_op(const NodeArgs& a) {
   const int64_t ph = a.attr_int("output_height", 1), pw = a.attr_int("output_width", 1);
   const int64_t ratio = a.attr_int("sampling_ratio", 0);
   const double scale = a.attr_float("spatial_scale", 1.0f);
-  if (ph < 1 || pw < 1) a.invalid("output_height and output_width must be positive");
+  if (ph < 1 || pw < 1 || ph * pw > kMaxTaps) a.invalid("output_height and output_width must be positive");
   const auto rv = rois.cpu().to(kFloat64).contiguous().to_vector<double>();
   // Per roi: its sample grid; every bin is padded to the most samples any roi has.
   struct Roi {
@@ -169,11 +177,18 @@ std::vector<Tensor> roi_align_op(const NodeArgs& a) {
     if (!half_pixel) rw = std::max(rw, 1.0), rh = std::max(rh, 1.0);  // malformed rois forced to 1x1
     Roi& q = rs[r];
     q.y0 = y0, q.x0 = x0, q.bh = rh / static_cast<double>(ph), q.bw = rw / static_cast<double>(pw);
-    q.gh = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rh / static_cast<double>(ph)));
-    q.gw = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rw / static_cast<double>(pw)));
+    if (!std::isfinite(x0) || !std::isfinite(y0) || !std::isfinite(rw) || !std::isfinite(rh))
+      a.invalid(ember::detail::cat_str("roi ", r, " holds a value that is not finite"));
+    const double gh = ratio > 0 ? ratio : std::ceil(rh / static_cast<double>(ph));
+    const double gw = ratio > 0 ? ratio : std::ceil(rw / static_cast<double>(pw));
+    if (gh * gw > static_cast<double>(kMaxTaps))
+      a.invalid(ember::detail::cat_str("roi ", r, " needs a sampling grid of ", gh, " x ", gw, " per bin"));
+    q.gh = std::max<int64_t>(static_cast<int64_t>(gh), 0), q.gw = std::max<int64_t>(static_cast<int64_t>(gw), 0);
     max_samples = std::max(max_samples, q.gh * q.gw);
   }
   const int64_t taps = 4 * max_samples;
+  if (static_cast<double>(taps) * static_cast<double>(num * ph * pw) > static_cast<double>(kMaxTaps))
+    a.invalid("the rois, output size and sampling grids need too many samples");
   std::vector<int64_t> idx;
   std::vector<double> wt;
   for (int64_t r = 0; r < num; ++r) {

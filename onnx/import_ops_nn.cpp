@@ -251,14 +251,15 @@ std::vector<Tensor> lrn_op(const NodeArgs& a) {
   if (size < 1) a.invalid("size must be positive");
   const double alpha = a.attr_float("alpha", 1e-4f), beta = a.attr_float("beta", 0.75f),
                bias = a.attr_float("bias", 1.0f);
-  const int64_t before = (size - 1) / 2, after = size - 1 - before;
-  // Channels padded with zeros, then `size` shifted views summed.
+  const int64_t c = x.size(1), before = (size - 1) / 2, after = size - 1 - before;
+  // Channels padded with zeros, then the shifted views summed; shifts past every channel add only zeros.
+  const int64_t pb = std::min(before, c), pa = std::min(after, c);
   std::vector<int64_t> pads(2 * (x.dim() - 1), 0);
-  pads[pads.size() - 2] = before;
-  pads[pads.size() - 1] = after;
+  pads[pads.size() - 2] = pb;
+  pads[pads.size() - 1] = pa;
   const Tensor sq = pad(square(x), pads, 0.0);
-  Tensor s = sq.narrow(1, 0, x.size(1));
-  for (int64_t i = 1; i < size; ++i) s = add(s, sq.narrow(1, i, x.size(1)));
+  Tensor s = sq.narrow(1, 0, c);
+  for (int64_t i = 1; i < pb + pa + 1; ++i) s = add(s, sq.narrow(1, i, c));
   return {mul(x, pow(add(mul(s, alpha / static_cast<double>(size)), bias), -beta))};
 }
 

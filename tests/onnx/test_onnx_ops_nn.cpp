@@ -379,4 +379,24 @@ TEST_CASE("onnx nn: bad nodes throw errors naming the op and node") {
   CHECK(message([&] {
           Node("Gemm").run({ember::zeros({3}), ember::zeros({3, 2})});
         }).rfind("ValueError: Gemm", 0) == 0);
+  // Absurd attributes are refused before anything is allocated, and NaN or huge coordinates read nothing.
+  CHECK(message([&] {
+          Node("Conv").ints("pads", {0, 0, int64_t{1} << 40, 0}).run({x, ember::zeros({2, 3, 3, 3})});
+        }).find("more than Ember allocates") != std::string::npos);
+  CHECK(message([&] {
+          Node("ConvTranspose").ints("strides", {int64_t{1} << 40, 1}).run({x, ember::zeros({3, 2, 3, 3})});
+        }).find("more than Ember allocates") != std::string::npos);
+  CHECK(message([&] {
+          Node("Resize").run({x, Tensor(), ember::from_vector<float>({1, 1, 1e30f, 1}, {4})});
+        }).find("too long to hold") != std::string::npos);
+  CHECK(message([&] {
+          Node("RoiAlign")
+              .run({x, ember::from_vector<float>({0, 0, NAN, 1}, {1, 4}), ember::from_vector<int64_t>({0}, {1})});
+        }).find("not finite") != std::string::npos);
+  const Tensor grid = ember::from_vector<float>({NAN, 0, 1e30f, -1e30f}, {1, 1, 2, 2});
+  for (const char* mode : {"bilinear", "nearest", "bicubic"})
+    for (const char* padding : {"zeros", "border", "reflection"})
+      CHECK(Node("GridSample").s("mode", mode).s("padding_mode", padding).run({x, grid})[0].shape() ==
+            ember::Shape{1, 3, 1, 2});
+  check_values(Node("LRN").i("size", int64_t{1} << 40).run({ember::zeros({1, 2, 1, 1})})[0], {0, 0});
 }
