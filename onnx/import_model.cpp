@@ -236,6 +236,9 @@ std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs) {
     std::vector<detail::SeqValue> outs;
     try {
       detail::NodeArgs args(*n.proto, std::move(ins), g.opset);
+      std::vector<int> types;
+      for (int v : n.inputs) types.push_back(v < 0 ? 0 : g.types[v]);
+      args.set_input_types(std::move(types));
       if (I.seq_ops[k]) {
         outs = I.seq_ops[k](args, seq_ins);
       } else {

@@ -72,6 +72,13 @@ class NodeArgs {
   /// An int64 input's values on the host (shapes, axes, pads); throws ValueError when it is not int64-typed.
   std::vector<int64_t> ints_input(size_t i) const;
 
+  /// The ONNX element type (TensorProto::DataType) of input i where the file says it (a graph input's or
+  /// output's declared type, an initializer's, a Constant's, a Cast's target, value_info), else 0: tells
+  /// an int8 held in int64 from a uint8 (QuantizeLinear's zero point).
+  int input_type(size_t i) const { return i < input_types_.size() ? input_types_[i] : 0; }
+  /// Set by the graph runner.
+  void set_input_types(std::vector<int> types) { input_types_ = std::move(types); }
+
   /// Throws Unsupported: "<op_type> (node '<name>'): <what>".
   [[noreturn]] void unsupported(const std::string& what) const;
   /// Throws ValueError with the same prefix.
@@ -82,6 +89,7 @@ class NodeArgs {
   const ::onnx::NodeProto& node_;
   std::vector<Tensor> inputs_;
   int opset_;
+  std::vector<int> input_types_;
 };
 
 using OpImpl = std::vector<Tensor> (*)(const NodeArgs& args);
@@ -109,12 +117,15 @@ void register_elementwise_ops(OpTable& t);  // arithmetic, math, comparison, log
 void register_activation_ops(OpTable& t);   // activation functions
 void register_tensor_ops(OpTable& t);       // shape, views, concat/split, casts, constants
 void register_indexing_ops(OpTable& t);     // gather/scatter, pad, tile, one-hot, trilu, nonzero
+void register_quantize_ops(OpTable& t);     // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
+void register_signal_ops(OpTable& t);       // window functions
+void register_detection_ops(OpTable& t);    // NonMaxSuppression
 void register_reduce_ops(OpTable& t);       // reductions, arg max/min, cumulative ops, top-k
 void register_nn_ops(OpTable& t);           // matmul/Gemm, normalisations, softmax, dropout
 void register_conv_ops(OpTable& t);         // convolutions and pools
 void register_loss_ops(OpTable& t);         // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_resize_ops(OpTable& t);       // Resize, Upsample
-void register_detection_ops(OpTable& t);    // GridSample, RoiAlign, NonMaxSuppression
+void register_sampling_ops(OpTable& t);     // GridSample, RoiAlign
 void register_rnn_ops(OpTable& t);          // RNN, GRU, LSTM
 
 /// A TensorProto as an Ember tensor (float types kept; integer types as int64; bool as bool). Throws

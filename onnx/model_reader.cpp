@@ -200,6 +200,27 @@ ReadGraph read_graph(const std::string& bytes, const std::string& what) {
     bad(what, std::string("the ONNX checker rejects the model: ") + e.what());
   }
 
+  // ---- element types the file states, by value -------------------------------
+  g.types.assign(g.values.size(), 0);
+  auto declare = [&](const std::string& name, int type) {
+    auto it = id.find(name);
+    if (it != id.end() && type > 0) g.types[it->second] = type;
+  };
+  auto declared = [&](const ::onnx::ValueInfoProto& v) {
+    if (v.type().has_tensor_type()) declare(v.name(), v.type().tensor_type().elem_type());
+  };
+  for (const auto& v : graph.value_info()) declared(v);
+  for (const auto& v : graph.input()) declared(v);
+  for (const auto& v : graph.output()) declared(v);
+  for (const auto& t : graph.initializer()) declare(t.name(), t.data_type());
+  for (const auto& n : graph.node()) {
+    if (n.output_size() < 1) continue;
+    for (const auto& at : n.attribute()) {
+      if (n.op_type() == "Constant" && at.name() == "value" && at.has_t()) declare(n.output(0), at.t().data_type());
+      if (n.op_type() == "Cast" && at.name() == "to") declare(n.output(0), static_cast<int>(at.i()));
+    }
+  }
+
   // ---- the runner's view: ids, and when each value is last read ---------------
   std::vector<int> last_reader(g.values.size(), -1);
   g.nodes.resize(num_nodes);

@@ -40,6 +40,8 @@ struct ReadGraph {
   int opset = 0;
   /// Value names by id.
   std::vector<std::string> values;
+  /// Each value's ONNX element type where the file says it, else 0 (NodeArgs::input_type).
+  std::vector<int> types;
   /// Graph inputs that are not initializers (required at run time), and all graph inputs, as value ids.
   std::vector<int> inputs;
   std::vector<int> all_inputs;
