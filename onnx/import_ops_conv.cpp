@@ -1,4 +1,4 @@
-// ONNX import: the sliding-window ops, Conv, ConvTranspose, ConvInteger,
+// ONNX import: the sliding-window ops, Conv, ConvTranspose, ConvInteger, QLinearConv,
 // MaxPool, MaxUnpool, AveragePool and the global pools, over any number of
 // spatial dims.
 //
@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <limits>
 
+#include <ember/onnx/import_helpers.h>
+#include <ember/onnx/import_math.h>
 #include <ember/onnx/import_ops.h>
 #include <ember/ops/conv.h>
 #include <ember/ops/elementwise.h>
@@ -208,6 +210,36 @@ std::vector<Tensor> conv_integer_op(const NodeArgs& a) {
   }
   const Window w = geometry(a, x, kernel_of(a, weight), false);
   return {convolve(a, x, weight, Tensor(), w, a.attr_int("group", 1)).to(kInt64)};
+}
+
+// QLinearConv: the integer convolution of (x - x_zero_point) and (w - w_zero_point), plus the int32 bias,
+// requantized: y = saturate(round(acc x_scale w_scale / y_scale) + y_zero_point), rounding halves to even and
+// saturating to y_zero_point's type (int8, else uint8). w_scale and w_zero_point are one value or one per output
+// channel.
+std::vector<Tensor> qlinear_conv_op(const NodeArgs& a) {
+  auto per_out = [&](size_t i, int64_t rank) {
+    const Tensor v = a.input(i).to(kFloat64);
+    if (v.numel() == 1) return v.reshape(Shape{});
+    Ints s(rank, 1);
+    s[rank > 3 ? 1 : 0] = v.numel();
+    return v.reshape(Shape(s));
+  };
+  Tensor x = sub(a.input(0).to(kFloat64), a.input(2).to(kFloat64).reshape(Shape{}));
+  Tensor weight = a.input(3).to(kFloat64);
+  if (x.dim() < 3 || weight.dim() != x.dim()) a.invalid("x and w must both be (N, C, d1, ...) of one rank");
+  // (O, C/G, *k): a per-channel zero point lies along dim 0 of w, a per-channel scale along dim 1 of y.
+  Ints wz(weight.dim(), 1);
+  const Tensor wzp = a.input(5).to(kFloat64);
+  wz[0] = wzp.numel();
+  weight = sub(weight, wzp.numel() > 1 ? wzp.reshape(Shape(wz)) : wzp.reshape(Shape{}));
+  const Window w = geometry(a, x, kernel_of(a, weight), false);
+  const Tensor bias = a.has_input(8) ? a.input(8).to(kFloat64) : Tensor();
+  const Tensor acc = convolve(a, x, weight, bias, w, a.attr_int("group", 1));
+  Tensor scale = mul(a.input(1).to(kFloat64).reshape(Shape{}), per_out(4, acc.dim()));
+  scale = div(scale, a.input(6).to(kFloat64).reshape(Shape{}));
+  const bool int8 = a.input_type(7) == ::onnx::TensorProto::INT8;
+  const Tensor q = add(run_unary<fn::Round>(mul(acc, scale)), a.input(7).to(kFloat64).reshape(Shape{}));
+  return {clamp(q, int8 ? -128.0 : 0.0, int8 ? 127.0 : 255.0).to(kInt64)};
 }
 
 // x (.., n, ..) with stride - 1 zeros inserted between neighbours along dim: length (n - 1) stride + 1.
@@ -432,6 +464,7 @@ std::vector<Tensor> max_unpool_op(const NodeArgs& a) {
 void register_conv_ops(OpTable& t) {
   t.add("Conv", conv_op);
   t.add("ConvInteger", conv_integer_op);
+  t.add("QLinearConv", qlinear_conv_op);
   t.add("ConvTranspose", conv_transpose_op);
   t.add("MaxPool", max_pool_op);
   t.add("AveragePool", average_pool_op);

@@ -1,4 +1,4 @@
-// ONNX import: MatMul/Gemm/Det, the normalisations (BatchNormalization,
+// ONNX import: MatMul/Gemm/Det and their integer forms, the normalisations (BatchNormalization,
 // InstanceNormalization, LayerNormalization, LRN, MeanVarianceNormalization),
 // Softmax/LogSoftmax/Hardmax, Dropout and Einsum, composed from Ember's ops
 // so they differentiate. Convolutions and pools are in import_ops_conv.cpp,
@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include <ember/onnx/import_helpers.h>
+#include <ember/onnx/import_math.h>
 #include <ember/onnx/import_ops.h>
 #include <ember/ops/activation.h>
 #include <ember/ops/elementwise.h>
@@ -21,12 +23,6 @@
 namespace ember::onnx::detail {
 
 namespace {
-
-int64_t norm_axis(const NodeArgs& a, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
-    a.invalid(ember::detail::cat_str("axis ", axis, " is out of range for rank ", rank));
-  return axis < 0 ? axis + rank : axis;
-}
 
 // A product of integer tensors: Ember's GEMM is floating, so through float64 (exact below 2^53).
 Tensor matmul_any(const Tensor& a, const Tensor& b) {
@@ -49,6 +45,25 @@ std::vector<Tensor> matmul_integer_op(const NodeArgs& a) {
     B = sub(B, z.numel() > 1 ? z.reshape({-1}) : z.reshape(Shape{}));
   }
   return {matmul(A, B).to(kInt64)};
+}
+
+// QLinearMatMul: (a - a_zero_point) (b - b_zero_point) requantized, y = saturate(round(acc a_scale b_scale /
+// y_scale) + y_zero_point), halves to even, saturating to y_zero_point's type (int8, else uint8). A's scale and
+// zero point are one value or one per row, b's one value or one per column.
+std::vector<Tensor> qlinear_matmul_op(const NodeArgs& a) {
+  auto rows = [&](size_t i) {
+    const Tensor v = a.input(i).to(kFloat64);
+    return v.numel() > 1 ? v.reshape({-1, 1}) : v.reshape(Shape{});
+  };
+  auto cols = [&](size_t i) {
+    const Tensor v = a.input(i).to(kFloat64);
+    return v.numel() > 1 ? v.reshape({-1}) : v.reshape(Shape{});
+  };
+  const Tensor acc = matmul(sub(a.input(0).to(kFloat64), rows(2)), sub(a.input(3).to(kFloat64), cols(5)));
+  const Tensor scale = div(mul(rows(1), cols(4)), a.input(6).to(kFloat64).reshape(Shape{}));
+  const bool int8 = a.input_type(7) == ::onnx::TensorProto::INT8;
+  const Tensor q = add(run_unary<fn::Round>(mul(acc, scale)), a.input(7).to(kFloat64).reshape(Shape{}));
+  return {clamp(q, int8 ? -128.0 : 0.0, int8 ? 127.0 : 255.0).to(kInt64)};
 }
 
 // Det of each trailing (n, n) matrix: Gaussian elimination with partial
@@ -433,6 +448,7 @@ void register_nn_ops(OpTable& t) {
   t.add("MatMul", matmul_op);
   t.add("Gemm", gemm_op);
   t.add("MatMulInteger", matmul_integer_op);
+  t.add("QLinearMatMul", qlinear_matmul_op);
   t.add("Det", det_op);
   t.add("BatchNormalization", batch_norm_op);
   t.add("InstanceNormalization", instance_norm_op);

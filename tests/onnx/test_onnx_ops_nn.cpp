@@ -24,8 +24,8 @@ const std::set<std::string> kOps = {
     "MatMul", "Gemm", "Conv", "ConvInteger", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool",
     "GlobalMaxPool", "BatchNormalization", "InstanceNormalization", "LayerNormalization", "Softmax", "LogSoftmax",
     "Hardmax", "Dropout", "Einsum", "LRN", "MeanVarianceNormalization", "NegativeLogLikelihoodLoss",
-    "SoftmaxCrossEntropyLoss", "Resize", "Upsample", "MaxUnpool", "MatMulInteger", "GridSample", "RoiAlign",
-    "NonMaxSuppression", "Det",
+    "SoftmaxCrossEntropyLoss", "Resize", "Upsample", "MaxUnpool", "MatMulInteger", "GridSample", "RoiAlign", "Det",
+    "QLinearConv", "QLinearMatMul",
     // rnn
     "RNN", "GRU", "LSTM",
     // reduce
