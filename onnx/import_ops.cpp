@@ -18,6 +18,7 @@ const OpTable& op_table() {
     register_conv_ops(t);
     register_loss_ops(t);
     register_resize_ops(t);
+    register_sampling_ops(t);
     register_rnn_ops(t);
     return t;
   }();

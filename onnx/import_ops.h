@@ -125,6 +125,7 @@ void register_nn_ops(OpTable& t);           // matmul/Gemm, normalisations, soft
 void register_conv_ops(OpTable& t);         // convolutions and pools
 void register_loss_ops(OpTable& t);         // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 void register_resize_ops(OpTable& t);       // Resize, Upsample
+void register_sampling_ops(OpTable& t);     // GridSample, RoiAlign
 void register_rnn_ops(OpTable& t);          // RNN, GRU, LSTM
 
 /// A TensorProto as an Ember tensor (float types kept; integer types as int64; bool as bool). Throws

@@ -1,5 +1,6 @@
-// ONNX import: the sliding-window ops, Conv, ConvTranspose, ConvInteger,
-// MaxPool, AveragePool and the global pools, over any number of spatial dims.
+// ONNX import: the sliding-window ops, Conv, ConvTranspose, ConvInteger, QLinearConv,
+// MaxPool, MaxUnpool, AveragePool and the global pools, over any number of
+// spatial dims.
 //
 // Ember's conv2d and max_pool2d cover the common 2-D cases; everything else
 // (1-D and 3-D, groups, dilations, ceil_mode, asymmetric pads) goes through
@@ -11,6 +12,8 @@
 #include <algorithm>
 #include <limits>
 
+#include <ember/onnx/import_helpers.h>
+#include <ember/onnx/import_math.h>
 #include <ember/onnx/import_ops.h>
 #include <ember/ops/conv.h>
 #include <ember/ops/elementwise.h>
@@ -43,6 +46,19 @@ struct Window {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The most elements a padded input, window stack or output may have here (2^34): beyond it attributes
+// describe no real model, and allocating would only exhaust memory.
+void check_elements(const NodeArgs& a, double n, const char* what) {
+  if (!(n <= static_cast<double>(int64_t{1} << 34)))
+    a.invalid(ember::detail::cat_str(what, " would hold ", n, " elements, more than Ember allocates for one op"));
+}
+
+double product(const Ints& v) {
+  double p = 1;
+  for (int64_t x : v) p *= static_cast<double>(x);
+  return p;
+}
+
 Ints attr_per_dim(const NodeArgs& a, const char* name, int64_t nd, int64_t fallback) {
   Ints v = a.attr_ints(name, Ints(nd, fallback));
   if (static_cast<int64_t>(v.size()) != nd)
@@ -50,8 +66,16 @@ Ints attr_per_dim(const NodeArgs& a, const char* name, int64_t nd, int64_t fallb
   return v;
 }
 
-// The geometry of a Conv or pool node over input sizes `in` (spatial dims only).
-Window geometry(const NodeArgs& a, const Ints& in, const Ints& kernel, bool ceil_mode) {
+// The spatial sizes d1, ... of x (N, C, d1, ...).
+Ints spatial(const Tensor& x) {
+  Ints s;
+  for (int64_t i = 2; i < x.dim(); ++i) s.push_back(x.size(i));
+  return s;
+}
+
+// The geometry of a Conv or pool node over x (N, C, d1, ...).
+Window geometry(const NodeArgs& a, const Tensor& x, const Ints& kernel, bool ceil_mode) {
+  const Ints in = spatial(x);
   Window w;
   w.nd = static_cast<int64_t>(in.size());
   w.kernel = kernel;
@@ -68,6 +92,7 @@ Window geometry(const NodeArgs& a, const Ints& in, const Ints& kernel, bool ceil
   for (int64_t d = 0; d < w.nd; ++d) {
     if (w.kernel[d] < 1 || w.stride[d] < 1 || w.dil[d] < 1)
       a.invalid("kernel sizes, strides and dilations must be positive");
+    check_elements(a, static_cast<double>(w.kernel[d]) * static_cast<double>(w.dil[d]), "the dilated kernel");
     const int64_t keff = (w.kernel[d] - 1) * w.dil[d] + 1;
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       // out = ceil(in / stride), the padding split evenly with the odd one at the end (UPPER) or the start.
@@ -81,6 +106,7 @@ Window geometry(const NodeArgs& a, const Ints& in, const Ints& kernel, bool ceil
       else if (auto_pad != "NOTSET")
         a.invalid("auto_pad '" + auto_pad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
       if (w.pad_begin[d] < 0 || w.pad_end[d] < 0) a.unsupported("negative pads");
+      check_elements(a, static_cast<double>(w.pad_begin[d]) + static_cast<double>(w.pad_end[d]), "the padding");
       const int64_t span = in[d] + w.pad_begin[d] + w.pad_end[d] - keff;
       if (span < 0) a.invalid("the kernel is larger than the padded input");
       w.out[d] = (ceil_mode ? ceil_div(span, w.stride[d]) : span / w.stride[d]) + 1;
@@ -108,7 +134,9 @@ Tensor pad_spatial(const Tensor& x, const Ints& begin, const Ints& end, const In
 }
 
 // The windows of a padded xp (N, C, *sp) as (N, C, K, *out), kernel positions in row-major order.
-Tensor windows(const Tensor& xp, const Window& w) {
+Tensor windows(const NodeArgs& a, const Tensor& xp, const Window& w) {
+  check_elements(a, static_cast<double>(xp.size(0) * xp.size(1)) * product(w.out) * product(w.kernel),
+                 "the stack of windows");
   std::vector<Tensor> views;
   Ints k(w.nd, 0);
   for (int64_t p = 0; p < w.positions(); ++p) {
@@ -121,12 +149,6 @@ Tensor windows(const Tensor& xp, const Window& w) {
     for (int64_t d = w.nd - 1; d >= 0 && ++k[d] == w.kernel[d]; --d) k[d] = 0;  // next position
   }
   return stack(views, 2);
-}
-
-Ints spatial(const Tensor& x) {
-  Ints s;
-  for (int64_t i = 2; i < x.dim(); ++i) s.push_back(x.size(i));
-  return s;
 }
 
 bool all_ones(const Ints& v) {
@@ -145,7 +167,7 @@ Tensor convolve(const NodeArgs& a, const Tensor& x, const Tensor& weight, const 
     const std::array<int64_t, 2> padding = {sym ? w.pad_begin[0] : 0, sym ? w.pad_begin[1] : 0};
     return conv2d(xp, weight, bias, {w.stride[0], w.stride[1]}, padding);
   }
-  const Tensor cols = windows(pad_spatial(x, w.pad_begin, w.pad_end, {}, 0.0), w);  // (N, C, K, *out)
+  const Tensor cols = windows(a, pad_spatial(x, w.pad_begin, w.pad_end, {}, 0.0), w);  // (N, C, K, *out)
   int64_t l = 1;
   for (int64_t v : w.out) l *= v;
   const int64_t ck = c / group * w.positions();
@@ -171,7 +193,7 @@ std::vector<Tensor> conv_op(const NodeArgs& a) {
   const Tensor &x = a.input(0), &weight = a.input(1);
   if (x.dim() < 3 || weight.dim() != x.dim()) a.invalid("X and W must both be (N, C, d1, ...) of one rank");
   if (!x.is_floating_point()) a.unsupported("integer inputs (ConvInteger takes those)");
-  const Window w = geometry(a, spatial(x), kernel_of(a, weight), false);
+  const Window w = geometry(a, x, kernel_of(a, weight), false);
   return {convolve(a, x, weight, a.has_input(2) ? a.input(2) : Tensor(), w, a.attr_int("group", 1))};
 }
 
@@ -186,8 +208,38 @@ std::vector<Tensor> conv_integer_op(const NodeArgs& a) {
     s[0] = wz.numel();
     weight = sub(weight, wz.numel() > 1 ? wz.reshape(Shape(s)) : wz.reshape(Shape{}));
   }
-  const Window w = geometry(a, spatial(x), kernel_of(a, weight), false);
+  const Window w = geometry(a, x, kernel_of(a, weight), false);
   return {convolve(a, x, weight, Tensor(), w, a.attr_int("group", 1)).to(kInt64)};
+}
+
+// QLinearConv: the integer convolution of (x - x_zero_point) and (w - w_zero_point), plus the int32 bias,
+// requantized: y = saturate(round(acc x_scale w_scale / y_scale) + y_zero_point), rounding halves to even and
+// saturating to y_zero_point's type (int8, else uint8). w_scale and w_zero_point are one value or one per output
+// channel.
+std::vector<Tensor> qlinear_conv_op(const NodeArgs& a) {
+  auto per_out = [&](size_t i, int64_t rank) {
+    const Tensor v = a.input(i).to(kFloat64);
+    if (v.numel() == 1) return v.reshape(Shape{});
+    Ints s(rank, 1);
+    s[rank > 3 ? 1 : 0] = v.numel();
+    return v.reshape(Shape(s));
+  };
+  Tensor x = sub(a.input(0).to(kFloat64), a.input(2).to(kFloat64).reshape(Shape{}));
+  Tensor weight = a.input(3).to(kFloat64);
+  if (x.dim() < 3 || weight.dim() != x.dim()) a.invalid("x and w must both be (N, C, d1, ...) of one rank");
+  // (O, C/G, *k): a per-channel zero point lies along dim 0 of w, a per-channel scale along dim 1 of y.
+  Ints wz(weight.dim(), 1);
+  const Tensor wzp = a.input(5).to(kFloat64);
+  wz[0] = wzp.numel();
+  weight = sub(weight, wzp.numel() > 1 ? wzp.reshape(Shape(wz)) : wzp.reshape(Shape{}));
+  const Window w = geometry(a, x, kernel_of(a, weight), false);
+  const Tensor bias = a.has_input(8) ? a.input(8).to(kFloat64) : Tensor();
+  const Tensor acc = convolve(a, x, weight, bias, w, a.attr_int("group", 1));
+  Tensor scale = mul(a.input(1).to(kFloat64).reshape(Shape{}), per_out(4, acc.dim()));
+  scale = div(scale, a.input(6).to(kFloat64).reshape(Shape{}));
+  const bool int8 = a.input_type(7) == ::onnx::TensorProto::INT8;
+  const Tensor q = add(run_unary<fn::Round>(mul(acc, scale)), a.input(7).to(kFloat64).reshape(Shape{}));
+  return {clamp(q, int8 ? -128.0 : 0.0, int8 ? 127.0 : 255.0).to(kInt64)};
 }
 
 // x (.., n, ..) with stride - 1 zeros inserted between neighbours along dim: length (n - 1) stride + 1.
@@ -220,7 +272,12 @@ std::vector<Tensor> conv_transpose_op(const NodeArgs& a) {
   if (static_cast<int64_t>(pads.size()) != 2 * nd) a.invalid("pads must hold a begin and an end per spatial dim");
   const std::string auto_pad = a.attr_string("auto_pad", "NOTSET");
   Ints full(nd), begin(nd), end(nd);
+  double dilated = static_cast<double>(x.size(0) * c);
   for (int64_t d = 0; d < nd; ++d) {
+    if (stride[d] < 1 || dil[d] < 1 || out_pad[d] < 0) a.invalid("strides and dilations must be positive");
+    check_elements(a, static_cast<double>(kernel[d]) * static_cast<double>(dil[d]) + out_pad[d], "the dilated kernel");
+    dilated *= static_cast<double>(in[d]) * static_cast<double>(stride[d]) + 2.0 * kernel[d] * dil[d];
+    check_elements(a, dilated, "the dilated input");
     const int64_t keff = (kernel[d] - 1) * dil[d] + 1;
     full[d] = (in[d] - 1) * stride[d] + keff + out_pad[d];
     begin[d] = pads[d];
@@ -230,7 +287,9 @@ std::vector<Tensor> conv_transpose_op(const NodeArgs& a) {
     int64_t target = -1;
     if (a.has_attr("output_shape")) {
       const Ints os = a.attr_ints("output_shape");
+      if (static_cast<int64_t>(os.size()) < nd) a.invalid("output_shape has fewer entries than spatial dims");
       target = os[os.size() - nd + d];
+      check_elements(a, static_cast<double>(target), "output_shape");
     } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       target = in[d] * stride[d];
     }
@@ -286,13 +345,13 @@ double lowest(const Tensor& x) {
 std::vector<Tensor> max_pool_op(const NodeArgs& a) {
   const Tensor& x = a.input(0);
   if (x.dim() < 3) a.invalid("X must be (N, C, d1, ...)");
-  const Window w = geometry(a, spatial(x), a.attr_ints("kernel_shape"), pool_ceil(a));
+  const Window w = geometry(a, x, a.attr_ints("kernel_shape"), pool_ceil(a));
   const bool want_indices = a.wants_output(1);
   const bool sym_small =
       w.nd == 2 && w.pad_begin == w.pad_end && 2 * w.pad_begin[0] <= w.kernel[0] && 2 * w.pad_begin[1] <= w.kernel[1];
   if (!want_indices && sym_small && all_ones(w.dil) && w.extra_end == Ints{0, 0} && x.is_floating_point())
     return {max_pool2d(x, {w.kernel[0], w.kernel[1]}, {w.stride[0], w.stride[1]}, {w.pad_begin[0], w.pad_begin[1]})};
-  const Tensor cols = windows(pad_spatial(x, w.pad_begin, w.pad_end, w.extra_end, lowest(x)), w);
+  const Tensor cols = windows(a, pad_spatial(x, w.pad_begin, w.pad_end, w.extra_end, lowest(x)), w);
   const Tensor y = amax(cols, {2});
   if (!want_indices) return {y};
   // Window position k of each maximum -> its coordinates in X -> the flat index, on the host.
@@ -326,7 +385,7 @@ std::vector<Tensor> average_pool_op(const NodeArgs& a) {
   const Tensor& x = a.input(0);
   if (x.dim() < 3) a.invalid("X must be (N, C, d1, ...)");
   if (!x.is_floating_point()) a.unsupported("integer inputs");
-  const Window w = geometry(a, spatial(x), a.attr_ints("kernel_shape"), pool_ceil(a));
+  const Window w = geometry(a, x, a.attr_ints("kernel_shape"), pool_ceil(a));
   const bool include_pad = a.attr_int("count_include_pad", 0) != 0;
   const bool no_pads = std::all_of(w.pad_begin.begin(), w.pad_begin.end(), [](int64_t v) { return v == 0; }) &&
                        std::all_of(w.pad_end.begin(), w.pad_end.end(), [](int64_t v) { return v == 0; });
@@ -335,7 +394,7 @@ std::vector<Tensor> average_pool_op(const NodeArgs& a) {
       2 * w.pad_begin[1] <= w.kernel[1] && (include_pad || no_pads))
     return {
         avg_pool2d(x, {w.kernel[0], w.kernel[1]}, {w.stride[0], w.stride[1]}, {w.pad_begin[0], w.pad_begin[1]}, true)};
-  const Tensor s = sum(windows(pad_spatial(x, w.pad_begin, w.pad_end, w.extra_end, 0.0), w), {2});
+  const Tensor s = sum(windows(a, pad_spatial(x, w.pad_begin, w.pad_end, w.extra_end, 0.0), w), {2});
   if (no_extra && (include_pad || no_pads)) return {div(s, static_cast<double>(w.positions()))};
   Ints ones_shape = {1, 1};
   const Ints in = spatial(x);
@@ -344,7 +403,7 @@ std::vector<Tensor> average_pool_op(const NodeArgs& a) {
   mask = include_pad
              ? pad_spatial(pad_spatial(mask, w.pad_begin, w.pad_end, {}, 1.0), Ints(w.nd, 0), w.extra_end, {}, 0.0)
              : pad_spatial(mask, w.pad_begin, w.pad_end, w.extra_end, 0.0);
-  return {div(s, sum(windows(mask, w), {2}))};
+  return {div(s, sum(windows(a, mask, w), {2}))};
 }
 
 Shape spatial_dims(const NodeArgs& a, const Tensor& x) {
@@ -360,16 +419,58 @@ std::vector<Tensor> global_max_pool_op(const NodeArgs& a) {
   return {amax(a.input(0), spatial_dims(a, a.input(0)), true)};
 }
 
+// MaxUnpool: X's values put back at MaxPool's Indices (flat positions in the
+// whole output) of a zero tensor of the pooled input's size, (in - 1) stride
+// + kernel - pads, which output_shape may enlarge; the scatter differentiates in X.
+std::vector<Tensor> max_unpool_op(const NodeArgs& a) {
+  const Tensor &x = a.input(0), &indices = a.input(1);
+  if (x.dim() < 3) a.invalid("X must be (N, C, d1, ...)");
+  if (indices.shape() != x.shape() || indices.dtype() != kInt64) a.invalid("I must be integer indices of X's shape");
+  const int64_t nd = x.dim() - 2;
+  const Ints kernel = a.attr_ints("kernel_shape");
+  if (static_cast<int64_t>(kernel.size()) != nd) a.invalid("kernel_shape does not match the input's rank");
+  const Ints stride = attr_per_dim(a, "strides", nd, 1);
+  const Ints pads = a.attr_ints("pads", Ints(2 * nd, 0));
+  if (static_cast<int64_t>(pads.size()) != 2 * nd) a.invalid("pads must hold a begin and an end per spatial dim");
+  Ints shape = {x.size(0), x.size(1)};
+  for (int64_t d = 0; d < nd; ++d)
+    shape.push_back((x.size(2 + d) - 1) * stride[d] + kernel[d] - pads[d] - pads[nd + d]);
+  for (int64_t d = 0; d < nd; ++d)
+    if (kernel[d] < 1 || stride[d] < 1 || shape[2 + d] < 0) a.invalid("kernel_shape, strides or pads out of range");
+  check_elements(a, product(shape), "the output");
+  int64_t total = 1;
+  for (int64_t v : shape) total *= v;
+  if (auto bad = find_bad_index(indices, total))
+    a.invalid(ember::detail::cat_str("index ", *bad, " is out of range for an output of ", total, " elements"));
+  const Tensor flat = zeros({total}, TensorOptions(x.dtype(), x.device()));
+  const Tensor y = scatter_add(flat, 0, indices.reshape({-1}), x.reshape({-1})).reshape(Shape(shape));
+  if (!a.has_input(2)) return {y};
+  // A larger output_shape keeps the indices' positions (counted in the default shape) and adds zeros at the end.
+  const Ints want = a.ints_input(2);
+  if (static_cast<int64_t>(want.size()) != x.dim()) a.invalid("output_shape must have X's rank");
+  Ints extra(nd, 0);
+  check_elements(a, product(want), "output_shape");
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (want[d] < shape[d] || (d < 2 && want[d] != shape[d]))
+      a.unsupported(
+          ember::detail::cat_str("an output_shape ", Shape(want), " smaller than the unpooled ", Shape(shape)));
+    if (d >= 2) extra[d - 2] = want[d] - shape[d];
+  }
+  return {pad_spatial(y, Ints(nd, 0), extra, {}, 0.0)};
+}
+
 }  // namespace
 
 void register_conv_ops(OpTable& t) {
   t.add("Conv", conv_op);
   t.add("ConvInteger", conv_integer_op);
+  t.add("QLinearConv", qlinear_conv_op);
   t.add("ConvTranspose", conv_transpose_op);
   t.add("MaxPool", max_pool_op);
   t.add("AveragePool", average_pool_op);
   t.add("GlobalAveragePool", global_average_pool_op);
   t.add("GlobalMaxPool", global_max_pool_op);
+  t.add("MaxUnpool", max_unpool_op);
 }
 
 }  // namespace ember::onnx::detail

@@ -1,15 +1,19 @@
-// ONNX import: MatMul/Gemm, the normalisations (BatchNormalization,
+// ONNX import: MatMul/Gemm/Det and their integer forms, the normalisations (BatchNormalization,
 // InstanceNormalization, LayerNormalization, LRN, MeanVarianceNormalization),
 // Softmax/LogSoftmax/Hardmax, Dropout and Einsum, composed from Ember's ops
 // so they differentiate. Convolutions and pools are in import_ops_conv.cpp,
-// the losses in import_ops_loss.cpp, Resize in import_ops_resize.cpp.
-#include <ember/onnx/import_ops.h>
+// the losses in import_ops_loss.cpp, Resize in import_ops_resize.cpp,
+// GridSample, RoiAlign and NonMaxSuppression in import_ops_detection.cpp.
 #include <algorithm>
 #include <cctype>
 
+#include <ember/onnx/import_helpers.h>
+#include <ember/onnx/import_math.h>
+#include <ember/onnx/import_ops.h>
 #include <ember/ops/activation.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
+#include <ember/ops/indexing.h>
 #include <ember/ops/join.h>
 #include <ember/ops/matmul.h>
 #include <ember/ops/norm.h>
@@ -20,12 +24,6 @@ namespace ember::onnx::detail {
 
 namespace {
 
-int64_t norm_axis(const NodeArgs& a, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
-    a.invalid(ember::detail::cat_str("axis ", axis, " is out of range for rank ", rank));
-  return axis < 0 ? axis + rank : axis;
-}
-
 // A product of integer tensors: Ember's GEMM is floating, so through float64 (exact below 2^53).
 Tensor matmul_any(const Tensor& a, const Tensor& b) {
   if (a.is_floating_point() && b.is_floating_point()) return matmul(a, b);
@@ -33,6 +31,85 @@ Tensor matmul_any(const Tensor& a, const Tensor& b) {
 }
 
 std::vector<Tensor> matmul_op(const NodeArgs& a) { return {matmul_any(a.input(0), a.input(1))}; }
+
+// MatMulInteger: (A - a_zero_point) (B - b_zero_point) exactly, as int32 values (held in int64); A's zero
+// point is a scalar or one per row, B's a scalar or one per column.
+std::vector<Tensor> matmul_integer_op(const NodeArgs& a) {
+  Tensor A = a.input(0).to(kFloat64), B = a.input(1).to(kFloat64);
+  if (a.has_input(2)) {
+    const Tensor z = a.input(2).to(kFloat64);
+    A = sub(A, z.numel() > 1 ? z.reshape({-1, 1}) : z.reshape(Shape{}));
+  }
+  if (a.has_input(3)) {
+    const Tensor z = a.input(3).to(kFloat64);
+    B = sub(B, z.numel() > 1 ? z.reshape({-1}) : z.reshape(Shape{}));
+  }
+  return {matmul(A, B).to(kInt64)};
+}
+
+// QLinearMatMul: (a - a_zero_point) (b - b_zero_point) requantized, y = saturate(round(acc a_scale b_scale /
+// y_scale) + y_zero_point), halves to even, saturating to y_zero_point's type (int8, else uint8). A's scale and
+// zero point are one value or one per row, b's one value or one per column.
+std::vector<Tensor> qlinear_matmul_op(const NodeArgs& a) {
+  auto rows = [&](size_t i) {
+    const Tensor v = a.input(i).to(kFloat64);
+    return v.numel() > 1 ? v.reshape({-1, 1}) : v.reshape(Shape{});
+  };
+  auto cols = [&](size_t i) {
+    const Tensor v = a.input(i).to(kFloat64);
+    return v.numel() > 1 ? v.reshape({-1}) : v.reshape(Shape{});
+  };
+  const Tensor acc = matmul(sub(a.input(0).to(kFloat64), rows(2)), sub(a.input(3).to(kFloat64), cols(5)));
+  const Tensor scale = div(mul(rows(1), cols(4)), a.input(6).to(kFloat64).reshape(Shape{}));
+  const bool int8 = a.input_type(7) == ::onnx::TensorProto::INT8;
+  const Tensor q = add(run_unary<fn::Round>(mul(acc, scale)), a.input(7).to(kFloat64).reshape(Shape{}));
+  return {clamp(q, int8 ? -128.0 : 0.0, int8 ? 127.0 : 255.0).to(kInt64)};
+}
+
+// Det of each trailing (n, n) matrix: Gaussian elimination with partial
+// pivoting (the pivot rows chosen on the host), the determinant the product
+// of the pivots and the sign of the row swaps; every step is an Ember op, so
+// it differentiates.
+Tensor det_one(Tensor m) {
+  const int64_t n = m.size(0);
+  Tensor det = ones({}, TensorOptions(m.dtype(), m.device()));
+  double sign = 1;
+  for (int64_t k = 0; k < n; ++k) {
+    const auto col = m.narrow(0, k, n - k).select(1, k).cpu().to(kFloat64).to_vector<double>();
+    int64_t p = 0;
+    for (int64_t i = 1; i < n - k; ++i)
+      if (std::abs(col[i]) > std::abs(col[p])) p = i;
+    if (col[p] == 0) return mul(det, 0.0);  // singular
+    if (p != 0) {
+      std::vector<int64_t> perm(n);
+      for (int64_t i = 0; i < n; ++i) perm[i] = i;
+      std::swap(perm[k], perm[k + p]);
+      m = index_select(m, 0, from_vector(perm, Shape{n}).to(m.device()));
+      sign = -sign;
+    }
+    const Tensor pivot = m.select(0, k).select(0, k);
+    det = mul(det, pivot);
+    if (k + 1 < n) {
+      const Tensor below = m.narrow(0, k + 1, n - k - 1);
+      const Tensor factors = div(below.select(1, k), pivot).unsqueeze(1);
+      m = cat({m.narrow(0, 0, k + 1), sub(below, mul(factors, m.select(0, k).unsqueeze(0)))}, 0);
+    }
+  }
+  return sign < 0 ? neg(det) : det;
+}
+
+std::vector<Tensor> det_op(const NodeArgs& a) {
+  const Tensor& x = a.input(0);
+  if (x.dim() < 2 || x.size(-1) != x.size(-2)) a.invalid(ember::detail::cat_str("X ", x.shape(), " is not square"));
+  if (!x.is_floating_point()) a.unsupported("integer inputs");
+  const int64_t n = x.size(-1);
+  const Tensor batch = x.reshape({-1, n, n});
+  std::vector<Tensor> dets;
+  for (int64_t b = 0; b < batch.size(0); ++b) dets.push_back(det_one(batch.select(0, b)));
+  Shape out;
+  for (int64_t d = 0; d + 2 < x.dim(); ++d) out.push_back(x.size(d));
+  return {dets.empty() ? zeros(out, TensorOptions(x.dtype(), x.device())) : stack(dets, 0).reshape(out)};
+}
 
 // Y = alpha op(A) op(B) + beta C, op transposing when transA / transB; C broadcasts to (M, N).
 std::vector<Tensor> gemm_op(const NodeArgs& a) {
@@ -72,21 +149,26 @@ Shape all_but_channel(const Tensor& x) {
 std::vector<Tensor> batch_norm_op(const NodeArgs& a) {
   const Tensor& x = a.input(0);
   if (x.dim() < 2) a.invalid("X must have a channel dim");
+  // Before opset 9, spatial = 0 gave statistics and parameters per element of (C, d1, ...), not per channel.
+  const bool spatial = a.opset() >= 9 || a.attr_int("spatial", 1) != 0;
   const int64_t r = x.dim();
-  const Tensor scale = per_channel(a.input(1), r), bias = per_channel(a.input(2), r);
+  auto param = [&](size_t i) { return spatial ? per_channel(a.input(i), r) : a.input(i); };
+  const Tensor scale = param(1), bias = param(2);
   const double eps = a.attr_float("epsilon", 1e-5f);
+  // Before opset 7 is_test defaulted to 0 (training); files of that age set it to 1 for inference, and an
+  // absent one is read as inference too, as onnxruntime runs them.
   const bool training = a.attr_int("training_mode", 0) != 0 || (a.opset() < 7 && a.attr_int("is_test", 1) == 0);
   if (!training) {
-    const Tensor inv = rsqrt(add(per_channel(a.input(4), r), eps));
-    return {add(mul(mul(sub(x, per_channel(a.input(3), r)), inv), scale), bias)};
+    const Tensor inv = rsqrt(add(param(4), eps));
+    return {add(mul(mul(sub(x, param(3)), inv), scale), bias)};
   }
   const double momentum = a.attr_float("momentum", 0.9f);
-  const Shape dims = all_but_channel(x);
+  const Shape dims = spatial ? all_but_channel(x) : Shape{0};
   const Tensor m = mean(x, dims, true);
   const Tensor v = mean(square(sub(x, m)), dims, true);
   const Tensor y = add(mul(mul(sub(x, m), rsqrt(add(v, eps))), scale), bias);
-  const Tensor rm = add(mul(a.input(3), momentum), mul(m.reshape({-1}), 1.0 - momentum));
-  const Tensor rv = add(mul(a.input(4), momentum), mul(v.reshape({-1}), 1.0 - momentum));
+  const Tensor rm = add(mul(a.input(3), momentum), mul(m.reshape(a.input(3).shape()), 1.0 - momentum));
+  const Tensor rv = add(mul(a.input(4), momentum), mul(v.reshape(a.input(4).shape()), 1.0 - momentum));
   return {y, rm, rv};
 }
 
@@ -184,14 +266,15 @@ std::vector<Tensor> lrn_op(const NodeArgs& a) {
   if (size < 1) a.invalid("size must be positive");
   const double alpha = a.attr_float("alpha", 1e-4f), beta = a.attr_float("beta", 0.75f),
                bias = a.attr_float("bias", 1.0f);
-  const int64_t before = (size - 1) / 2, after = size - 1 - before;
-  // Channels padded with zeros, then `size` shifted views summed.
+  const int64_t c = x.size(1), before = (size - 1) / 2, after = size - 1 - before;
+  // Channels padded with zeros, then the shifted views summed; shifts past every channel add only zeros.
+  const int64_t pb = std::min(before, c), pa = std::min(after, c);
   std::vector<int64_t> pads(2 * (x.dim() - 1), 0);
-  pads[pads.size() - 2] = before;
-  pads[pads.size() - 1] = after;
+  pads[pads.size() - 2] = pb;
+  pads[pads.size() - 1] = pa;
   const Tensor sq = pad(square(x), pads, 0.0);
-  Tensor s = sq.narrow(1, 0, x.size(1));
-  for (int64_t i = 1; i < size; ++i) s = add(s, sq.narrow(1, i, x.size(1)));
+  Tensor s = sq.narrow(1, 0, c);
+  for (int64_t i = 1; i < pb + pa + 1; ++i) s = add(s, sq.narrow(1, i, c));
   return {mul(x, pow(add(mul(s, alpha / static_cast<double>(size)), bias), -beta))};
 }
 
@@ -364,6 +447,9 @@ std::vector<Tensor> einsum_op(const NodeArgs& a) {
 void register_nn_ops(OpTable& t) {
   t.add("MatMul", matmul_op);
   t.add("Gemm", gemm_op);
+  t.add("MatMulInteger", matmul_integer_op);
+  t.add("QLinearMatMul", qlinear_matmul_op);
+  t.add("Det", det_op);
   t.add("BatchNormalization", batch_norm_op);
   t.add("InstanceNormalization", instance_norm_op);
   t.add("LayerNormalization", layer_norm_op);

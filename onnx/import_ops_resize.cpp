@@ -63,12 +63,17 @@ double source_coord(const Options& op, int64_t o, int64_t in, int64_t out, doubl
   return (x + 0.5) / scale - 0.5;  // half_pixel
 }
 
+// The most entries an output axis may have: the taps are listed on the host, one per entry.
+constexpr int64_t kMaxAxis = int64_t{1} << 24;
+
 Taps taps_for(const Options& op, int64_t in, int64_t out, double scale, double roi_start, double roi_end) {
   Taps t;
   t.n = op.mode == "nearest" ? 1 : op.mode == "linear" ? 2 : 4;
   for (int64_t o = 0; o < out; ++o) {
     bool outside = false;
-    const double x = source_coord(op, o, in, out, scale, roi_start, roi_end, outside);
+    double x = source_coord(op, o, in, out, scale, roi_start, roi_end, outside);
+    // Far outside the input every tap reads the edge; clamped so the index arithmetic stays exact.
+    x = std::min(std::max(x, -1e15), 1e15);
     t.outside.push_back(outside);
     t.any_outside = t.any_outside || outside;
     // The left neighbour and the distance from it, in (0, 1]: an integer x counts as 1 past x - 1.
@@ -174,19 +179,23 @@ Tensor resize(const NodeArgs& a, const Tensor& x, Options op, std::vector<double
     if (static_cast<int64_t>(sizes.size()) != r) a.invalid("sizes must have one entry per dim of X");
     scales.assign(r, 0);
     for (int64_t d = 0; d < r; ++d) {
-      if (sizes[d] < 0) a.invalid("negative sizes");
+      if (sizes[d] < 0 || sizes[d] > kMaxAxis) a.invalid(ember::detail::cat_str("size ", sizes[d], " is out of range"));
       scales[d] = static_cast<double>(sizes[d]) / static_cast<double>(x.size(d));
     }
   } else {
     if (static_cast<int64_t>(scales.size()) != r) a.invalid("scales must have one entry per dim of X");
     sizes.assign(r, 0);
     for (int64_t d = 0; d < r; ++d) {
-      if (!(scales[d] > 0)) a.invalid("scales must be positive");
-      sizes[d] = static_cast<int64_t>(std::floor(scales[d] * static_cast<double>(x.size(d))));
+      const double size = std::floor(scales[d] * static_cast<double>(x.size(d)));
+      if (!(scales[d] > 0) || !(size <= static_cast<double>(kMaxAxis)))
+        a.invalid(ember::detail::cat_str("scale ", scales[d], " is not positive or gives an axis too long to hold"));
+      sizes[d] = static_cast<int64_t>(size);
     }
   }
   if (op.coord == "tf_crop_and_resize" && static_cast<int64_t>(roi.size()) != 2 * r)
     a.invalid("tf_crop_and_resize needs roi with a start and an end per dim of X");
+  for (double v : roi)
+    if (!std::isfinite(v)) a.invalid("roi holds a value that is not finite");
   Tensor y = x;
   if (!x.is_floating_point() && op.mode != "nearest") y = y.to(kFloat32);
   for (int64_t d = 0; d < r; ++d) {

@@ -38,9 +38,11 @@ inline ::onnx::ModelProto read_model(const std::filesystem::path& p) {
   return m;
 }
 
-inline ember::Tensor read_tensor(const std::filesystem::path& p) {
+// The tensor a .pb file holds; its ONNX element type in *type when asked.
+inline ember::Tensor read_tensor(const std::filesystem::path& p, int* type = nullptr) {
   ::onnx::TensorProto t;
   if (!t.ParseFromString(read_bytes(p))) throw ember::IOError("cannot parse " + p.string());
+  if (type) *type = t.data_type();
   return ember::onnx::detail::from_proto(t, p.string());
 }
 
@@ -99,14 +101,20 @@ inline Result run_case(const std::filesystem::path& dir, double rtol = 1e-3, dou
     for (const auto& set : sets) {
       // Graph inputs in order, matched to input_K.pb; the node names them (or "" when omitted).
       std::map<std::string, ember::Tensor> values;
+      std::map<std::string, int> types;
       int k = 0;
       for (const auto& in : m.graph().input()) {
         const fs::path p = set / ("input_" + std::to_string(k++) + ".pb");
-        if (fs::exists(p)) values[in.name()] = read_tensor(p);
+        if (fs::exists(p)) values[in.name()] = read_tensor(p, &types[in.name()]);
       }
       std::vector<ember::Tensor> inputs;
-      for (const auto& name : node.input()) inputs.push_back(name.empty() ? ember::Tensor() : values[name]);
+      std::vector<int> input_types;
+      for (const auto& name : node.input()) {
+        inputs.push_back(name.empty() ? ember::Tensor() : values[name]);
+        input_types.push_back(name.empty() ? 0 : types[name]);
+      }
       NodeArgs args(node, inputs, model_opset(m));
+      args.set_input_types(input_types);
       const std::vector<ember::Tensor> outs = fn(args);
       k = 0;
       for (const auto& out : m.graph().output()) {

@@ -24,7 +24,8 @@ const std::set<std::string> kOps = {
     "MatMul", "Gemm", "Conv", "ConvInteger", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool",
     "GlobalMaxPool", "BatchNormalization", "InstanceNormalization", "LayerNormalization", "Softmax", "LogSoftmax",
     "Hardmax", "Dropout", "Einsum", "LRN", "MeanVarianceNormalization", "NegativeLogLikelihoodLoss",
-    "SoftmaxCrossEntropyLoss", "Resize", "Upsample",
+    "SoftmaxCrossEntropyLoss", "Resize", "Upsample", "MaxUnpool", "MatMulInteger", "GridSample", "RoiAlign", "Det",
+    "QLinearConv", "QLinearMatMul",
     // rnn
     "RNN", "GRU", "LSTM",
     // reduce
@@ -154,6 +155,54 @@ TEST_CASE("onnx nn: 1-D Conv with groups, dilation and asymmetric pads (hand-com
   check_values(y, {-1.5, -1.5, -1.5, -1.5, 19, 39, 59, 79});
 }
 
+// PyTorch 1.13 in float64 (torch.nn.functional, inputs from fill): conv_transpose2d(x (1, 4, 3, 3), w (4, 3, 2,
+// 3), b (6), stride (2, 1), padding 1, output_padding (1, 0), groups 2, dilation (1, 2)); conv3d(x (1, 2, 3, 4,
+// 3), w (2, 1, 2, 2, 2), stride (1, 2, 1), padding (1, 0, 1), dilation (2, 1, 1), groups 2); the pools of a 5x5
+// plane with ceil_mode, where PyTorch drops a last window that would start in the padding. The convolutions are
+// compared through sum(y * fill(y.shape, 0.9)).
+TEST_CASE("onnx nn: ConvTranspose, 3-D Conv and ceil_mode pools match PyTorch") {
+  auto weighted = [](const Tensor& y) { return ember::sum(ember::mul(y, fill(y.shape(), 0.9))).item<double>(); };
+  const auto ct = Node("ConvTranspose")
+                      .i("group", 2)
+                      .ints("strides", {2, 1})
+                      .ints("pads", {1, 1, 1, 1})
+                      .ints("output_padding", {1, 0})
+                      .ints("dilations", {1, 2})
+                      .run({fill({1, 4, 3, 3}, 0.1), fill({4, 3, 2, 3}, 0.2), fill({6}, 0.3)})[0];
+  CHECK(ct.shape() == ember::Shape{1, 6, 5, 5});
+  CHECK(weighted(ct) == doctest::Approx(-0.3990630005643074).epsilon(1e-12));
+  const auto c3 = Node("Conv")
+                      .i("group", 2)
+                      .ints("strides", {1, 2, 1})
+                      .ints("pads", {1, 0, 1, 1, 0, 1})
+                      .ints("dilations", {2, 1, 1})
+                      .run({fill({1, 2, 3, 4, 3}, 0.5), fill({2, 1, 2, 2, 2}, 0.6)})[0];
+  CHECK(c3.shape() == ember::Shape{1, 2, 3, 2, 4});
+  CHECK(weighted(c3) == doctest::Approx(1.3567451128009937).epsilon(1e-12));
+  const Tensor x = fill({1, 1, 5, 5}, 0.4);
+  const auto mp = Node("MaxPool")
+                      .ints("kernel_shape", {2, 2})
+                      .ints("strides", {2, 2})
+                      .ints("pads", {1, 1, 1, 1})
+                      .i("ceil_mode", 1)
+                      .run({x})[0];
+  check_values(
+      mp, {0.19470917, 0.45431675, 0.49907624, 0.3890366, 0.24913082, -0.10833754, 0.49927167, 0.47524019, 0.45572908},
+      1e-8);
+  Node avg("AveragePool");
+  avg.ints("kernel_shape", {3, 3}).ints("strides", {2, 2}).ints("pads", {1, 1, 1, 1}).i("ceil_mode", 1);
+  Node avg_incl = avg;
+  avg_incl.i("count_include_pad", 1);
+  check_values(
+      avg_incl.run({x})[0],
+      {0.13121602, 0.16864003, 0.06550093, -0.04460878, -0.07084769, -0.03803436, 0.09215418, 0.18611667, 0.1249491},
+      1e-8);
+  check_values(
+      avg.run({x})[0],
+      {0.29523605, 0.25296004, 0.14737708, -0.06691317, -0.07084769, -0.05705154, 0.20734691, 0.27917501, 0.28113548},
+      1e-8);
+}
+
 TEST_CASE("onnx nn: MaxPool Indices in row-major and column-major order") {
   // Two 3x3 planes counting up; every 2x2 window's maximum is its bottom-right element.
   const Tensor x = ember::arange(0, 18, 1, ember::TensorOptions(ember::kFloat32)).reshape({1, 2, 3, 3});
@@ -175,9 +224,11 @@ TEST_CASE("onnx nn: Softmax coerces to 2-D before opset 13 and runs along one ax
   check_values(n.run({x}, 13)[0], {0.25, 2. / 6, 0.75, 4. / 6});  // down the columns
 }
 
-TEST_CASE("onnx nn: Einsum diagonals, implicit outputs, dot products and ellipses") {
+TEST_CASE("onnx nn: Einsum diagonals, implicit outputs, dot products and ellipses, and Det") {
   const Tensor a = ember::arange(0, 8, 1, ember::TensorOptions(ember::kFloat32)).reshape({2, 2, 2});
   check_values(Node("Einsum").s("equation", "bii->bi").run({a})[0], {0, 3, 4, 7});
+  // Det pivots on the larger |entry|: rows swapped, the sign flipped back.
+  check_values(Node("Det").run({ember::from_vector<float>({1, 2, 3, 4}, {2, 2})})[0], {-2});
   const Tensor m = ember::from_vector<float>({1, 2, 3, 4}, {2, 2});
   check_values(Node("Einsum").s("equation", "ij,jk").run({m, m})[0], {7, 10, 15, 22});
   check_values(Node("Einsum").s("equation", "ji").run({m})[0], {1, 3, 2, 4});  // implicit output "ij"
@@ -238,7 +289,8 @@ TEST_CASE("onnx rnn: bidirectional LSTM and GRU with sequence_lens match PyTorch
   check_values(gru[1], {0.34140326, 0.14844314, 0.32987708, 0.1838858, 0.32996947, 0.52610797, 0.15298484, 0.31135388});
 }
 
-TEST_CASE("onnx nn: float64 gradients through the composed Conv, ConvTranspose, pools, GRU and LSTM") {
+// GridSample and RoiAlign differentiate in X (their sampling positions are fixed on the host).
+TEST_CASE("onnx nn: float64 gradients through the composed Conv, ConvTranspose, pools, GRU, LSTM and samplers") {
   struct Case {
     std::string what;
     Node node;
@@ -247,7 +299,7 @@ TEST_CASE("onnx nn: float64 gradients through the composed Conv, ConvTranspose, 
   };
   auto leaf = [](const ember::Shape& s, double off) { return fill(s, off).requires_grad_(); };
   Node conv("Conv"), convt("ConvTranspose"), avg("AveragePool"), maxp("MaxPool"), gru("GRU", 2), lstm("LSTM", 3),
-      sce("SoftmaxCrossEntropyLoss"), resize("Resize");
+      sce("SoftmaxCrossEntropyLoss"), resize("Resize"), grid("GridSample"), roi("RoiAlign");
   conv.i("group", 2).ints("dilations", {2, 1}).ints("strides", {2, 1}).ints("pads", {1, 0, 0, 1});
   convt.i("group", 2).ints("strides", {2, 1}).ints("pads", {1, 0, 0, 1}).ints("output_padding", {1, 0});
   avg.ints("kernel_shape", {2, 2}).ints("strides", {2, 2}).ints("pads", {1, 0, 0, 0}).i("ceil_mode", 1);
@@ -256,6 +308,8 @@ TEST_CASE("onnx nn: float64 gradients through the composed Conv, ConvTranspose, 
   lstm.s("direction", "reverse").i("hidden_size", 2);
   sce.s("reduction", "mean").i("ignore_index", 1);
   resize.s("mode", "cubic");
+  grid.s("mode", "bicubic").s("padding_mode", "reflection");
+  roi.i("output_height", 2).i("output_width", 2).i("sampling_ratio", 2);
   const Tensor lens = ember::from_vector<int64_t>({3, 1}, {2});
   const Tensor labels = ember::from_vector<int64_t>({0, 1, 2, 2}, {4});
   const Tensor scales = ember::from_vector<float>({1, 1, 1.5f, 0.75f}, {4});
@@ -280,6 +334,11 @@ TEST_CASE("onnx nn: float64 gradients through the composed Conv, ConvTranspose, 
        2},
       {"SoftmaxCrossEntropyLoss", sce, {leaf({4, 3}, 0.1), labels, leaf({3}, 0.2)}},
       {"Resize", resize, {leaf({1, 1, 4, 4}, 0.1), Tensor(), scales}},
+      {"GridSample", grid, {leaf({2, 2, 3, 4}, 0.1), ember::mul(fill({2, 2, 3, 2}, 0.2), 2.5)}},
+      {"RoiAlign",
+       roi,
+       {leaf({2, 2, 4, 4}, 0.1), ember::from_vector<double>({0.5, 0.2, 2.5, 3.1, 1, 1, 3, 2}, {2, 4}),
+        ember::from_vector<int64_t>({1, 0}, {2})}},
   };
   for (auto& c : cases) {
     const auto r = ember::gradcheck([&](const std::vector<Tensor>& in) { return c.node.run(in)[c.output]; }, c.inputs);
@@ -320,4 +379,24 @@ TEST_CASE("onnx nn: bad nodes throw errors naming the op and node") {
   CHECK(message([&] {
           Node("Gemm").run({ember::zeros({3}), ember::zeros({3, 2})});
         }).rfind("ValueError: Gemm", 0) == 0);
+  // Absurd attributes are refused before anything is allocated, and NaN or huge coordinates read nothing.
+  CHECK(message([&] {
+          Node("Conv").ints("pads", {0, 0, int64_t{1} << 40, 0}).run({x, ember::zeros({2, 3, 3, 3})});
+        }).find("more than Ember allocates") != std::string::npos);
+  CHECK(message([&] {
+          Node("ConvTranspose").ints("strides", {int64_t{1} << 40, 1}).run({x, ember::zeros({3, 2, 3, 3})});
+        }).find("more than Ember allocates") != std::string::npos);
+  CHECK(message([&] {
+          Node("Resize").run({x, Tensor(), ember::from_vector<float>({1, 1, 1e30f, 1}, {4})});
+        }).find("too long to hold") != std::string::npos);
+  CHECK(message([&] {
+          Node("RoiAlign")
+              .run({x, ember::from_vector<float>({0, 0, NAN, 1}, {1, 4}), ember::from_vector<int64_t>({0}, {1})});
+        }).find("not finite") != std::string::npos);
+  const Tensor grid = ember::from_vector<float>({NAN, 0, 1e30f, -1e30f}, {1, 1, 2, 2});
+  for (const char* mode : {"bilinear", "nearest", "bicubic"})
+    for (const char* padding : {"zeros", "border", "reflection"})
+      CHECK(Node("GridSample").s("mode", mode).s("padding_mode", padding).run({x, grid})[0].shape() ==
+            ember::Shape{1, 3, 1, 2});
+  check_values(Node("LRN").i("size", int64_t{1} << 40).run({ember::zeros({1, 2, 1, 1})})[0], {0, 0});
 }
