@@ -7,7 +7,9 @@ const OpTable& op_table() {
   static const OpTable table = [] {
     OpTable t;
     register_elementwise_ops(t);
+    register_activation_ops(t);
     register_tensor_ops(t);
+    register_indexing_ops(t);
     register_reduce_ops(t);
     register_nn_ops(t);
     register_rnn_ops(t);

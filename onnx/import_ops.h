@@ -105,8 +105,10 @@ class OpTable {
 const OpTable& op_table();
 
 /// The groups, one per file (import_ops_<group>.cpp).
-void register_elementwise_ops(OpTable& t);  // arithmetic, math, comparison, logic, activations
-void register_tensor_ops(OpTable& t);       // shape, views, gather/scatter, concat/split, casts, constants
+void register_elementwise_ops(OpTable& t);  // arithmetic, math, comparison, logic
+void register_activation_ops(OpTable& t);   // activation functions
+void register_tensor_ops(OpTable& t);       // shape, views, concat/split, casts, constants
+void register_indexing_ops(OpTable& t);     // gather/scatter, pad, tile, one-hot, trilu, nonzero
 void register_reduce_ops(OpTable& t);       // reductions, arg max/min, cumulative ops, top-k
 void register_nn_ops(OpTable& t);           // matmul/Gemm, conv, pools, normalisations, softmax, dropout
 void register_rnn_ops(OpTable& t);          // RNN, GRU, LSTM

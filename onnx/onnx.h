@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ember/core/error.h>
@@ -63,12 +64,21 @@ void export_model(nn::Module& module, const Tensor& example_input, const std::st
                   const ExportOptions& options = {});
 
 /// An imported ONNX graph as a module. Its initializers of floating dtype
-/// are parameters (named as in the file, '.' kept), the others buffers.
+/// are parameters, the others buffers, named as in the file: "fc1.weight"
+/// is the parameter "weight" of a child module "fc1", so state_dict() keys
+/// are the initializer names. A name that is not a module path (an empty
+/// part, a character other than letters, digits and '_', as in
+/// "onnx::Conv_12" or "/conv1/Conv_output_0") has each such character
+/// replaced by '_' ("onnx__Conv_12"); a name that would clash with another
+/// gets a suffix "_2", "_3", ... (state_dict_names() lists the mapping).
 class Model : public nn::Module {
  public:
   ~Model() override;
   /// Runs the graph: inputs in the order of input_names(), outputs in the
-  /// order of output_names().
+  /// order of output_names(). Graph inputs that have an initializer are
+  /// optional overrides (ONNX IR >= 4): given as many tensors as the graph
+  /// has inputs in all, they are matched to all of them in file order, and
+  /// an undefined tensor keeps the initializer.
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs);
   /// Runs a graph with one input and one output.
   Tensor forward(const Tensor& x) override;
@@ -78,6 +88,8 @@ class Model : public nn::Module {
   const std::vector<std::string>& output_names() const;
   /// The model's opset (default domain).
   int opset() const;
+  /// Every initializer's ONNX name with its state-dict key, in file order.
+  const std::vector<std::pair<std::string, std::string>>& state_dict_names() const;
 
   struct Impl;
 

@@ -155,10 +155,9 @@ Tensor from_proto(const TP& t, const std::string& what) {
     dims.push_back(d);
   }
   const DType dt = dtype_for(type);
-  Tensor out = empty(Shape(dims), TensorOptions(dt));
   const bool raw = t.has_raw_data();
-  // The data must hold exactly n elements: a claim of more than the file carries is an error, not a read past
-  // the end.
+  // The data must hold exactly n elements, checked before anything is allocated: a claim of more than the
+  // file carries is an error, not a read past the end (nor an allocation of what the dims claim).
   auto need = [&](int64_t have, const char* field) {
     if (have != n)
       throw IOError(what + ": " + field + " holds " + std::to_string(have) + " values but the dims say " +
@@ -168,14 +167,24 @@ Tensor from_proto(const TP& t, const std::string& what) {
     const std::string& r = t.raw_data();
     if (r.size() % esize != 0) throw IOError(what + ": raw_data is not a whole number of elements");
     need(static_cast<int64_t>(r.size() / esize), "raw_data");
+  } else if (type == TP::FLOAT) {
+    need(t.float_data_size(), "float_data");
+  } else if (type == TP::DOUBLE) {
+    need(t.double_data_size(), "double_data");
+  } else if (type == TP::INT64) {
+    need(t.int64_data_size(), "int64_data");
+  } else if (type == TP::UINT64 || type == TP::UINT32) {
+    need(t.uint64_data_size(), "uint64_data");
+  } else {
+    need(t.int32_data_size(), "int32_data");
   }
+  Tensor out = empty(Shape(dims), TensorOptions(dt));
   switch (dt) {
     case DType::Float32: {
       float* o = out.data<float>();
       if (raw)
         std::memcpy(o, t.raw_data().data(), n * 4);
       else {
-        need(t.float_data_size(), "float_data");
         std::copy(t.float_data().begin(), t.float_data().end(), o);
       }
       break;
@@ -185,7 +194,6 @@ Tensor from_proto(const TP& t, const std::string& what) {
       if (raw)
         std::memcpy(o, t.raw_data().data(), n * 8);
       else {
-        need(t.double_data_size(), "double_data");
         std::copy(t.double_data().begin(), t.double_data().end(), o);
       }
       break;
@@ -196,7 +204,6 @@ Tensor from_proto(const TP& t, const std::string& what) {
       if (raw)
         std::memcpy(o, t.raw_data().data(), n * 2);
       else {
-        need(t.int32_data_size(), "int32_data");
         for (int64_t i = 0; i < n; ++i) o[i] = static_cast<uint16_t>(t.int32_data(static_cast<int>(i)));
       }
       break;
@@ -206,7 +213,6 @@ Tensor from_proto(const TP& t, const std::string& what) {
       if (raw)
         for (int64_t i = 0; i < n; ++i) o[i] = t.raw_data()[i] != 0;
       else {
-        need(t.int32_data_size(), "int32_data");
         for (int64_t i = 0; i < n; ++i) o[i] = t.int32_data(static_cast<int>(i)) != 0;
       }
       break;
@@ -217,13 +223,10 @@ Tensor from_proto(const TP& t, const std::string& what) {
         const char* p = t.raw_data().data();
         for (int64_t i = 0; i < n; ++i) o[i] = raw_int(p + i * esize, type);
       } else if (type == TP::INT64) {
-        need(t.int64_data_size(), "int64_data");
         std::copy(t.int64_data().begin(), t.int64_data().end(), o);
       } else if (type == TP::UINT64 || type == TP::UINT32) {
-        need(t.uint64_data_size(), "uint64_data");
         for (int64_t i = 0; i < n; ++i) o[i] = static_cast<int64_t>(t.uint64_data(static_cast<int>(i)));
       } else {
-        need(t.int32_data_size(), "int32_data");
         std::copy(t.int32_data().begin(), t.int32_data().end(), o);
       }
     }
@@ -277,7 +280,8 @@ void to_proto(const Tensor& t, TP& out, int elem_type) {
       std::memcpy(raw.data() + i * es, &v, es);  // little-endian: the low bytes first
     }
   } else {
-    throw Unsupported(ember::detail::cat_str("to_proto: a ", dtype_name(c.dtype()), " tensor as ONNX ", elem_name(elem_type)));
+    throw Unsupported(
+        ember::detail::cat_str("to_proto: a ", dtype_name(c.dtype()), " tensor as ONNX ", elem_name(elem_type)));
   }
   out.set_raw_data(std::move(raw));
 }
