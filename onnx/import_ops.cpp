@@ -12,6 +12,9 @@ const OpTable& op_table() {
     register_indexing_ops(t);
     register_reduce_ops(t);
     register_nn_ops(t);
+    register_conv_ops(t);
+    register_loss_ops(t);
+    register_resize_ops(t);
     register_rnn_ops(t);
     return t;
   }();

@@ -110,7 +110,10 @@ void register_activation_ops(OpTable& t);   // activation functions
 void register_tensor_ops(OpTable& t);       // shape, views, concat/split, casts, constants
 void register_indexing_ops(OpTable& t);     // gather/scatter, pad, tile, one-hot, trilu, nonzero
 void register_reduce_ops(OpTable& t);       // reductions, arg max/min, cumulative ops, top-k
-void register_nn_ops(OpTable& t);           // matmul/Gemm, conv, pools, normalisations, softmax, dropout
+void register_nn_ops(OpTable& t);           // matmul/Gemm, normalisations, softmax, dropout
+void register_conv_ops(OpTable& t);         // convolutions and pools
+void register_loss_ops(OpTable& t);         // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+void register_resize_ops(OpTable& t);       // Resize, Upsample
 void register_rnn_ops(OpTable& t);          // RNN, GRU, LSTM
 
 /// A TensorProto as an Ember tensor (float types kept; integer types as int64; bool as bool). Throws
