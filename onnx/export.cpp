@@ -10,6 +10,7 @@
 #include <ember/core/version.h>
 #include <ember/onnx/export_graph.h>
 #include <ember/onnx/onnx.h>
+#include <ember/ops/elementwise.h>
 #include <ember/ops/join.h>
 
 namespace ember::onnx {
@@ -48,9 +49,13 @@ std::vector<Tensor> corner_inputs(const std::vector<Tensor>& inputs, const std::
   for (size_t s = 0; s < symbols.size(); ++s) {
     if (!(k >> s & 1)) continue;
     const Symbol& sym = symbols[s];
-    Tensor& x = out[sym.input];
-    x = sym.delta < 0 ? x.narrow(sym.axis, 0, sym.size - 1) : cat({x, x.narrow(sym.axis, 0, 1)}, sym.axis);
-    x = x.contiguous();
+    std::vector<std::pair<size_t, int>> axes{{sym.input, sym.axis}};
+    axes.insert(axes.end(), sym.also.begin(), sym.also.end());
+    for (const auto& [i, axis] : axes) {
+      Tensor& x = out[i];
+      x = sym.delta < 0 ? x.narrow(axis, 0, sym.size - 1) : cat({x, x.narrow(axis, 0, 1)}, axis);
+      x = x.contiguous();
+    }
   }
   return out;
 }
@@ -87,6 +92,28 @@ void set_value_info(::onnx::ValueInfoProto& vi, const std::string& name, const T
   }
 }
 
+// The graph run by Ember's importer at every recorded size must give what the model gave: a lowering that
+// writes a wrong graph is caught here, before anything is written. (Tolerances: the graph's composed form
+// rounds differently from fused kernels.)
+void verify(const std::string& bytes, const std::vector<Trace>& traces, const std::string& path) {
+  std::shared_ptr<Model> m = load_from_bytes(bytes, "the exported graph");
+  m->eval();
+  NoGradGuard no_grad;
+  for (size_t k = 0; k < traces.size(); ++k) {
+    std::vector<Tensor> in;
+    for (const Tensor& x : traces[k].inputs) in.push_back(x.detach());
+    const std::vector<Tensor> out = m->forward(in);
+    for (size_t j = 0; j < out.size(); ++j) {
+      const Tensor& want = traces[k].outputs[j];
+      const bool same = out[j].shape() == want.shape() &&
+                        (want.is_floating_point() ? allclose(out[j], want.detach(), 1e-3, 1e-4) : equal(out[j], want));
+      EMBER_CHECK(same, ValueError, "onnx::export_model: the graph Ember built gives output ", j, " of shape ",
+                  out[j].shape(), " different from the model's (shape ", want.shape(),
+                  "): a lowering is wrong; nothing was written to '", path, "'");
+    }
+  }
+}
+
 std::vector<std::string> names_or_default(const std::vector<std::string>& given, size_t n, const char* base,
                                           const char* what) {
   EMBER_CHECK(given.empty() || given.size() == n, ValueError, "onnx::export_model: ", given.size(), " ", what,
@@ -118,10 +145,16 @@ void export_model(nn::Module& module, const ForwardFn& forward, const std::vecto
       const int axis = axis0 < 0 ? axis0 + x.dim() : axis0;
       EMBER_CHECK(axis >= 0 && axis < x.dim(), IndexError, "onnx::export_model: dynamic axis ", axis0, " of input '",
                   name, "' of shape ", x.shape());
-      if (symbol_of.count(sym_name)) continue;  // the same size seen on another input: that one's axis defines it
       const int64_t size = x.shape()[axis];
+      if (auto it = symbol_of.find(sym_name); it != symbol_of.end()) {  // the same size on another axis
+        Symbol& sym = symbols[it->second];
+        EMBER_CHECK(size == sym.size, ValueError, "onnx::export_model: dynamic axis '", sym_name, "' has size ",
+                    sym.size, " on one input and ", size, " on '", name, "'");
+        sym.also.emplace_back(i, axis);
+        continue;
+      }
       symbol_of[sym_name] = symbols.size();
-      symbols.push_back({sym_name, i, axis, size, size > 2 ? -1 : 1});
+      symbols.push_back({sym_name, i, axis, size, size > 2 ? -1 : 1, {}});
     }
   }
   EMBER_CHECK(symbols.size() <= 3, onnx::Unsupported, "onnx::export_model: at most 3 distinct dynamic sizes, got ",
@@ -198,6 +231,7 @@ void export_model(nn::Module& module, const ForwardFn& forward, const std::vecto
   }
   std::string bytes;
   EMBER_CHECK(model.SerializeToString(&bytes), ValueError, "onnx::export_model: could not serialise the model");
+  verify(bytes, traces, path);
   write_file_atomic(path, bytes);
 }
 

@@ -59,6 +59,20 @@ std::string GraphBuilder::fresh(const std::string& base) {
   }
 }
 
+// Constants are Constant nodes, not initializers: an importer (Ember's, PyTorch's) makes initializers
+// trainable parameters, and only the module's own tensors should be.
+std::string GraphBuilder::add_constant(const Tensor& t, const std::string& name) {
+  ::onnx::NodeProto* n = g_.add_node();
+  n->set_op_type("Constant");
+  n->set_name(fresh("/Constant"));
+  n->add_output(name);
+  AttrProto* a = n->add_attribute();
+  a->set_name("value");
+  a->set_type(AttrProto::TENSOR);
+  to_proto(t.detach(), *a->mutable_t());
+  return name;
+}
+
 std::string GraphBuilder::add_initializer(const Tensor& t, const std::string& name) {
   ::onnx::TensorProto* p = g_.add_initializer();
   to_proto(t.detach(), *p);
@@ -107,7 +121,7 @@ std::string GraphBuilder::value(const Tensor& t) {
   }
   const std::string name = fresh("const");
   values_[t.unsafe_impl()] = name;
-  return add_initializer(t, name);
+  return add_constant(t, name);
 }
 
 std::vector<int64_t> GraphBuilder::fit(const std::vector<int64_t>& v, const std::string& what) const {
@@ -227,13 +241,13 @@ std::string GraphBuilder::shape(const lowering::Call& call, size_t j) {
 
 std::string GraphBuilder::constant_ints(const std::vector<int64_t>& v) {
   const std::string name = fresh("ints");
-  add_initializer(from_vector(v, Shape{static_cast<int64_t>(v.size())}), name);
+  add_constant(from_vector(v, Shape{static_cast<int64_t>(v.size())}), name);
   return name;
 }
 
 std::string GraphBuilder::scalar(double v, DType dt) {
   const std::string name = fresh("scalar");
-  add_initializer(full(Shape{}, v, TensorOptions(dt)), name);
+  add_constant(full(Shape{}, v, TensorOptions(dt)), name);
   return name;
 }
 

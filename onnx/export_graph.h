@@ -25,13 +25,15 @@
 
 namespace ember::onnx::detail {
 
-/// A dynamic size: graph input `input`'s axis `axis`, named `name`.
+/// A dynamic size named `name`: graph input `input`'s axis `axis`, and the same size on the other (input,
+/// axis) pairs in `also` (axes given the same name).
 struct Symbol {
   std::string name;
   size_t input = 0;
   int axis = 0;
   int64_t size = 0;   ///< at the example
   int64_t delta = 0;  ///< the other corner's size minus size
+  std::vector<std::pair<size_t, int>> also = {};
 };
 
 /// The recorded calls of one forward pass, and its inputs and outputs.
@@ -68,6 +70,7 @@ class GraphBuilder : public lowering::Graph {
  private:
   std::string fresh(const std::string& base);
   std::string add_initializer(const Tensor& t, const std::string& name);
+  std::string add_constant(const Tensor& t, const std::string& name);
   // The polynomial's coefficients (one per subset of symbols) for values at every corner.
   std::vector<int64_t> fit(const std::vector<int64_t>& corner_values, const std::string& what) const;
   std::string symbol_value(size_t s);

@@ -64,11 +64,25 @@ Tensor from_host(std::vector<double> v, const Shape& shape, TensorOptions opts) 
 
 EMBER_REGISTER_KERNEL(random_kernel, CPU, cpu_random);
 
+namespace {
+// full (zeros, ones): the value expanded to the shape, which may follow a dynamic axis.
+void lower_full(lowering::Graph& g, const lowering::Call& c) {
+  g.bind(c.outputs[0], g.node("Expand", {g.scalar(c.f(1), c.outputs[0].dtype()), g.ints(c, 0)})[0]);
+}
+}  // namespace
+
+constexpr OpDef full_op{.name = "full", .onnx = lower_full};
+EMBER_REGISTER_OP(full_op);
+
 Tensor full(const Shape& shape, double value, TensorOptions opts) {
-  Tensor t = empty(shape, TensorOptions(opts.dtype, opts.device));
-  t.fill_(value);
-  if (opts.requires_grad) t.requires_grad_(true);
-  return t;
+  return op::call<full_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor t = empty(shape, TensorOptions(opts.dtype, opts.device));
+        t.fill_(value);
+        if (opts.requires_grad) t.requires_grad_(true);
+        return t;
+      },
+      shape, value, opts);
 }
 Tensor zeros(const Shape& shape, TensorOptions opts) { return full(shape, 0.0, opts); }
 Tensor ones(const Shape& shape, TensorOptions opts) { return full(shape, 1.0, opts); }
