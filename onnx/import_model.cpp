@@ -139,12 +139,22 @@ std::shared_ptr<Model> load_from_bytes(const std::string& bytes, const std::stri
   for (int v : g.required) I.input_names.push_back(g.values[v]);
   for (int v : g.outputs) I.output_names.push_back(g.values[v]);
 
+  // Running statistics are state, not weights: an initializer read only as BatchNormalization's mean or
+  // variance (inputs 3 and 4) is a buffer, as in the module it came from (training must not move it).
+  std::vector<int> stat_reads(g.values.size(), 0), other_reads(g.values.size(), 0);
+  for (const auto& n : g.nodes) {
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] >= 0)
+        ++((n.proto->op_type() == "BatchNormalization" && (i == 3 || i == 4)) ? stat_reads : other_reads)[n.inputs[i]];
+    for (int v : n.captured) ++other_reads[v];  // read by a subgraph
+  }
   Node root;
   root.module = model.get();
   auto& main_values = I.init_values[&g];
   for (const auto& [proto, v] : g.initializers) {
     const Tensor t = detail::from_proto(*proto, what + ": initializer '" + proto->name() + "'");
-    auto [key, handle] = place(root, proto->name(), t, t.is_floating_point());
+    const bool statistic = stat_reads[v] > 0 && other_reads[v] == 0;
+    auto [key, handle] = place(root, proto->name(), t, t.is_floating_point() && !statistic);
     I.keys.emplace_back(proto->name(), key);
     main_values.emplace_back(v, handle);
   }
