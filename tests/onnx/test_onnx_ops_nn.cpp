@@ -1,6 +1,9 @@
-// The importer's nn, recurrent and reduction op groups against ONNX's backend
-// node tests (every single-node case of their ops), plus hand-checked values
-// and float64 gradient checks through the composed implementations.
+// The importer's nn (matmul, conv and pools, normalisations, softmax,
+// losses, resize, sampling), recurrent and reduction op groups against
+// ONNX's backend node tests (every single-node case of their ops, run
+// through the op table by node_case.h), plus hand-checked values, PyTorch
+// references and float64 gradient checks through the composed
+// implementations.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -18,7 +21,7 @@ using test::onnx_node::Status;
 
 const fs::path kNodeDir = fs::path(EMBER_ONNX_TESTDATA) / "node";
 
-// The op types of the three groups.
+// The op types of these groups.
 const std::set<std::string> kOps = {
     // nn
     "MatMul", "Gemm", "Conv", "ConvInteger", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool",
