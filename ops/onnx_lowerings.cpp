@@ -48,8 +48,10 @@ void reduce_node(Graph& g, const Call& c, const char* op, bool axes_as_input) {
   const int64_t keep = c.args.size() > 2 ? c.i(2) : 0;
   std::vector<std::string> in{g.value(x)};
   std::vector<Attr> attrs{{"keepdims", keep}};
-  if (axes_as_input) in.push_back(g.constant_ints(axes));
-  else attrs.push_back({"axes", axes});
+  if (axes_as_input)
+    in.push_back(g.constant_ints(axes));
+  else
+    attrs.push_back({"axes", axes});
   g.bind(c.outputs[0], g.node(op, in, attrs)[0]);
 }
 
@@ -89,7 +91,7 @@ std::string attention(Graph& g, const std::string& q, const std::string& k, cons
   std::string p = g.node("Softmax", {s}, {{"axis", int64_t{-1}}})[0];
   // A row with every key masked is NaN after Softmax; Ember gives it zero weights.
   if (!masked.empty()) p = g.node("Where", {masked, g.scalar(0, DType::Float32), p})[0];
-  const std::string o = g.node("MatMul", {p, vh})[0];                                   // (N, H, L, D)
+  const std::string o = g.node("MatMul", {p, vh})[0];                                                // (N, H, L, D)
   const std::string ot = g.node("Transpose", {o}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}})[0];  // (N, L, H, D)
   return g.node("Reshape", {ot, g.constant_ints({0, 0, heads * head_dim})})[0];
 }
