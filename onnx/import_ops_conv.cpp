@@ -116,6 +116,10 @@ Window geometry(const NodeArgs& a, const Tensor& x, const Ints& kernel, bool cei
     w.extra_end[d] =
         std::max<int64_t>(0, (w.out[d] - 1) * w.stride[d] + keff - (in[d] + w.pad_begin[d] + w.pad_end[d]));
   }
+  double padded = static_cast<double>(x.size(0)) * static_cast<double>(x.size(1));
+  for (int64_t d = 0; d < w.nd; ++d)
+    padded *= static_cast<double>(in[d] + w.pad_begin[d] + w.pad_end[d] + w.extra_end[d]);
+  check_elements(a, padded, "the padded input");
   return w;
 }
 
