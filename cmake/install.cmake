@@ -9,7 +9,10 @@
 # a CPU-only consumer needs no CUDA toolkit: Ember::ember_cuda_emu (the
 # emulated backend, component cuda_emu) and, when nvcc built it,
 # Ember::ember_cuda (component cuda), with cmake/EmberCuda.cmake's
-# ember_add_cuda_sources() for kernels of the user's own.
+# ember_add_cuda_sources() for kernels of the user's own. ONNX export and
+# import come the same way: Ember::ember_onnx (component onnx), its archive
+# libember_onnx.a, in its own export file, so that only a consumer who asks
+# for it needs libonnx and protobuf.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -27,6 +30,8 @@ endforeach()
 install(FILES ${EMBER_INCLUDE_ROOT}/ember/ember.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember)
 
 install(EXPORT EmberTargets NAMESPACE Ember:: DESTINATION ${EMBER_CMAKE_DIR})
+install(TARGETS ember_onnx EXPORT EmberOnnxTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(EXPORT EmberOnnxTargets NAMESPACE Ember:: DESTINATION ${EMBER_CMAKE_DIR})
 set(EMBER_HAS_CUDA_EMU OFF)
 if(TARGET ember_cuda_emu)
   set(EMBER_HAS_CUDA_EMU ON)

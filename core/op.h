@@ -60,6 +60,7 @@
 #include <ember/core/device.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/error.h>
+#include <ember/core/onnx_lowering.h>
 #include <ember/core/profiler.h>
 #include <ember/core/tensor.h>
 
@@ -100,6 +101,7 @@ struct OpDef {
   bool (*native_half)(Device) = nullptr;  ///< for Half::NativeWhere
   std::array<FastPath, 2> fast_paths{};   ///< optional kernels (unused slots have table == nullptr)
   FlopCount flops = nullptr;              ///< for the profiler; nullptr: not counted
+  lowering::Lowering onnx = nullptr;      ///< how ONNX export writes it (core/onnx_lowering.h); nullptr: refused
 };
 
 namespace op {
@@ -245,10 +247,43 @@ decltype(auto) run_half(Body& body, A&&... args) {
 
 }  // namespace detail
 
+namespace detail {
+template <const OpDef& D, class Body, class... A>
+auto dispatch(Body& body, A&&... args);
+
+// Under an exporter's tracer: the call recorded with its results, its body
+// run unrecorded (core/onnx_lowering.h).
+template <const OpDef& D, class Body, class... A>
+auto traced(Body& body, A&&... args) {
+  lowering::Call c;
+  c.op = &D;
+  c.args.reserve(sizeof...(A));
+  (c.args.push_back(lowering::to_arg(args)), ...);
+  lowering::Tracer* tracer = lowering::detail::t_tracer;
+  auto out = [&] {
+    lowering::TraceScope off(nullptr);
+    return dispatch<D>(body, std::forward<A>(args)...);
+  }();
+  using lowering::add_outputs;  // and, by argument-dependent lookup, a result type's own
+  add_outputs(c.outputs, out);
+  tracer->record(std::move(c));
+  return out;
+}
+}  // namespace detail
+
 /// Runs body(args...) as op D: autocast, 16-bit handling, profiler (the
-/// file comment). body is usually the op's implementation function.
+/// file comment); under an exporter, records the call. body is usually the
+/// op's implementation function.
 template <const OpDef& D, class Body, class... A>
 auto call(Body&& body, A&&... args) {
+  // A run-time test of the pointer (see detail::run).
+  if (__builtin_expect(lowering::detail::t_tracer != nullptr, 0) && D.onnx != &lowering::decompose)
+    return detail::traced<D>(body, std::forward<A>(args)...);
+  return detail::dispatch<D>(body, std::forward<A>(args)...);
+}
+
+template <const OpDef& D, class Body, class... A>
+auto detail::dispatch(Body& body, A&&... args) {
   if constexpr (D.autocast != Autocast::None && !D.autocast_in_body) {
     if (__builtin_expect(ember::detail::t_autocast_any, 0)) {
       const Tensor* t = detail::first_tensor(args...);

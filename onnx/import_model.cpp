@@ -1,12 +1,11 @@
-// ember::onnx::Model: an ONNX graph read by model_reader.cpp, run node by
-// node with the op table (import_ops.h), its initializers registered as the
-// module's parameters and buffers under their file names.
+// ember::onnx::Model: an ONNX graph read by model_reader.cpp and run by
+// graph_runner.cpp, its initializers registered as the module's parameters
+// and buffers under their file names.
 //
-// The runner keeps values in a vector indexed by the reader's value ids and
-// drops each as soon as its last reader ran, so a deep graph holds only the
-// tensors still needed (and those autograd saved). Initializer values are
-// the module's own handles, read at every call, so to(device), to(dtype),
-// load_state_dict and optimizer steps are seen by the next forward.
+// The main graph's initializer values are the module's own handles, read at
+// every call, so to(device), to(dtype), load_state_dict and optimizer steps
+// are seen by the next forward.
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <map>
@@ -14,9 +13,8 @@
 #include <sstream>
 
 #include <ember/core/file_io.h>
+#include <ember/onnx/graph_runner.h>
 #include <ember/onnx/import_ops.h>
-#include <ember/onnx/import_sequence.h>
-#include <ember/onnx/model_reader.h>
 
 namespace ember::onnx {
 
@@ -101,48 +99,13 @@ std::pair<std::string, Tensor> place(Node& root, const std::string& name, const 
   return {key, stored};
 }
 
-std::string node_label(const ::onnx::NodeProto& n) { return "node '" + n.name() + "' (" + n.op_type() + ")"; }
-
-// Rethrows the exception in flight with the node named, keeping its type, so a caller can still tell a
-// shape error from an unsupported attribute.
-[[noreturn]] void rethrow_in(const std::string& what, const ::onnx::NodeProto& n) {
-  const std::string label = what + ": " + node_label(n);
-  const std::string tag = "(node '" + n.name() + "')";
-  auto msg = [&](const std::exception& e) {
-    const std::string w = e.what();
-    return w.find(tag) != std::string::npos ? what + ": " + w : label + ": " + w;
-  };
-  try {
-    throw;
-  } catch (const Unsupported& e) {
-    throw Unsupported(msg(e));
-  } catch (const ShapeError& e) {
-    throw ShapeError(msg(e));
-  } catch (const IndexError& e) {
-    throw IndexError(msg(e));
-  } catch (const DTypeError& e) {
-    throw DTypeError(msg(e));
-  } catch (const DeviceError& e) {
-    throw DeviceError(msg(e));
-  } catch (const AutogradError& e) {
-    throw AutogradError(msg(e));
-  } catch (const IOError& e) {
-    throw IOError(msg(e));
-  } catch (const std::bad_alloc&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw ValueError(msg(e));
-  }
-}
-
 }  // namespace
 
 struct Model::Impl {
   detail::ReadGraph graph;
   std::string what;
-  std::vector<detail::OpImpl> ops;                  // per node, in run order (null for a sequence op)
-  std::vector<detail::SeqOpImpl> seq_ops;           // per node: the sequence op, or null
-  std::vector<std::pair<int, Tensor>> init_values;  // value id -> the module's handle
+  /// Each graph's initializer values by id: the main graph's are the module's own handles.
+  std::unordered_map<const detail::Body*, std::vector<std::pair<int, Tensor>>> init_values;
   std::vector<std::string> input_names, output_names;
   std::vector<std::pair<std::string, std::string>> keys;
 };
@@ -155,27 +118,47 @@ const std::vector<std::string>& Model::output_names() const { return impl_->outp
 int Model::opset() const { return impl_->graph.opset; }
 const std::vector<std::pair<std::string, std::string>>& Model::state_dict_names() const { return impl_->keys; }
 
+// The initializers of the subgraphs in body's nodes, recursively, as constants (not parameters: they are
+// rare, and their names may repeat the main graph's).
+static void subgraph_initializers(const detail::Body& body, const std::string& what,
+                                  std::unordered_map<const detail::Body*, std::vector<std::pair<int, Tensor>>>& out) {
+  for (const auto& n : body.nodes)
+    for (const auto& [name, sub] : n.graphs) {
+      for (const auto& [proto, v] : sub->initializers)
+        out[sub.get()].emplace_back(v, detail::from_proto(*proto, what + ": initializer '" + proto->name() + "'"));
+      subgraph_initializers(*sub, what, out);
+    }
+}
+
 std::shared_ptr<Model> load_from_bytes(const std::string& bytes, const std::string& what) {
   std::shared_ptr<Model> model(new Model());
   Model::Impl& I = *model->impl_;
   I.what = what;
   I.graph = detail::read_graph(bytes, what);
-  const detail::ReadGraph& g = I.graph;
-  for (int v : g.inputs) I.input_names.push_back(g.values[v]);
+  const detail::Body& g = *I.graph.main;
+  for (int v : g.required) I.input_names.push_back(g.values[v]);
   for (int v : g.outputs) I.output_names.push_back(g.values[v]);
-  for (const auto& n : g.nodes) {
-    I.seq_ops.push_back(detail::find_sequence_op(n.proto->op_type()));
-    I.ops.push_back(I.seq_ops.back() ? nullptr : detail::op_table().find(n.proto->op_type()));
-  }
 
+  // Running statistics are state, not weights: an initializer read only as BatchNormalization's mean or
+  // variance (inputs 3 and 4) is a buffer, as in the module it came from (training must not move it).
+  std::vector<int> stat_reads(g.values.size(), 0), other_reads(g.values.size(), 0);
+  for (const auto& n : g.nodes) {
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] >= 0)
+        ++((n.proto->op_type() == "BatchNormalization" && (i == 3 || i == 4)) ? stat_reads : other_reads)[n.inputs[i]];
+    for (int v : n.captured) ++other_reads[v];  // read by a subgraph
+  }
   Node root;
   root.module = model.get();
+  auto& main_values = I.init_values[&g];
   for (const auto& [proto, v] : g.initializers) {
     const Tensor t = detail::from_proto(*proto, what + ": initializer '" + proto->name() + "'");
-    auto [key, handle] = place(root, proto->name(), t, t.is_floating_point());
+    const bool statistic = stat_reads[v] > 0 && other_reads[v] == 0;
+    auto [key, handle] = place(root, proto->name(), t, t.is_floating_point() && !statistic);
     I.keys.emplace_back(proto->name(), key);
-    I.init_values.emplace_back(v, handle);
+    main_values.emplace_back(v, handle);
   }
+  subgraph_initializers(g, what, I.init_values);
   return model;
 }
 
@@ -191,22 +174,24 @@ std::shared_ptr<Model> load(const std::string& path) {
 
 std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs) {
   const Impl& I = *impl_;
-  const detail::ReadGraph& g = I.graph;
-  std::vector<Tensor> vals(g.values.size());
-  for (const auto& [v, t] : I.init_values) vals[v] = t;
-  if (inputs.size() == g.inputs.size()) {
+  const detail::Body& g = *I.graph.main;
+  // One value per graph input: the required ones in order, or all of them (overrides of initializers).
+  std::vector<detail::Value> all(g.inputs.size());
+  if (inputs.size() == g.required.size()) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       EMBER_CHECK(inputs[i].defined(), ValueError, I.what, ": input '", I.input_names[i], "' is undefined");
-      vals[g.inputs[i]] = inputs[i];
+      const size_t pos = std::find(g.inputs.begin(), g.inputs.end(), g.required[i]) - g.inputs.begin();
+      all[pos].tensor = inputs[i];
     }
-  } else if (inputs.size() == g.all_inputs.size()) {
+  } else if (inputs.size() == g.inputs.size()) {
+    for (size_t i = 0; i < inputs.size(); ++i) all[i].tensor = inputs[i];
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (inputs[i].defined()) vals[g.all_inputs[i]] = inputs[i];
-    for (int v : g.inputs)
-      EMBER_CHECK(vals[v].defined(), ValueError, I.what, ": input '", g.values[v], "' is undefined");
+      EMBER_CHECK(
+          inputs[i].defined() || std::find(g.required.begin(), g.required.end(), g.inputs[i]) == g.required.end(),
+          ValueError, I.what, ": input '", g.values[g.inputs[i]], "' is undefined");
   } else {
     throw ValueError(ember::detail::cat_str(I.what, ": forward got ", inputs.size(), " inputs; the graph takes ",
-                                            g.inputs.size(), " (or ", g.all_inputs.size(),
+                                            g.required.size(), " (or ", g.inputs.size(),
                                             " with its initializers' overrides)"));
   }
   // Everything runs where the first input is (or the first parameter): constants and shape tensors made on
@@ -215,60 +200,25 @@ std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs) {
   bool found = false;
   for (const Tensor& t : inputs)
     if (!found && t.defined()) device = t.device(), found = true;
-  for (const auto& [v, t] : I.init_values)
+  for (const auto& [v, t] : I.init_values.at(&g))
     if (!found) device = t.device(), found = true;
 
-  // Sequence values, by value id (see import_sequence.h); null where the value is a tensor.
-  std::vector<std::shared_ptr<const detail::TensorSeq>> seqs(g.values.size());
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    const detail::GraphNode& n = g.nodes[k];
-    std::vector<Tensor> ins;
-    std::vector<const detail::TensorSeq*> seq_ins;
-    ins.reserve(n.inputs.size());
-    for (int v : n.inputs) {
-      ins.push_back(v < 0 ? Tensor() : vals[v]);
-      seq_ins.push_back(v < 0 ? nullptr : seqs[v].get());
-      if (seq_ins.back() && !I.seq_ops[k])
-        throw ValueError(I.what + ": " + node_label(*n.proto) + " reads the sequence '" + g.values[v] +
-                         "' where it takes a tensor");
-      if (ins.back().defined() && ins.back().device() != device) ins.back() = ins.back().to(device);
-    }
-    std::vector<detail::SeqValue> outs;
-    try {
-      detail::NodeArgs args(*n.proto, std::move(ins), g.opset);
-      std::vector<int> types;
-      for (int v : n.inputs) types.push_back(v < 0 ? 0 : g.types[v]);
-      args.set_input_types(std::move(types));
-      if (I.seq_ops[k]) {
-        outs = I.seq_ops[k](args, seq_ins);
-      } else {
-        for (Tensor& t : I.ops[k](args)) outs.push_back({std::move(t), nullptr});
-      }
-    } catch (...) {
-      rethrow_in(I.what, *n.proto);
-    }
-    for (size_t j = 0; j < n.outputs.size(); ++j) {
-      if (n.outputs[j] < 0) continue;
-      EMBER_CHECK(j < outs.size() && (outs[j].tensor.defined() || outs[j].seq), ValueError, I.what, ": ",
-                  node_label(*n.proto), " did not produce its output ", j, " ('", g.values[n.outputs[j]], "')");
-      vals[n.outputs[j]] = std::move(outs[j].tensor);
-      seqs[n.outputs[j]] = std::move(outs[j].seq);
-    }
-    for (int v : n.frees) vals[v] = Tensor(), seqs[v] = nullptr;
-  }
-  for (int v : g.outputs)
-    if (seqs[v])
-      throw Unsupported(I.what + ": graph output '" + g.values[v] +
-                        "' is a sequence; Ember returns tensors only (read it with SequenceAt in the graph)");
+  const detail::RunContext ctx{I.what, I.graph.opset, device, I.init_values};
+  const std::vector<detail::Value> outs = detail::run_body(ctx, g, all, nullptr);
   std::vector<Tensor> out;
-  for (int v : g.outputs) out.push_back(vals[v]);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    if (outs[k].seq)
+      throw Unsupported(I.what + ": graph output '" + I.output_names[k] +
+                        "' is a sequence; Ember returns tensors only (read it with SequenceAt in the graph)");
+    out.push_back(outs[k].tensor);
+  }
   return out;
 }
 
 Tensor Model::forward(const Tensor& x) {
-  EMBER_CHECK(impl_->graph.inputs.size() == 1 && impl_->graph.outputs.size() == 1, ValueError, impl_->what,
-              ": forward(x) needs a graph of one input and one output; this one has ", impl_->graph.inputs.size(),
-              " and ", impl_->graph.outputs.size(), " (use forward({...}))");
+  EMBER_CHECK(impl_->input_names.size() == 1 && impl_->output_names.size() == 1, ValueError, impl_->what,
+              ": forward(x) needs a graph of one input and one output; this one has ", impl_->input_names.size(),
+              " and ", impl_->output_names.size(), " (use forward({...}))");
   return forward(std::vector<Tensor>{x})[0];
 }
 

@@ -13,6 +13,7 @@ const OpTable& op_table() {
     register_quantize_ops(t);
     register_signal_ops(t);
     register_detection_ops(t);
+    register_text_ops(t);
     register_reduce_ops(t);
     register_nn_ops(t);
     register_conv_ops(t);

@@ -118,8 +118,9 @@ void register_activation_ops(OpTable& t);   // activation functions
 void register_tensor_ops(OpTable& t);       // shape, views, concat/split, casts, constants
 void register_indexing_ops(OpTable& t);     // gather/scatter, pad, tile, one-hot, trilu, nonzero
 void register_quantize_ops(OpTable& t);     // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
-void register_signal_ops(OpTable& t);       // window functions
+void register_signal_ops(OpTable& t);       // window functions, DFT, STFT, MelWeightMatrix
 void register_detection_ops(OpTable& t);    // NonMaxSuppression
+void register_text_ops(OpTable& t);         // TfIdfVectorizer
 void register_reduce_ops(OpTable& t);       // reductions, arg max/min, cumulative ops, top-k
 void register_nn_ops(OpTable& t);           // matmul/Gemm, normalisations, softmax, dropout
 void register_conv_ops(OpTable& t);         // convolutions and pools

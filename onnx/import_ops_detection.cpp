@@ -8,6 +8,7 @@
 // [y1, x1, y2, x2] with either corner first (center_point_box = 0) or
 // [x_center, y_center, width, height] (center_point_box = 1).
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include <ember/onnx/import_helpers.h>
@@ -62,7 +63,9 @@ Outs nms_op(const NodeArgs& a) {
       std::vector<int64_t> order;
       for (int64_t i = 0; i < N; ++i)
         if (!use_score || s[i] > score_min) order.push_back(i);
-      std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return s[i] > s[j]; });
+      // By descending score, NaN last (a strict weak order even with NaN).
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t i, int64_t j) { return !std::isnan(s[i]) && (std::isnan(s[j]) || s[i] > s[j]); });
       std::vector<int64_t> kept;
       for (int64_t i : order) {
         if (static_cast<int64_t>(kept.size()) >= max_out) break;

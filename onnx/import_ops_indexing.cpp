@@ -8,6 +8,8 @@
 // it is exact in int64 and indices are never differentiated. Negative
 // indices count from the end, as ONNX allows.
 #include <algorithm>
+#include <cmath>
+#include <functional>
 
 #include <ember/onnx/import_helpers.h>
 #include <ember/ops/factory.h>
@@ -101,6 +103,29 @@ Tensor scatter_replace(const Tensor& data, const Tensor& added, const Tensor& hi
   return where(gt(hits, 0.0), added, data);
 }
 
+// Scatter with reduction mul, max or min, on the host: out = data, then out[dest(p)] = op(out[dest(p)],
+// updates[p]) for every position p of the updates in order. Not differentiable: a backward through it
+// throws, naming the op, rather than leaving gradients silently missing.
+Tensor scatter_reduce_host(const NodeArgs& a, const Tensor& data, const std::string& red, int64_t positions,
+                           const std::function<int64_t(int64_t)>& dest, int64_t width, const Tensor& updates) {
+  if (red != "mul" && red != "max" && red != "min") a.unsupported("reduction '" + red + "'");
+  Tensor out = data.cpu().to(kFloat64).contiguous().clone();
+  const Tensor u = updates.cpu().to(kFloat64).contiguous();
+  double* o = out.data<double>();
+  const double* up = u.data<double>();
+  for (int64_t p = 0; p < positions; ++p) {
+    const int64_t d = dest(p);
+    for (int64_t k = 0; k < width; ++k) {
+      double& v = o[d * width + k];
+      const double w = up[p * width + k];
+      v = red == "mul" ? v * w : red == "max" ? std::max(v, w) : std::min(v, w);
+    }
+  }
+  Tensor r = out.to(data.dtype()).to(data.device());
+  if (autograd::needs_grad({data, updates})) autograd::record_no_backward("ScatterReduce", {data, updates}, r);
+  return r;
+}
+
 Outs scatter_elements_op(const NodeArgs& a) {
   const Tensor& x = a.input(0);
   const int64_t axis = norm_axis(a, a.attr_int("axis", 0), x.dim());
@@ -108,7 +133,23 @@ Outs scatter_elements_op(const NodeArgs& a) {
   const Tensor upd = a.input(2).to(x.dtype());
   const std::string red = a.attr_string("reduction", "none");
   if (red == "add") return {scatter_add(x, axis, idx, upd)};
-  if (red != "none") a.unsupported("reduction '" + red + "'");
+  if (red != "none") {
+    // The destination of update position p: p's own coordinates with the axis one replaced by the index.
+    const Tensor ic = idx.cpu().contiguous();
+    const int64_t* ip = ic.data<int64_t>();
+    for (int64_t i = 0; i < ic.numel(); ++i)
+      if (ip[i] < 0 || ip[i] >= x.size(axis)) a.invalid("index " + std::to_string(ip[i]) + " is out of range");
+    const Shape is = idx.shape(), xs = x.shape();
+    auto dest = [&](int64_t p) {
+      int64_t off = 0, stride = 1, rem = p;
+      std::vector<int64_t> c(is.size());
+      for (int d = is.size() - 1; d >= 0; --d) c[d] = rem % is[d], rem /= is[d];
+      c[axis] = ip[p];
+      for (int d = xs.size() - 1; d >= 0; --d) off += c[d] * stride, stride *= xs[d];
+      return off;
+    };
+    return {scatter_reduce_host(a, x, red, idx.numel(), dest, 1, upd.contiguous())};
+  }
   const Tensor hits = scatter_add(zeros(x.shape()), axis, idx, ones(idx.shape()));
   return {scatter_replace(x, scatter_add(zeros_like(x), axis, idx, upd), hits)};
 }
@@ -122,7 +163,11 @@ Outs scatter_nd_op(const NodeArgs& a) {
   const Tensor upd = a.input(2).to(x.dtype()).reshape({static_cast<int64_t>(r.rows.size()), width});
   const std::string red = a.attr_string("reduction", "none");
   if (red == "add") return {index_add(flat, 0, rows, upd).reshape(x.shape())};
-  if (red != "none") a.unsupported("reduction '" + red + "'");
+  if (red != "none") {
+    auto dest = [&](int64_t p) { return r.rows[p]; };
+    return {
+        scatter_reduce_host(a, flat, red, static_cast<int64_t>(r.rows.size()), dest, width, upd).reshape(x.shape())};
+  }
   const Tensor hits = index_add(zeros({r.num_rows}), 0, rows, ones({static_cast<int64_t>(r.rows.size())}));
   return {scatter_replace(flat, index_add(zeros_like(flat), 0, rows, upd), hits.reshape({r.num_rows, 1}))
               .reshape(x.shape())};
@@ -298,6 +343,55 @@ Outs reverse_sequence_op(const NodeArgs& a) {
   return {gather(x, ta, from_vector(src, Shape{s[0], s[1]}).reshape(s).expand(x.shape()).contiguous())};
 }
 
+// The distinct entries of the flattened input, or the distinct slices along axis: ascending (sorted, in
+// lexicographic order for slices) or in order of first appearance; with the first position of each, each
+// entry's place among them, and their counts. Y is picked from X by index_select, so it carries gradients.
+Outs unique_op(const NodeArgs& a) {
+  const Tensor& x = a.input(0);
+  const bool by_axis = a.has_attr("axis");
+  const Tensor src = by_axis ? x : x.reshape({x.numel()});
+  const int64_t axis = by_axis ? norm_axis(a, a.attr_int("axis"), x.dim()) : 0;
+  const int64_t n = src.size(axis);
+  Shape perm{axis};
+  for (int64_t d = 0; d < src.dim(); ++d)
+    if (d != axis) perm.push_back(d);
+  const int64_t width = n ? src.numel() / n : 0;
+  const Tensor rows = src.permute(perm).cpu().to(kFloat64).contiguous().reshape({n, width});
+  const double* p = rows.data<double>();
+  // NaN after every number and equal to NaN, so that the order is a strict weak one.
+  auto lt = [](double u, double v) { return std::isnan(u) ? false : (std::isnan(v) || u < v); };
+  auto eq = [](double u, double v) { return u == v || (std::isnan(u) && std::isnan(v)); };
+  auto less = [&](int64_t i, int64_t j) {
+    return std::lexicographical_compare(p + i * width, p + (i + 1) * width, p + j * width, p + (j + 1) * width, lt);
+  };
+  auto same = [&](int64_t i, int64_t j) { return std::equal(p + i * width, p + (i + 1) * width, p + j * width, eq); };
+  // Entries sorted by value (stably, so each run of equal ones starts at its first appearance), then the
+  // runs in ascending order (sorted) or by first appearance.
+  std::vector<int64_t> by_value(n);
+  for (int64_t i = 0; i < n; ++i) by_value[i] = i;
+  std::stable_sort(by_value.begin(), by_value.end(), less);
+  std::vector<int64_t> group(n), firsts, counts;
+  for (int64_t k = 0; k < n; ++k) {
+    if (k == 0 || !same(by_value[k - 1], by_value[k])) firsts.push_back(by_value[k]), counts.push_back(0);
+    group[by_value[k]] = static_cast<int64_t>(firsts.size()) - 1;
+    ++counts.back();
+  }
+  std::vector<int64_t> order(firsts.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<int64_t>(k);
+  if (a.attr_int("sorted", 1) == 0)
+    std::sort(order.begin(), order.end(), [&](int64_t g, int64_t h) { return firsts[g] < firsts[h]; });
+  std::vector<int64_t> rank(order.size()), picked, cnt, inverse(n);
+  for (size_t k = 0; k < order.size(); ++k) {
+    rank[order[k]] = static_cast<int64_t>(k);
+    picked.push_back(firsts[order[k]]);
+    cnt.push_back(counts[order[k]]);
+  }
+  for (int64_t i = 0; i < n; ++i) inverse[i] = rank[group[i]];
+  const int64_t u = static_cast<int64_t>(picked.size());
+  return {index_select(src, axis, from_vector(picked, Shape{u})), from_vector(picked, Shape{u}),
+          from_vector(inverse, Shape{n}), from_vector(cnt, Shape{u})};
+}
+
 }  // namespace
 
 void register_indexing_ops(OpTable& t) {
@@ -314,6 +408,7 @@ void register_indexing_ops(OpTable& t) {
   t.add("NonZero", nonzero_op);
   t.add("Compress", compress_op);
   t.add("ReverseSequence", reverse_sequence_op);
+  t.add("Unique", unique_op);
 }
 
 }  // namespace ember::onnx::detail

@@ -93,6 +93,7 @@ Outs reshape_op(const NodeArgs& a) {
     } else if (s[i] < 0) {
       a.invalid("negative dim " + std::to_string(s[i]) + " in the shape");
     } else {
+      if (s[i] > 0 && known > std::numeric_limits<int64_t>::max() / s[i]) a.invalid("the shape is too large");
       known *= s[i];
     }
   }

@@ -38,14 +38,14 @@ class Unsupported : public ValueError {
 /// How export_model names and shapes the graph's inputs and outputs.
 struct ExportOptions {
   /// Graph input names, one per example input; default "input", "input_1", ...
-  std::vector<std::string> input_names;
+  std::vector<std::string> input_names = {};
   /// Graph output names; default "output", "output_1", ...
-  std::vector<std::string> output_names;
+  std::vector<std::string> output_names = {};
   /// Axes whose size is left symbolic, by input or output name:
   /// {"input": {{0, "batch"}}}, as torch.onnx.export's dynamic_axes.
-  std::map<std::string, std::map<int, std::string>> dynamic_axes;
+  std::map<std::string, std::map<int, std::string>> dynamic_axes = {};
   /// Written as the model's producer_name / doc_string.
-  std::string doc_string;
+  std::string doc_string = {};
 };
 
 /// The function export records: inputs to outputs, in order.
@@ -54,8 +54,9 @@ using ForwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>
 /// Runs forward(example_inputs) once in eval mode, without gradients,
 /// recording every op as ONNX nodes; module's parameters and buffers become
 /// initializers under their state-dict names. The model is checked (the ONNX
-/// checker and strict shape inference) before it is written, atomically, to
-/// path. An op without an ONNX lowering throws Unsupported naming it, and
+/// checker, strict shape inference, and the graph run by load() at every
+/// recorded size against the model's own outputs) before it is written,
+/// atomically, to path. An op without an ONNX lowering throws Unsupported naming it, and
 /// nothing is written. The module's training mode is restored afterwards.
 void export_model(nn::Module& module, const ForwardFn& forward, const std::vector<Tensor>& example_inputs,
                   const std::string& path, const ExportOptions& options = {});
@@ -64,7 +65,8 @@ void export_model(nn::Module& module, const Tensor& example_input, const std::st
                   const ExportOptions& options = {});
 
 /// An imported ONNX graph as a module. Its initializers of floating dtype
-/// are parameters, the others buffers, named as in the file: "fc1.weight"
+/// are parameters, the others buffers (and so are running statistics read
+/// only by BatchNormalization), named as in the file: "fc1.weight"
 /// is the parameter "weight" of a child module "fc1", so state_dict() keys
 /// are the initializer names. A name that is not a module path (an empty
 /// part, a character other than letters, digits and '_', as in

@@ -1,7 +1,9 @@
 // Activations: forward through the shared functors, backward through their
 // fused backward functors (ops/functors.h), saving x or, where the
 // derivative is cheaper from it, the output (sigmoid, tanh).
+#include <ember/core/op.h>
 #include <ember/ops/activation.h>
+#include <ember/ops/onnx_lowerings.h>
 
 #include <ember/core/autograd.h>
 #include <ember/ops/pointwise.h>
@@ -24,10 +26,67 @@ Tensor activation(const char* name, const Tensor& x, bool save_output, double a 
 
 }  // namespace
 
-Tensor relu(const Tensor& x) { return activation<fn::Relu, fn::ReluBackward>("relu", x, false); }
-Tensor sigmoid(const Tensor& x) { return activation<fn::Sigmoid, fn::SigmoidBackward>("sigmoid", x, true); }
-Tensor tanh(const Tensor& x) { return activation<fn::Tanh, fn::TanhBackward>("tanh", x, true); }
-Tensor silu(const Tensor& x) { return activation<fn::Silu, fn::SiluBackward>("silu", x, false); }
+constexpr OpDef relu_op{.name = "relu", .onnx = lowering::unary<"Relu">};
+EMBER_REGISTER_OP(relu_op);
+
+Tensor relu(const Tensor& x) {
+  return op::call<relu_op>(
+      [&](const auto&...) -> Tensor { return activation<fn::Relu, fn::ReluBackward>("relu", x, false); }, x);
+}
+constexpr OpDef sigmoid_op{.name = "sigmoid", .onnx = lowering::unary<"Sigmoid">};
+EMBER_REGISTER_OP(sigmoid_op);
+
+Tensor sigmoid(const Tensor& x) {
+  return op::call<sigmoid_op>(
+      [&](const auto&...) -> Tensor { return activation<fn::Sigmoid, fn::SigmoidBackward>("sigmoid", x, true); }, x);
+}
+constexpr OpDef tanh_op{.name = "tanh", .onnx = lowering::unary<"Tanh">};
+EMBER_REGISTER_OP(tanh_op);
+
+Tensor tanh(const Tensor& x) {
+  return op::call<tanh_op>(
+      [&](const auto&...) -> Tensor { return activation<fn::Tanh, fn::TanhBackward>("tanh", x, true); }, x);
+}
+namespace {
+// silu(x) = x * sigmoid(x)
+void lower_silu(lowering::Graph& g, const lowering::Call& c) {
+  const std::string x = g.value(c.tensor(0));
+  g.bind(c.outputs[0], g.node("Mul", {x, g.node("Sigmoid", {x})[0]})[0]);
+}
+// Opset 17 has no Gelu node: gelu(x) = x/2 (1 + erf(x / sqrt 2)), or with tanh,
+// x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as torch.onnx writes them.
+void lower_gelu(lowering::Graph& g, const lowering::Call& c) {
+  const DType dt = c.tensor(0).dtype();
+  const std::string x = g.value(c.tensor(0));
+  std::string inner;
+  if (static_cast<GeluApproximation>(c.i(1)) == GeluApproximation::Tanh) {
+    const std::string x3 = g.node("Pow", {x, g.scalar(3.0, dt)})[0];
+    const std::string u = g.node("Add", {x, g.node("Mul", {x3, g.scalar(0.044715, dt)})[0]})[0];
+    inner = g.node("Tanh", {g.node("Mul", {u, g.scalar(std::sqrt(2.0 / M_PI), dt)})[0]})[0];
+  } else {
+    inner = g.node("Erf", {g.node("Div", {x, g.scalar(std::sqrt(2.0), dt)})[0]})[0];
+  }
+  const std::string one_plus = g.node("Add", {inner, g.scalar(1.0, dt)})[0];
+  g.bind(c.outputs[0], g.node("Mul", {g.node("Mul", {x, g.scalar(0.5, dt)})[0], one_plus})[0]);
+}
+// softplus(x) = log(1 + exp(beta x)) / beta; the threshold (linear above it) changes nothing in float32.
+void lower_softplus(lowering::Graph& g, const lowering::Call& c) {
+  const DType dt = c.tensor(0).dtype();
+  const double beta = c.f(1);
+  std::string x = g.value(c.tensor(0));
+  if (beta == 1.0) return g.bind(c.outputs[0], g.node("Softplus", {x})[0]);
+  x = g.node("Softplus", {g.node("Mul", {x, g.scalar(beta, dt)})[0]})[0];
+  g.bind(c.outputs[0], g.node("Div", {x, g.scalar(beta, dt)})[0]);
+}
+}  // namespace
+
+constexpr OpDef silu_op{.name = "silu", .onnx = lower_silu};
+EMBER_REGISTER_OP(silu_op);
+
+Tensor silu(const Tensor& x) {
+  return op::call<silu_op>(
+      [&](const auto&...) -> Tensor { return activation<fn::Silu, fn::SiluBackward>("silu", x, false); }, x);
+}
 
 GeluApproximation gelu_approximation(const std::string& name) {
   if (name == "none") return GeluApproximation::None;
@@ -37,16 +96,31 @@ GeluApproximation gelu_approximation(const std::string& name) {
 
 const char* gelu_approximation_name(GeluApproximation a) { return a == GeluApproximation::Tanh ? "tanh" : "none"; }
 
+constexpr OpDef gelu_op{.name = "gelu", .onnx = lower_gelu};
+EMBER_REGISTER_OP(gelu_op);
+
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
-  if (approximate == GeluApproximation::Tanh) return activation<fn::GeluTanh, fn::GeluTanhBackward>("gelu", x, false);
-  return activation<fn::Gelu, fn::GeluBackward>("gelu", x, false);
+  return op::call<gelu_op>(
+      [&](const auto&...) -> Tensor {
+        if (approximate == GeluApproximation::Tanh)
+          return activation<fn::GeluTanh, fn::GeluTanhBackward>("gelu", x, false);
+        return activation<fn::Gelu, fn::GeluBackward>("gelu", x, false);
+      },
+      x, approximate);
 }
 
 Tensor gelu(const Tensor& x, const std::string& approximate) { return gelu(x, gelu_approximation(approximate)); }
 
+constexpr OpDef softplus_op{.name = "softplus", .onnx = lower_softplus};
+EMBER_REGISTER_OP(softplus_op);
+
 Tensor softplus(const Tensor& x, double beta, double threshold) {
-  EMBER_CHECK(beta > 0, ValueError, "softplus: beta must be positive, got ", beta);
-  return activation<fn::Softplus, fn::SoftplusBackward>("softplus", x, false, beta, threshold);
+  return op::call<softplus_op>(
+      [&](const auto&...) -> Tensor {
+        EMBER_CHECK(beta > 0, ValueError, "softplus: beta must be positive, got ", beta);
+        return activation<fn::Softplus, fn::SoftplusBackward>("softplus", x, false, beta, threshold);
+      },
+      x, beta, threshold);
 }
 
 }  // namespace ember

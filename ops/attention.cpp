@@ -15,6 +15,7 @@
 #include <ember/ops/dropout.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/matmul.h>
+#include <ember/ops/onnx_lowerings.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/sgemm_avx512.h>
 #include <ember/ops/softmax.h>
@@ -80,12 +81,32 @@ using detail::unit_last;
 // fused_fits takes. FLOPs: S = Q K^T and O = W V, 2 N L S E each (E: all
 // heads together).
 constexpr const char* kComposed = "the composed path: matmul_into, softmax and dropout kernels, (N, H, L, S) weights";
+// Export writes the attention as its MatMul / Softmax / Where core (ops/onnx_lowerings.h).
+void check_no_dropout(const lowering::Call& c, size_t i) {
+  EMBER_CHECK(c.f(i) == 0.0, ValueError, "ONNX export: ", c.name(), " ran with attention dropout ", c.f(i),
+              " (training mode); export records the model in eval mode");
+}
+void lower_mha(lowering::Graph& g, const lowering::Call& c) {
+  check_no_dropout(c, 5);
+  const int64_t heads = c.i(3), E = c.tensor(0).size(-1);
+  const std::string mask = c.has_tensor(4) ? g.value(c.tensor(4)) : "";
+  g.bind(c.outputs[0], lowering::attention(g, g.value(c.tensor(0)), g.value(c.tensor(1)), g.value(c.tensor(2)), heads,
+                                           E / heads, mask, false));
+}
+void lower_mhsa(lowering::Graph& g, const lowering::Call& c) {
+  check_no_dropout(c, 3);
+  const int64_t heads = c.i(1), E = c.tensor(0).size(-1) / 3;
+  const auto qkv = g.node("Split", {g.value(c.tensor(0)), g.constant_ints({E, E, E})}, {{"axis", int64_t{-1}}}, 3);
+  const std::string mask = c.has_tensor(2) ? g.value(c.tensor(2)) : "";
+  g.bind(c.outputs[0], lowering::attention(g, qkv[0], qkv[1], qkv[2], heads, E / heads, mask, false));
+}
 constexpr OpDef mha_op{
     .name = "multi_head_attention",
     .autocast = Autocast::LowerPrecision,
     .half = Half::InBody,
     .fast_paths = {{{.table = &detail::attention_forward_kernel, .without = kComposed}}},
     .flops = [](const Tensor* const* in, int, const Tensor& out) { return 4 * out.numel() * in[1]->size(1); },
+    .onnx = lower_mha,
 };
 constexpr OpDef mhsa_op{
     .name = "multi_head_self_attention",
@@ -93,6 +114,7 @@ constexpr OpDef mhsa_op{
     .half = Half::InBody,
     .fast_paths = {{{.table = &detail::attention_forward_kernel, .without = kComposed}}},
     .flops = [](const Tensor* const*, int, const Tensor& out) { return 4 * out.numel() * out.size(1); },
+    .onnx = lower_mhsa,
 };
 EMBER_REGISTER_OP(mha_op);
 EMBER_REGISTER_OP(mhsa_op);

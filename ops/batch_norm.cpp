@@ -20,8 +20,10 @@
 #include <ember/core/op.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
+#include <ember/ops/factory.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/norm.h>
+#include <ember/ops/onnx_lowerings.h>
 #include <ember/ops/reduce.h>
 
 namespace ember {
@@ -185,12 +187,27 @@ namespace {
 // 16-bit handling is the body's: x, weight and bias go to float32 copies
 // (statistics in float32) while the running buffers, updated in place, stay
 // the caller's tensors in their own dtype. Not on an autocast list.
+namespace {
+// Inference BatchNormalization with the running statistics (export records eval mode).
+void lower_batch_norm(lowering::Graph& g, const lowering::Call& c) {
+  const Tensor& x = c.tensor(0);
+  EMBER_CHECK(!c.i(5) && c.has_tensor(1) && c.has_tensor(2), ValueError,
+              "ONNX export: batch_norm ran with batch statistics (training mode, or no running statistics); "
+              "export writes the inference form");
+  const int64_t C = x.size(1);
+  const std::string w = c.has_tensor(3) ? g.value(c.tensor(3)) : g.value(ones({C}, TensorOptions(x.dtype())));
+  const std::string b = c.has_tensor(4) ? g.value(c.tensor(4)) : g.value(zeros({C}, TensorOptions(x.dtype())));
+  g.bind(c.outputs[0], g.node("BatchNormalization", {g.value(x), w, b, g.value(c.tensor(1)), g.value(c.tensor(2))},
+                              {{"epsilon", c.f(7)}, {"momentum", 1.0 - c.f(6)}})[0]);
+}
+}  // namespace
+
 constexpr OpDef batch_norm_op{
     .name = "batch_norm",
     .half = Half::InBody,
     .fast_paths = {{{.table = &batch_norm_apply_kernel,
                      .without = "batch_norm composed from reductions and elementwise ops (batch_norm_composed)"}}},
-};
+    .onnx = lower_batch_norm};
 EMBER_REGISTER_OP(batch_norm_op);
 
 Tensor batch_norm_body(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,

@@ -13,6 +13,7 @@
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
 #include <ember/ops/fast_math.h>
+#include <ember/ops/onnx_lowerings.h>
 #include <ember/ops/sgemm_avx512.h>
 
 #include <algorithm>
@@ -313,12 +314,26 @@ EMBER_REGISTER_KERNEL(causal_backward_kernel, CPU, cpu_causal_backward);
 // without the kernels, take the composed path (multi_head_attention with a
 // causal mask, which has its own bf16 path). FLOPs: the kept half of
 // S = Q K^T and O = W V, about 2 N L S E.
+void lower_causal_attention(lowering::Graph& g, const lowering::Call& c) {
+  EMBER_CHECK(c.f(4) == 0.0, ValueError, "ONNX export: causal_attention ran with attention dropout (training mode)");
+  const int64_t heads = c.i(3), E = c.tensor(0).size(-1);
+  g.bind(c.outputs[0], lowering::attention(g, g.value(c.tensor(0)), g.value(c.tensor(1)), g.value(c.tensor(2)), heads,
+                                           E / heads, "", true));
+}
+void lower_causal_self_attention(lowering::Graph& g, const lowering::Call& c) {
+  EMBER_CHECK(c.f(2) == 0.0, ValueError,
+              "ONNX export: causal_self_attention ran with attention dropout (training mode)");
+  const int64_t heads = c.i(1), E = c.tensor(0).size(-1) / 3;
+  const auto qkv = g.node("Split", {g.value(c.tensor(0)), g.constant_ints({E, E, E})}, {{"axis", int64_t{-1}}}, 3);
+  g.bind(c.outputs[0], lowering::attention(g, qkv[0], qkv[1], qkv[2], heads, E / heads, "", true));
+}
 constexpr OpDef causal_attention_op{
     .name = "causal_attention",
     .half = Half::InBody,
     .fast_paths = {{{.table = &causal_forward_kernel,
                      .without = "multi_head_attention with causal_attention_mask (the (L, S) weights materialised)"}}},
     .flops = [](const Tensor* const* in, int, const Tensor& out) { return 2 * out.numel() * in[1]->size(1); },
+    .onnx = lower_causal_attention,
 };
 constexpr OpDef causal_self_attention_op{
     .name = "causal_self_attention",
@@ -327,6 +342,7 @@ constexpr OpDef causal_self_attention_op{
                      .without =
                          "multi_head_self_attention with causal_attention_mask (the (T, T) weights materialised)"}}},
     .flops = [](const Tensor* const*, int, const Tensor& out) { return 2 * out.numel() * out.size(1); },
+    .onnx = lower_causal_self_attention,
 };
 EMBER_REGISTER_OP(causal_attention_op);
 EMBER_REGISTER_OP(causal_self_attention_op);

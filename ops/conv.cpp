@@ -19,6 +19,7 @@
 #include <ember/ops/elementwise.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/matmul.h>
+#include <ember/ops/onnx_lowerings.h>
 #include <ember/ops/pointwise.h>
 
 namespace ember {
@@ -273,6 +274,19 @@ Tensor unfold_body(const Tensor& x, std::array<int64_t, 2> kernel, std::array<in
 // conv2d is on PyTorch's lower-precision autocast list. Its 16-bit
 // handling is the body's: the bf16 GEMM where the windows tile the image,
 // one float32 convolution rounded once otherwise.
+namespace {
+void lower_conv2d(lowering::Graph& g, const lowering::Call& c) {
+  const Tensor& w = c.tensor(1);
+  std::vector<std::string> in{g.value(c.tensor(0)), g.value(w)};
+  if (c.has_tensor(2)) in.push_back(g.value(c.tensor(2)));
+  const std::vector<int64_t> s = c.ints(3), p = c.ints(4);
+  g.bind(c.outputs[0], g.node("Conv", in,
+                              {{"kernel_shape", std::vector<int64_t>{w.size(2), w.size(3)}},
+                               {"strides", s},
+                               {"pads", std::vector<int64_t>{p[0], p[1], p[0], p[1]}}})[0]);
+}
+}  // namespace
+
 constexpr OpDef conv2d_op{
     .name = "conv2d",
     .autocast = Autocast::LowerPrecision,
@@ -282,7 +296,7 @@ constexpr OpDef conv2d_op{
     // 2 FLOPs per multiply-add: out (N, O, Ho, Wo) times C kh kw each.
     .flops = [](const Tensor* const* in, int,
                 const Tensor& out) { return 2 * out.numel() * (in[1]->size(0) ? in[1]->numel() / in[1]->size(0) : 0); },
-};
+    .onnx = lower_conv2d};
 // A copy: exact in any dtype.
 constexpr OpDef unfold_op{.name = "unfold", .half = Half::Float32};
 EMBER_REGISTER_OP(conv2d_op);

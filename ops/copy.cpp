@@ -1,6 +1,8 @@
 // Copies, conversions and fills: contiguous(), clone(), to(dtype/device),
 // copy_() and fill_(), with their CPU kernels.
+#include <ember/core/op.h>
 #include <ember/ops/copy.h>
+#include <ember/ops/onnx_lowerings.h>
 
 #include <cstring>
 
@@ -93,37 +95,64 @@ Tensor Tensor::contiguous() const {
   return clone();
 }
 
-Tensor Tensor::clone() const {
-  Tensor out = empty(shape(), TensorOptions(dtype(), device()));
-  if (numel()) copy_kernel(device(), *this, out);
-  if (needs_grad({*this}))
-    record("clone", {*this}, out, [](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output()); });
-  return out;
+namespace {
+void lower_to_dtype(lowering::Graph& g, const lowering::Call& c) {
+  g.bind(c.outputs[0], lowering::cast_to(g, c.tensor(0), c.outputs[0].dtype()));
 }
+}  // namespace
+
+constexpr OpDef clone_op{.name = "clone", .onnx = lowering::identity};
+EMBER_REGISTER_OP(clone_op);
+
+Tensor Tensor::clone() const {
+  return op::call<clone_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = empty(shape(), TensorOptions(dtype(), device()));
+        if (numel()) copy_kernel(device(), *this, out);
+        if (needs_grad({*this}))
+          record("clone", {*this}, out, [](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output()); });
+        return out;
+      },
+      *this);
+}
+
+constexpr OpDef to_dtype_op{.name = "to_dtype", .onnx = lower_to_dtype};
+EMBER_REGISTER_OP(to_dtype_op);
 
 Tensor Tensor::to(DType dt) const {
-  if (dt == dtype()) return *this;
-  Tensor out = empty(shape(), TensorOptions(dt, device()));
-  if (numel()) copy_kernel(device(), *this, out);
-  if (is_floating(dt) && needs_grad({*this})) {
-    const DType from = dtype();
-    record("to", {*this}, out, [from](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output().to(from)); });
-  }
-  return out;
+  return op::call<to_dtype_op>(
+      [&](const auto&...) -> Tensor {
+        if (dt == dtype()) return *this;
+        Tensor out = empty(shape(), TensorOptions(dt, device()));
+        if (numel()) copy_kernel(device(), *this, out);
+        if (is_floating(dt) && needs_grad({*this})) {
+          const DType from = dtype();
+          record("to", {*this}, out, [from](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output().to(from)); });
+        }
+        return out;
+      },
+      *this, dt);
 }
 
+constexpr OpDef to_device_op{.name = "to_device", .onnx = lowering::identity};
+EMBER_REGISTER_OP(to_device_op);
+
 Tensor Tensor::to(Device dev) const {
-  if (dev == device()) return *this;
-  Tensor out = empty(shape(), TensorOptions(dtype(), dev));
-  {
-    NoGradGuard no_grad;  // the copy itself is recorded below as one op
-    out.copy_(*this);
-  }
-  if (needs_grad({*this})) {
-    const Device from = device();
-    record("to", {*this}, out, [from](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output().to(from)); });
-  }
-  return out;
+  return op::call<to_device_op>(
+      [&](const auto&...) -> Tensor {
+        if (dev == device()) return *this;
+        Tensor out = empty(shape(), TensorOptions(dtype(), dev));
+        {
+          NoGradGuard no_grad;  // the copy itself is recorded below as one op
+          out.copy_(*this);
+        }
+        if (needs_grad({*this})) {
+          const Device from = device();
+          record("to", {*this}, out, [from](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output().to(from)); });
+        }
+        return out;
+      },
+      *this, dev);
 }
 
 }  // namespace ember

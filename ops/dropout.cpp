@@ -15,6 +15,7 @@
 #include <ember/core/parallel.h>
 #include <ember/ops/convert.h>
 #include <ember/ops/elementwise.h>
+#include <ember/ops/onnx_lowerings.h>
 #include <ember/ops/random_kernels.h>
 
 namespace ember {
@@ -134,11 +135,18 @@ namespace {
 
 // The CPU kernels take 16-bit tensors (float32 arithmetic, one rounding);
 // elsewhere they run on float32 copies (the same masks either way).
-constexpr OpDef dropout_op{
-    .name = "dropout",
-    .half = Half::NativeWhere,
-    .native_half = [](Device d) { return d.is_cpu(); },
-};
+namespace {
+void lower_dropout(lowering::Graph&, const lowering::Call&) {
+  throw ValueError(
+      "ONNX export: dropout ran in training mode; export records the model in eval mode, where "
+      "dropout is the identity (a forward function that calls dropout(x, p, true) cannot be exported)");
+}
+}  // namespace
+
+constexpr OpDef dropout_op{.name = "dropout",
+                           .half = Half::NativeWhere,
+                           .native_half = [](Device d) { return d.is_cpu(); },
+                           .onnx = lower_dropout};
 EMBER_REGISTER_OP(dropout_op);
 
 // Training with 0 < p: the mask drawn from gen's counters.

@@ -12,6 +12,7 @@
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/op.h>
 #include <ember/ops/cpu_loops.h>
+#include <ember/ops/onnx_lowerings.h>
 #include <ember/ops/pointwise.h>
 #include <ember/ops/pointwise_kernels.h>
 #include <ember/ops/pointwise_register.h>
@@ -75,60 +76,96 @@ using autograd::needs_grad;
 using autograd::record;
 using autograd::SavedTensor;
 
+constexpr OpDef add_op{.name = "add", .onnx = lowering::binary<"Add">};
+EMBER_REGISTER_OP(add_op);
+
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward<fn::Add>(a, b);
-  if (needs_grad({a, b}))
-    record("add", {a, b}, out, [](BackwardContext& ctx) {
-      if (ctx.needs_grad(0)) ctx.set_grad(0, ctx.grad_output());
-      if (ctx.needs_grad(1)) ctx.set_grad(1, ctx.grad_output());
-    });
-  return out;
+  return op::call<add_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = binary_forward<fn::Add>(a, b);
+        if (needs_grad({a, b}))
+          record("add", {a, b}, out, [](BackwardContext& ctx) {
+            if (ctx.needs_grad(0)) ctx.set_grad(0, ctx.grad_output());
+            if (ctx.needs_grad(1)) ctx.set_grad(1, ctx.grad_output());
+          });
+        return out;
+      },
+      a, b);
 }
+
+constexpr OpDef sub_op{.name = "sub", .onnx = lowering::binary<"Sub">};
+EMBER_REGISTER_OP(sub_op);
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward<fn::Sub>(a, b);
-  if (needs_grad({a, b}))
-    record("sub", {a, b}, out, [](BackwardContext& ctx) {
-      if (ctx.needs_grad(0)) ctx.set_grad(0, ctx.grad_output());
-      if (ctx.needs_grad(1)) ctx.set_grad(1, neg(ctx.grad_output()));
-    });
-  return out;
+  return op::call<sub_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = binary_forward<fn::Sub>(a, b);
+        if (needs_grad({a, b}))
+          record("sub", {a, b}, out, [](BackwardContext& ctx) {
+            if (ctx.needs_grad(0)) ctx.set_grad(0, ctx.grad_output());
+            if (ctx.needs_grad(1)) ctx.set_grad(1, neg(ctx.grad_output()));
+          });
+        return out;
+      },
+      a, b);
 }
+
+constexpr OpDef mul_op{.name = "mul", .onnx = lowering::binary<"Mul">};
+EMBER_REGISTER_OP(mul_op);
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward<fn::Mul>(a, b);
-  if (needs_grad({a, b}))
-    record("mul", {a, b}, out,
-           [sa = needs_grad({b}) ? SavedTensor(a) : SavedTensor(),
-            sb = needs_grad({a}) ? SavedTensor(b) : SavedTensor()](BackwardContext& ctx) {
-             if (ctx.needs_grad(0)) ctx.set_grad(0, mul(ctx.grad_output(), sb.get()));
-             if (ctx.needs_grad(1)) ctx.set_grad(1, mul(ctx.grad_output(), sa.get()));
-           });
-  return out;
+  return op::call<mul_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = binary_forward<fn::Mul>(a, b);
+        if (needs_grad({a, b}))
+          record("mul", {a, b}, out,
+                 [sa = needs_grad({b}) ? SavedTensor(a) : SavedTensor(),
+                  sb = needs_grad({a}) ? SavedTensor(b) : SavedTensor()](BackwardContext& ctx) {
+                   if (ctx.needs_grad(0)) ctx.set_grad(0, mul(ctx.grad_output(), sb.get()));
+                   if (ctx.needs_grad(1)) ctx.set_grad(1, mul(ctx.grad_output(), sa.get()));
+                 });
+        return out;
+      },
+      a, b);
 }
+
+constexpr OpDef div_op{.name = "div", .onnx = lowering::binary<"Div">};
+EMBER_REGISTER_OP(div_op);
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward<fn::Div>(a, b);
-  if (needs_grad({a, b}))
-    record("div", {a, b}, out, [sb = SavedTensor(b), so = SavedTensor(out)](BackwardContext& ctx) {
-      // d(a/b)/da = 1/b;  d(a/b)/db = -a/b^2 = -out/b
-      const Tensor& g = ctx.grad_output();
-      if (ctx.needs_grad(0)) ctx.set_grad(0, div(g, sb.get()));
-      if (ctx.needs_grad(1)) ctx.set_grad(1, neg(div(mul(g, so.get()), sb.get())));
-    });
-  return out;
+  return op::call<div_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = binary_forward<fn::Div>(a, b);
+        if (needs_grad({a, b}))
+          record("div", {a, b}, out, [sb = SavedTensor(b), so = SavedTensor(out)](BackwardContext& ctx) {
+            // d(a/b)/da = 1/b;  d(a/b)/db = -a/b^2 = -out/b
+            const Tensor& g = ctx.grad_output();
+            if (ctx.needs_grad(0)) ctx.set_grad(0, div(g, sb.get()));
+            if (ctx.needs_grad(1)) ctx.set_grad(1, neg(div(mul(g, so.get()), sb.get())));
+          });
+        return out;
+      },
+      a, b);
 }
 
+constexpr OpDef pow_op{.name = "pow", .onnx = lowering::binary<"Pow">};
+EMBER_REGISTER_OP(pow_op);
+
 Tensor pow(const Tensor& x, const Tensor& e) {
-  Tensor out = binary_forward<fn::Pow>(x, e);
-  if (needs_grad({x, e}))
-    record("pow", {x, e}, out, [sx = SavedTensor(x), se = SavedTensor(e), so = SavedTensor(out)](BackwardContext& ctx) {
-      const Tensor& g = ctx.grad_output();
-      // d x^e / dx = e x^(e-1);  d x^e / de = x^e log x
-      if (ctx.needs_grad(0)) ctx.set_grad(0, mul(g, mul(se.get(), pow(sx.get(), sub(se.get(), 1.0)))));
-      if (ctx.needs_grad(1)) ctx.set_grad(1, mul(g, mul(so.get(), log(sx.get()))));
-    });
-  return out;
+  return op::call<pow_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = binary_forward<fn::Pow>(x, e);
+        if (needs_grad({x, e}))
+          record("pow", {x, e}, out,
+                 [sx = SavedTensor(x), se = SavedTensor(e), so = SavedTensor(out)](BackwardContext& ctx) {
+                   const Tensor& g = ctx.grad_output();
+                   // d x^e / dx = e x^(e-1);  d x^e / de = x^e log x
+                   if (ctx.needs_grad(0)) ctx.set_grad(0, mul(g, mul(se.get(), pow(sx.get(), sub(se.get(), 1.0)))));
+                   if (ctx.needs_grad(1)) ctx.set_grad(1, mul(g, mul(so.get(), log(sx.get()))));
+                 });
+        return out;
+      },
+      x, e);
 }
 
 namespace {
@@ -138,48 +175,84 @@ Tensor select_grad(const Tensor& g, const Tensor& win, const Tensor& tie) {
 }
 }  // namespace
 
+constexpr OpDef maximum_op{.name = "maximum", .onnx = lowering::binary<"Max">};
+EMBER_REGISTER_OP(maximum_op);
+
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward<fn::Maximum>(a, b);
-  if (needs_grad({a, b}))
-    record("maximum", {a, b}, out, [sa = SavedTensor(a), sb = SavedTensor(b)](BackwardContext& ctx) {
-      const Tensor tie = eq(sa.get(), sb.get());
-      if (ctx.needs_grad(0)) ctx.set_grad(0, select_grad(ctx.grad_output(), gt(sa.get(), sb.get()), tie));
-      if (ctx.needs_grad(1)) ctx.set_grad(1, select_grad(ctx.grad_output(), lt(sa.get(), sb.get()), tie));
-    });
-  return out;
+  return op::call<maximum_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = binary_forward<fn::Maximum>(a, b);
+        if (needs_grad({a, b}))
+          record("maximum", {a, b}, out, [sa = SavedTensor(a), sb = SavedTensor(b)](BackwardContext& ctx) {
+            const Tensor tie = eq(sa.get(), sb.get());
+            if (ctx.needs_grad(0)) ctx.set_grad(0, select_grad(ctx.grad_output(), gt(sa.get(), sb.get()), tie));
+            if (ctx.needs_grad(1)) ctx.set_grad(1, select_grad(ctx.grad_output(), lt(sa.get(), sb.get()), tie));
+          });
+        return out;
+      },
+      a, b);
 }
 
+constexpr OpDef minimum_op{.name = "minimum", .onnx = lowering::binary<"Min">};
+EMBER_REGISTER_OP(minimum_op);
+
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward<fn::Minimum>(a, b);
-  if (needs_grad({a, b}))
-    record("minimum", {a, b}, out, [sa = SavedTensor(a), sb = SavedTensor(b)](BackwardContext& ctx) {
-      const Tensor tie = eq(sa.get(), sb.get());
-      if (ctx.needs_grad(0)) ctx.set_grad(0, select_grad(ctx.grad_output(), lt(sa.get(), sb.get()), tie));
-      if (ctx.needs_grad(1)) ctx.set_grad(1, select_grad(ctx.grad_output(), gt(sa.get(), sb.get()), tie));
-    });
-  return out;
+  return op::call<minimum_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = binary_forward<fn::Minimum>(a, b);
+        if (needs_grad({a, b}))
+          record("minimum", {a, b}, out, [sa = SavedTensor(a), sb = SavedTensor(b)](BackwardContext& ctx) {
+            const Tensor tie = eq(sa.get(), sb.get());
+            if (ctx.needs_grad(0)) ctx.set_grad(0, select_grad(ctx.grad_output(), lt(sa.get(), sb.get()), tie));
+            if (ctx.needs_grad(1)) ctx.set_grad(1, select_grad(ctx.grad_output(), gt(sa.get(), sb.get()), tie));
+          });
+        return out;
+      },
+      a, b);
 }
 
 // ---- tensor-scalar ----------------------------------------------------------
+constexpr OpDef add_scalar_op{.name = "add_scalar", .onnx = lowering::binary<"Add">};
+EMBER_REGISTER_OP(add_scalar_op);
+
 Tensor add(const Tensor& a, double b) {
-  Tensor out = unary_forward<fn::AddScalar>(a, b);
-  if (needs_grad({a})) record("add", {a}, out, [](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output()); });
-  return out;
+  return op::call<add_scalar_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = unary_forward<fn::AddScalar>(a, b);
+        if (needs_grad({a})) record("add", {a}, out, [](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output()); });
+        return out;
+      },
+      a, b);
 }
 
 Tensor sub(const Tensor& a, double b) { return add(a, -b); }
 
+constexpr OpDef rsub_scalar_op{.name = "rsub_scalar", .onnx = lowering::binary<"Sub">};
+EMBER_REGISTER_OP(rsub_scalar_op);
+
 Tensor sub(double a, const Tensor& b) {
-  Tensor out = unary_forward<fn::RsubScalar>(b, a);
-  if (needs_grad({b})) record("sub", {b}, out, [](BackwardContext& ctx) { ctx.set_grad(0, neg(ctx.grad_output())); });
-  return out;
+  return op::call<rsub_scalar_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = unary_forward<fn::RsubScalar>(b, a);
+        if (needs_grad({b}))
+          record("sub", {b}, out, [](BackwardContext& ctx) { ctx.set_grad(0, neg(ctx.grad_output())); });
+        return out;
+      },
+      a, b);
 }
 
+constexpr OpDef mul_scalar_op{.name = "mul_scalar", .onnx = lowering::binary<"Mul">};
+EMBER_REGISTER_OP(mul_scalar_op);
+
 Tensor mul(const Tensor& a, double b) {
-  Tensor out = unary_forward<fn::MulScalar>(a, b);
-  if (needs_grad({a}))
-    record("mul", {a}, out, [b](BackwardContext& ctx) { ctx.set_grad(0, mul(ctx.grad_output(), b)); });
-  return out;
+  return op::call<mul_scalar_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = unary_forward<fn::MulScalar>(a, b);
+        if (needs_grad({a}))
+          record("mul", {a}, out, [b](BackwardContext& ctx) { ctx.set_grad(0, mul(ctx.grad_output(), b)); });
+        return out;
+      },
+      a, b);
 }
 
 Tensor div(const Tensor& a, double b) {
@@ -187,44 +260,84 @@ Tensor div(const Tensor& a, double b) {
   return mul(x, 1.0 / b);
 }
 
+constexpr OpDef rdiv_scalar_op{.name = "rdiv_scalar", .onnx = lowering::binary<"Div">};
+EMBER_REGISTER_OP(rdiv_scalar_op);
+
 Tensor div(double a, const Tensor& b) {
-  Tensor out = unary_forward<fn::RdivScalar>(b, a);
-  if (needs_grad({b}))
-    record("div", {b}, out, [sb = SavedTensor(b), so = SavedTensor(out)](BackwardContext& ctx) {
-      // d(a/x)/dx = -a/x^2 = -out/x
-      ctx.set_grad(0, neg(div(mul(ctx.grad_output(), so.get()), sb.get())));
-    });
-  return out;
+  return op::call<rdiv_scalar_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = unary_forward<fn::RdivScalar>(b, a);
+        if (needs_grad({b}))
+          record("div", {b}, out, [sb = SavedTensor(b), so = SavedTensor(out)](BackwardContext& ctx) {
+            // d(a/x)/dx = -a/x^2 = -out/x
+            ctx.set_grad(0, neg(div(mul(ctx.grad_output(), so.get()), sb.get())));
+          });
+        return out;
+      },
+      a, b);
 }
+
+constexpr OpDef neg_op{.name = "neg", .onnx = lowering::unary<"Neg">};
+EMBER_REGISTER_OP(neg_op);
 
 Tensor neg(const Tensor& x) {
-  Tensor out = unary_forward<fn::Neg>(x);
-  if (needs_grad({x})) record("neg", {x}, out, [](BackwardContext& ctx) { ctx.set_grad(0, neg(ctx.grad_output())); });
-  return out;
+  return op::call<neg_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = unary_forward<fn::Neg>(x);
+        if (needs_grad({x}))
+          record("neg", {x}, out, [](BackwardContext& ctx) { ctx.set_grad(0, neg(ctx.grad_output())); });
+        return out;
+      },
+      x);
 }
 
+constexpr OpDef pow_scalar_op{.name = "pow_scalar", .onnx = lowering::binary<"Pow">};
+EMBER_REGISTER_OP(pow_scalar_op);
+
 Tensor pow(const Tensor& x, double e) {
-  Tensor out = unary_forward<fn::PowScalar>(x, e);
-  if (needs_grad({x}))
-    record("pow", {x}, out, [sx = SavedTensor(x), e](BackwardContext& ctx) {
-      // d x^e / dx = e x^(e-1)
-      Tensor d = e == 2.0 ? mul(sx.get(), 2.0) : mul(pow(sx.get(), e - 1.0), e);
-      ctx.set_grad(0, mul(ctx.grad_output(), d));
-    });
-  return out;
+  return op::call<pow_scalar_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = unary_forward<fn::PowScalar>(x, e);
+        if (needs_grad({x}))
+          record("pow", {x}, out, [sx = SavedTensor(x), e](BackwardContext& ctx) {
+            // d x^e / dx = e x^(e-1)
+            Tensor d = e == 2.0 ? mul(sx.get(), 2.0) : mul(pow(sx.get(), e - 1.0), e);
+            ctx.set_grad(0, mul(ctx.grad_output(), d));
+          });
+        return out;
+      },
+      x, e);
 }
 
 Tensor square(const Tensor& x) { return pow(x, 2.0); }
 
+namespace {
+// Clip with the bounds that are finite (an infinite one is an omitted input).
+void lower_clamp(lowering::Graph& g, const lowering::Call& c) {
+  const DType dt = c.tensor(0).dtype();
+  const double lo = c.f(1), hi = c.f(2);
+  std::vector<std::string> in{g.value(c.tensor(0)), std::isinf(lo) ? "" : g.scalar(lo, dt)};
+  if (!std::isinf(hi)) in.push_back(g.scalar(hi, dt));
+  g.bind(c.outputs[0], g.node("Clip", in)[0]);
+}
+}  // namespace
+
+constexpr OpDef clamp_op{.name = "clamp", .onnx = lower_clamp};
+EMBER_REGISTER_OP(clamp_op);
+
 Tensor clamp(const Tensor& x, double lo, double hi) {
-  Tensor out = unary_forward<fn::Clamp>(x, lo, hi);
-  if (needs_grad({x}))
-    record("clamp", {x}, out, [sx = SavedTensor(x), lo, hi](BackwardContext& ctx) {
-      // The gradient passes where lo <= x <= hi, as in PyTorch.
-      const Tensor inside = logical_and(ge(sx.get(), lo), le(sx.get(), hi));
-      ctx.set_grad(0, where(inside, ctx.grad_output(), 0.0));
-    });
-  return out;
+  return op::call<clamp_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = unary_forward<fn::Clamp>(x, lo, hi);
+        if (needs_grad({x}))
+          record("clamp", {x}, out, [sx = SavedTensor(x), lo, hi](BackwardContext& ctx) {
+            // The gradient passes where lo <= x <= hi, as in PyTorch.
+            const Tensor inside = logical_and(ge(sx.get(), lo), le(sx.get(), hi));
+            ctx.set_grad(0, where(inside, ctx.grad_output(), 0.0));
+          });
+        return out;
+      },
+      x, lo, hi);
 }
 
 // ---- math -------------------------------------------------------------------
@@ -259,139 +372,94 @@ Tensor log(const Tensor& x) {
       x);
 }
 
+constexpr OpDef sqrt_op{.name = "sqrt", .onnx = lowering::unary<"Sqrt">};
+EMBER_REGISTER_OP(sqrt_op);
+
 Tensor sqrt(const Tensor& x) {
-  Tensor out = unary_forward<fn::Sqrt>(x);
-  if (needs_grad({x}))
-    record("sqrt", {x}, out, [so = SavedTensor(out)](BackwardContext& ctx) {
-      ctx.set_grad(0, div(ctx.grad_output(), mul(so.get(), 2.0)));
-    });
-  return out;
+  return op::call<sqrt_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = unary_forward<fn::Sqrt>(x);
+        if (needs_grad({x}))
+          record("sqrt", {x}, out, [so = SavedTensor(out)](BackwardContext& ctx) {
+            ctx.set_grad(0, div(ctx.grad_output(), mul(so.get(), 2.0)));
+          });
+        return out;
+      },
+      x);
 }
 
-Tensor rsqrt(const Tensor& x) {
-  Tensor out = unary_forward<fn::Rsqrt>(x);
-  if (needs_grad({x}))
-    record("rsqrt", {x}, out, [so = SavedTensor(out)](BackwardContext& ctx) {
-      // d x^(-1/2) / dx = -1/2 x^(-3/2) = -1/2 out^3
-      ctx.set_grad(0, mul(ctx.grad_output(), mul(pow(so.get(), 3.0), -0.5)));
-    });
-  return out;
-}
-
-Tensor abs(const Tensor& x) {
-  Tensor out = unary_forward<fn::Abs>(x);
-  if (needs_grad({x}))
-    record("abs", {x}, out, [sx = SavedTensor(x)](BackwardContext& ctx) {
-      // sign(x), with 0 at 0 as in PyTorch
-      const Tensor& v = sx.get();
-      const Tensor sign = sub(gt(v, 0.0).to(v.dtype()), lt(v, 0.0).to(v.dtype()));
-      ctx.set_grad(0, mul(ctx.grad_output(), sign));
-    });
-  return out;
-}
-
-Tensor sin(const Tensor& x) {
-  Tensor out = unary_forward<fn::Sin>(x);
-  if (needs_grad({x}))
-    record("sin", {x}, out,
-           [sx = SavedTensor(x)](BackwardContext& ctx) { ctx.set_grad(0, mul(ctx.grad_output(), cos(sx.get()))); });
-  return out;
-}
-
-Tensor cos(const Tensor& x) {
-  Tensor out = unary_forward<fn::Cos>(x);
-  if (needs_grad({x}))
-    record("cos", {x}, out, [sx = SavedTensor(x)](BackwardContext& ctx) {
-      ctx.set_grad(0, neg(mul(ctx.grad_output(), sin(sx.get()))));
-    });
-  return out;
-}
-
-// ---- selection --------------------------------------------------------------
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  EMBER_CHECK(cond.dtype() == DType::Bool, DTypeError, "where: condition must be bool, got ", dtype_name(cond.dtype()));
-  check_same_device("where", cond, a);
-  check_same_device("where", a, b);
-  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  const DType dt = result_type(a, b);
-  Tensor out = empty(shape, TensorOptions(dt, a.device()));
-  where_kernel(a.device(), broadcast_view(cond, shape), broadcast_view(a.to(dt), shape),
-               broadcast_view(b.to(dt), shape), out);
-  if (needs_grad({a, b}))
-    record("where", {a, b}, out, [sc = SavedTensor(cond)](BackwardContext& ctx) {
-      const Tensor& g = ctx.grad_output();
-      if (ctx.needs_grad(0)) ctx.set_grad(0, masked_fill(g, logical_not(sc.get()), 0.0));
-      if (ctx.needs_grad(1)) ctx.set_grad(1, masked_fill(g, sc.get(), 0.0));
-    });
-  return out;
-}
-
-Tensor where(const Tensor& cond, const Tensor& a, double b) {
-  return where(cond, a, scalar_tensor(b, TensorOptions(a.dtype(), a.device())));
-}
-
-Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  EMBER_CHECK(mask.dtype() == DType::Bool, DTypeError, "masked_fill: mask must be bool, got ",
-              dtype_name(mask.dtype()));
-  check_same_device("masked_fill", x, mask);
-  EMBER_CHECK(broadcast_shapes(x.shape(), mask.shape(), "masked_fill") == x.shape(), ShapeError,
-              "masked_fill: mask of shape ", mask.shape().str(), " does not broadcast to the input's shape ",
-              x.shape().str());
-  Tensor out = empty(x.shape(), TensorOptions(x.dtype(), x.device()));
-  masked_fill_kernel(x.device(), x, broadcast_view(mask, x.shape()), out, value);
-  if (needs_grad({x}))
-    record("masked_fill", {x}, out, [sm = SavedTensor(mask)](BackwardContext& ctx) {
-      ctx.set_grad(0, masked_fill(ctx.grad_output(), sm.get(), 0.0));
-    });
-  return out;
-}
-
-// ---- comparisons ------------------------------------------------------------
 namespace {
-template <class F>
-Tensor compare(const Tensor& a, const Tensor& b) {
-  check_same_device(F::name, a, b);
-  const DType dt = result_type(a, b);
-  const Shape shape = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), F::name);
-  Tensor out = empty(shape, TensorOptions(DType::Bool, a.device()));
-  compare_kernel<F>()(a.device(), broadcast_view(a.dtype() == dt ? a : a.to(dt), shape),
-                      broadcast_view(b.dtype() == dt ? b : b.to(dt), shape), out);
-  return out;
-}
-template <class F>
-Tensor compare(const Tensor& a, double b) {
-  const DType dt = a.is_floating_point() ? a.dtype() : (b == std::floor(b) ? a.dtype() : DType::Float32);
-  return compare<F>(a, scalar_tensor(b, TensorOptions(dt == DType::Bool ? DType::Int64 : dt, a.device())));
+void lower_rsqrt(lowering::Graph& g, const lowering::Call& c) {
+  g.bind(c.outputs[0], g.node("Reciprocal", {g.node("Sqrt", {g.value(c.tensor(0))})[0]})[0]);
 }
 }  // namespace
 
-Tensor eq(const Tensor& a, const Tensor& b) { return compare<fn::Eq>(a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare<fn::Ne>(a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare<fn::Lt>(a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare<fn::Le>(a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare<fn::Gt>(a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare<fn::Ge>(a, b); }
-Tensor eq(const Tensor& a, double b) { return compare<fn::Eq>(a, b); }
-Tensor ne(const Tensor& a, double b) { return compare<fn::Ne>(a, b); }
-Tensor lt(const Tensor& a, double b) { return compare<fn::Lt>(a, b); }
-Tensor le(const Tensor& a, double b) { return compare<fn::Le>(a, b); }
-Tensor gt(const Tensor& a, double b) { return compare<fn::Gt>(a, b); }
-Tensor ge(const Tensor& a, double b) { return compare<fn::Ge>(a, b); }
-Tensor logical_and(const Tensor& a, const Tensor& b) { return compare<fn::LogicalAnd>(a, b); }
-Tensor logical_or(const Tensor& a, const Tensor& b) { return compare<fn::LogicalOr>(a, b); }
-Tensor logical_not(const Tensor& a) { return eq(a.dtype() == DType::Bool ? a : ne(a, 0.0), 0.0); }
+constexpr OpDef rsqrt_op{.name = "rsqrt", .onnx = lower_rsqrt};
+EMBER_REGISTER_OP(rsqrt_op);
 
-bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
-  NoGradGuard no_grad;
-  const Tensor a64 = a.to(DType::Float64), b64 = b.to(DType::Float64);
-  const Tensor bad = gt(abs(sub(a64, b64)), add(mul(abs(b64), rtol), atol));
-  return sum(bad.to(DType::Int64)).item<int64_t>() == 0;
+Tensor rsqrt(const Tensor& x) {
+  return op::call<rsqrt_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = unary_forward<fn::Rsqrt>(x);
+        if (needs_grad({x}))
+          record("rsqrt", {x}, out, [so = SavedTensor(out)](BackwardContext& ctx) {
+            // d x^(-1/2) / dx = -1/2 x^(-3/2) = -1/2 out^3
+            ctx.set_grad(0, mul(ctx.grad_output(), mul(pow(so.get(), 3.0), -0.5)));
+          });
+        return out;
+      },
+      x);
 }
 
-bool equal(const Tensor& a, const Tensor& b) {
-  NoGradGuard no_grad;
-  if (a.shape() != b.shape()) return false;
-  return sum(ne(a, b).to(DType::Int64)).item<int64_t>() == 0;
+constexpr OpDef abs_op{.name = "abs", .onnx = lowering::unary<"Abs">};
+EMBER_REGISTER_OP(abs_op);
+
+Tensor abs(const Tensor& x) {
+  return op::call<abs_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = unary_forward<fn::Abs>(x);
+        if (needs_grad({x}))
+          record("abs", {x}, out, [sx = SavedTensor(x)](BackwardContext& ctx) {
+            // sign(x), with 0 at 0 as in PyTorch
+            const Tensor& v = sx.get();
+            const Tensor sign = sub(gt(v, 0.0).to(v.dtype()), lt(v, 0.0).to(v.dtype()));
+            ctx.set_grad(0, mul(ctx.grad_output(), sign));
+          });
+        return out;
+      },
+      x);
+}
+
+constexpr OpDef sin_op{.name = "sin", .onnx = lowering::unary<"Sin">};
+EMBER_REGISTER_OP(sin_op);
+
+Tensor sin(const Tensor& x) {
+  return op::call<sin_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = unary_forward<fn::Sin>(x);
+        if (needs_grad({x}))
+          record("sin", {x}, out, [sx = SavedTensor(x)](BackwardContext& ctx) {
+            ctx.set_grad(0, mul(ctx.grad_output(), cos(sx.get())));
+          });
+        return out;
+      },
+      x);
+}
+
+constexpr OpDef cos_op{.name = "cos", .onnx = lowering::unary<"Cos">};
+EMBER_REGISTER_OP(cos_op);
+
+Tensor cos(const Tensor& x) {
+  return op::call<cos_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor out = unary_forward<fn::Cos>(x);
+        if (needs_grad({x}))
+          record("cos", {x}, out, [sx = SavedTensor(x)](BackwardContext& ctx) {
+            ctx.set_grad(0, neg(mul(ctx.grad_output(), sin(sx.get()))));
+          });
+        return out;
+      },
+      x);
 }
 
 // ---- in place ---------------------------------------------------------------

@@ -9,8 +9,10 @@
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
+#include <ember/core/op.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/copy.h>
+#include <ember/ops/onnx_lowerings.h>
 #include <ember/ops/random_kernels.h>
 
 namespace ember {
@@ -62,11 +64,25 @@ Tensor from_host(std::vector<double> v, const Shape& shape, TensorOptions opts) 
 
 EMBER_REGISTER_KERNEL(random_kernel, CPU, cpu_random);
 
+namespace {
+// full (zeros, ones): the value expanded to the shape, which may follow a dynamic axis.
+void lower_full(lowering::Graph& g, const lowering::Call& c) {
+  g.bind(c.outputs[0], g.node("Expand", {g.scalar(c.f(1), c.outputs[0].dtype()), g.ints(c, 0)})[0]);
+}
+}  // namespace
+
+constexpr OpDef full_op{.name = "full", .onnx = lower_full};
+EMBER_REGISTER_OP(full_op);
+
 Tensor full(const Shape& shape, double value, TensorOptions opts) {
-  Tensor t = empty(shape, TensorOptions(opts.dtype, opts.device));
-  t.fill_(value);
-  if (opts.requires_grad) t.requires_grad_(true);
-  return t;
+  return op::call<full_op>(
+      [&](const auto&...) -> Tensor {
+        Tensor t = empty(shape, TensorOptions(opts.dtype, opts.device));
+        t.fill_(value);
+        if (opts.requires_grad) t.requires_grad_(true);
+        return t;
+      },
+      shape, value, opts);
 }
 Tensor zeros(const Shape& shape, TensorOptions opts) { return full(shape, 0.0, opts); }
 Tensor ones(const Shape& shape, TensorOptions opts) { return full(shape, 1.0, opts); }
@@ -76,14 +92,40 @@ Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, 
 
 Tensor arange(double end, TensorOptions opts) { return arange(0, end, 1, opts); }
 
+namespace {
+// Range(start, end, step) in the result's dtype. Whole-number bounds go through Graph::ints, so a range that
+// follows a dynamic axis (GPT's positions) is computed from the input's shape.
+void lower_arange(lowering::Graph& g, const lowering::Call& c) {
+  const DType dt = c.outputs[0].dtype();
+  std::vector<std::string> in;
+  for (size_t i = 0; i < 3; ++i) {
+    const double v = c.f(i);
+    if (v != std::floor(v)) {
+      in.push_back(g.scalar(v, dt));
+      continue;
+    }
+    const std::string s = g.node("Squeeze", {g.ints(c, i), g.constant_ints({0})})[0];
+    in.push_back(dt == DType::Int64 ? s : g.node("Cast", {s}, {{"to", int64_t{lowering::onnx_dtype(dt)}}})[0]);
+  }
+  g.bind(c.outputs[0], g.node("Range", in)[0]);
+}
+}  // namespace
+
+constexpr OpDef arange_op{.name = "arange", .onnx = lower_arange};
+EMBER_REGISTER_OP(arange_op);
+
 Tensor arange(double start, double end, double step, TensorOptions opts) {
-  EMBER_CHECK(step != 0, ValueError, "arange: step must be nonzero");
-  EMBER_CHECK((end - start) / step >= 0, ValueError, "arange: the range [", start, ", ", end,
-              ") is empty or runs against step ", step);
-  const int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * step;
-  return from_host(std::move(v), Shape{n}, opts);
+  return op::call<arange_op>(
+      [&](const auto&...) -> Tensor {
+        EMBER_CHECK(step != 0, ValueError, "arange: step must be nonzero");
+        EMBER_CHECK((end - start) / step >= 0, ValueError, "arange: the range [", start, ", ", end,
+                    ") is empty or runs against step ", step);
+        const int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
+        std::vector<double> v(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * step;
+        return from_host(std::move(v), Shape{n}, opts);
+      },
+      start, end, step, opts);
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {

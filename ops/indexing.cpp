@@ -15,7 +15,9 @@
 //    thread's serial job.
 //  - scatter_add parallelises over the positions of the non-indexed dims:
 //    two index entries can only collide when they agree on all those dims.
+#include <ember/core/op.h>
 #include <ember/ops/indexing.h>
+#include <ember/ops/onnx_lowerings.h>
 
 #include <algorithm>
 #include <atomic>
@@ -313,31 +315,53 @@ Tensor copy_of(const Tensor& x) {
   return out;
 }
 
+void lower_index_select(lowering::Graph& g, const lowering::Call& c) {
+  g.bind(c.outputs[0], g.node("Gather", {g.value(c.tensor(0)), g.value(c.tensor(2))}, {{"axis", c.i(1)}})[0]);
+}
+void lower_gather(lowering::Graph& g, const lowering::Call& c) {
+  g.bind(c.outputs[0], g.node("GatherElements", {g.value(c.tensor(0)), g.value(c.tensor(2))}, {{"axis", c.i(1)}})[0]);
+}
+// embedding(weight, indices): rows of the weight.
+void lower_embedding(lowering::Graph& g, const lowering::Call& c) {
+  g.bind(c.outputs[0], g.node("Gather", {g.value(c.tensor(0)), g.value(c.tensor(1))}, {{"axis", int64_t{0}}})[0]);
+}
+void lower_one_hot(lowering::Graph& g, const lowering::Call& c) {
+  const int64_t n = c.outputs[0].size(-1);
+  g.bind(c.outputs[0], g.node("OneHot", {g.value(c.tensor(0)), g.scalar(static_cast<double>(n), DType::Int64),
+                                         g.value(from_vector(std::vector<int64_t>{0, 1}))})[0]);
+}
 }  // namespace
 
+constexpr OpDef index_select_op{.name = "index_select", .onnx = lower_index_select};
+EMBER_REGISTER_OP(index_select_op);
+
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  check_index_dtype("index_select", index, x);
-  EMBER_CHECK(index.dim() <= 1, ShapeError, "index_select: index must be 1-D or 0-dim, got shape ", index.shape().str(),
-              " (x shape ", x.shape().str(), ")");
-  const int d = wrap_dim(dim, x.dim(), "index_select");
-  const Tensor xv = x.dim() == 0 ? x.detach().view({1}) : x;
-  const int64_t N = xv.size(d);
-  if (auto bad = find_bad_index(index, N))
-    EMBER_CHECK(false, IndexError, "index_select: index ", *bad, " is out of range for dim ", dim, " with size ", N,
-                " (x shape ", x.shape().str(), ", index shape ", index.shape().str(), ")");
-  Tensor out = index_select_impl(xv, d, index);
-  if (x.dim() == 0) out = out.view({});
-  if (needs_grad({x}))
-    record("index_select", {x}, out, [si = SavedTensor(index), xshape = xv.shape(), d](BackwardContext& ctx) {
-      // d out[.., k, ..] / d x[.., n, ..] = [index[k] == n]: the gradient of
-      // every selected slice goes back to the slice it came from, summed over
-      // repeats (index_add into zeros; a 16-bit gradient summed in float32).
-      const Tensor g = upcast_half(ctx.grad_output());
-      Tensor gx = zeros(xshape, TensorOptions(g.dtype(), g.device()));
-      index_add_into(gx, d, si.get(), g.reshape(with_dim(xshape, d, si.get().numel())));
-      ctx.set_grad(0, gx.reshape(ctx.input_meta(0).shape).to(ctx.grad_output().dtype()));
-    });
-  return out;
+  return op::call<index_select_op>(
+      [&](const auto&...) -> Tensor {
+        check_index_dtype("index_select", index, x);
+        EMBER_CHECK(index.dim() <= 1, ShapeError, "index_select: index must be 1-D or 0-dim, got shape ",
+                    index.shape().str(), " (x shape ", x.shape().str(), ")");
+        const int d = wrap_dim(dim, x.dim(), "index_select");
+        const Tensor xv = x.dim() == 0 ? x.detach().view({1}) : x;
+        const int64_t N = xv.size(d);
+        if (auto bad = find_bad_index(index, N))
+          EMBER_CHECK(false, IndexError, "index_select: index ", *bad, " is out of range for dim ", dim, " with size ",
+                      N, " (x shape ", x.shape().str(), ", index shape ", index.shape().str(), ")");
+        Tensor out = index_select_impl(xv, d, index);
+        if (x.dim() == 0) out = out.view({});
+        if (needs_grad({x}))
+          record("index_select", {x}, out, [si = SavedTensor(index), xshape = xv.shape(), d](BackwardContext& ctx) {
+            // d out[.., k, ..] / d x[.., n, ..] = [index[k] == n]: the gradient of
+            // every selected slice goes back to the slice it came from, summed over
+            // repeats (index_add into zeros; a 16-bit gradient summed in float32).
+            const Tensor g = upcast_half(ctx.grad_output());
+            Tensor gx = zeros(xshape, TensorOptions(g.dtype(), g.device()));
+            index_add_into(gx, d, si.get(), g.reshape(with_dim(xshape, d, si.get().numel())));
+            ctx.set_grad(0, gx.reshape(ctx.input_meta(0).shape).to(ctx.grad_output().dtype()));
+          });
+        return out;
+      },
+      x, dim, index);
 }
 
 namespace {
@@ -398,24 +422,31 @@ int check_gather_shapes(const char* op, const Tensor& x, int64_t dim, const Tens
 }
 }  // namespace
 
+constexpr OpDef gather_op{.name = "gather", .onnx = lower_gather};
+EMBER_REGISTER_OP(gather_op);
+
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  const int d = check_gather_shapes("gather", x, dim, index);
-  const Tensor xv = x.dim() == 0 ? x.detach().view({1}) : x;
-  const Tensor iv = index.dim() == 0 ? index.view({1}) : index;
-  if (auto bad = find_bad_index(iv, xv.size(d)))
-    EMBER_CHECK(false, IndexError, "gather: index ", *bad, " is out of range for dim ", dim, " with size ", xv.size(d),
-                " (x shape ", x.shape().str(), ", index shape ", index.shape().str(), ")");
-  Tensor out = gather_impl(xv, d, iv).view(index.shape());
-  if (needs_grad({x}))
-    record("gather", {x}, out, [si = SavedTensor(iv), xshape = xv.shape(), d](BackwardContext& ctx) {
-      // Each output element is one x element: scatter-add the gradients back
-      // (repeated indices sum, a 16-bit gradient in float32).
-      const Tensor g = upcast_half(ctx.grad_output());
-      Tensor gx = zeros(xshape, TensorOptions(g.dtype(), g.device()));
-      scatter_add_into(gx, d, si.get(), g.reshape(si.get().shape()));
-      ctx.set_grad(0, gx.reshape(ctx.input_meta(0).shape).to(ctx.grad_output().dtype()));
-    });
-  return out;
+  return op::call<gather_op>(
+      [&](const auto&...) -> Tensor {
+        const int d = check_gather_shapes("gather", x, dim, index);
+        const Tensor xv = x.dim() == 0 ? x.detach().view({1}) : x;
+        const Tensor iv = index.dim() == 0 ? index.view({1}) : index;
+        if (auto bad = find_bad_index(iv, xv.size(d)))
+          EMBER_CHECK(false, IndexError, "gather: index ", *bad, " is out of range for dim ", dim, " with size ",
+                      xv.size(d), " (x shape ", x.shape().str(), ", index shape ", index.shape().str(), ")");
+        Tensor out = gather_impl(xv, d, iv).view(index.shape());
+        if (needs_grad({x}))
+          record("gather", {x}, out, [si = SavedTensor(iv), xshape = xv.shape(), d](BackwardContext& ctx) {
+            // Each output element is one x element: scatter-add the gradients back
+            // (repeated indices sum, a 16-bit gradient in float32).
+            const Tensor g = upcast_half(ctx.grad_output());
+            Tensor gx = zeros(xshape, TensorOptions(g.dtype(), g.device()));
+            scatter_add_into(gx, d, si.get(), g.reshape(si.get().shape()));
+            ctx.set_grad(0, gx.reshape(ctx.input_meta(0).shape).to(ctx.grad_output().dtype()));
+          });
+        return out;
+      },
+      x, dim, index);
 }
 
 namespace {
@@ -491,60 +522,77 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   return op::call<scatter_add_op>(scatter_add_body, x, dim, index, src);
 }
 
+constexpr OpDef embedding_op{.name = "embedding", .onnx = lower_embedding};
+EMBER_REGISTER_OP(embedding_op);
+
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
-  EMBER_CHECK(indices.dtype() == DType::Int64, DTypeError, "embedding: indices must be an int64 tensor, got ",
-              dtype_name(indices.dtype()), " (indices shape ", indices.shape().str(), ")");
-  check_same_device("embedding", weight, indices);
-  EMBER_CHECK(weight.dim() == 2, ShapeError, "embedding: weight must be 2-D [num_embeddings, dim], got shape ",
-              weight.shape().str());
-  const int64_t V = weight.size(0), D = weight.size(1), M = indices.numel();
-  int64_t pad = -1;
-  if (padding_idx) {
-    EMBER_CHECK(*padding_idx >= -V && *padding_idx < V, IndexError, "embedding: padding_idx ", *padding_idx,
-                " is out of range for ", V, " embeddings (weight shape ", weight.shape().str(), ")");
-    pad = *padding_idx < 0 ? *padding_idx + V : *padding_idx;
-  }
-  if (auto bad = find_bad_index(indices, V))
-    EMBER_CHECK(false, IndexError, "embedding: index ", *bad, " is out of range for ", V, " embeddings (weight shape ",
-                weight.shape().str(), ", indices shape ", indices.shape().str(), ")");
-  Shape out_shape = indices.shape();
-  out_shape.push_back(D);
-  const Tensor flat = indices.contiguous().view({M});
-  Tensor out = empty(out_shape, TensorOptions(weight.dtype(), weight.device()));
-  if (out.numel() > 0) {
-    Tensor out3 = out.view({1, M, D});
-    index_select_kernel(weight.device(), weight.detach().contiguous().view({1, V, D}), flat, out3);
-  }
-  if (needs_grad({weight}))
-    record("embedding", {weight}, out,
-           [sf = SavedTensor(flat), V, D, M, pad](BackwardContext& ctx) { embedding_backward(ctx, sf, V, D, M, pad); });
-  return out;
+  return op::call<embedding_op>(
+      [&](const auto&...) -> Tensor {
+        EMBER_CHECK(indices.dtype() == DType::Int64, DTypeError, "embedding: indices must be an int64 tensor, got ",
+                    dtype_name(indices.dtype()), " (indices shape ", indices.shape().str(), ")");
+        check_same_device("embedding", weight, indices);
+        EMBER_CHECK(weight.dim() == 2, ShapeError, "embedding: weight must be 2-D [num_embeddings, dim], got shape ",
+                    weight.shape().str());
+        const int64_t V = weight.size(0), D = weight.size(1), M = indices.numel();
+        int64_t pad = -1;
+        if (padding_idx) {
+          EMBER_CHECK(*padding_idx >= -V && *padding_idx < V, IndexError, "embedding: padding_idx ", *padding_idx,
+                      " is out of range for ", V, " embeddings (weight shape ", weight.shape().str(), ")");
+          pad = *padding_idx < 0 ? *padding_idx + V : *padding_idx;
+        }
+        if (auto bad = find_bad_index(indices, V))
+          EMBER_CHECK(false, IndexError, "embedding: index ", *bad, " is out of range for ", V,
+                      " embeddings (weight shape ", weight.shape().str(), ", indices shape ", indices.shape().str(),
+                      ")");
+        Shape out_shape = indices.shape();
+        out_shape.push_back(D);
+        const Tensor flat = indices.contiguous().view({M});
+        Tensor out = empty(out_shape, TensorOptions(weight.dtype(), weight.device()));
+        if (out.numel() > 0) {
+          Tensor out3 = out.view({1, M, D});
+          index_select_kernel(weight.device(), weight.detach().contiguous().view({1, V, D}), flat, out3);
+        }
+        if (needs_grad({weight}))
+          record("embedding", {weight}, out, [sf = SavedTensor(flat), V, D, M, pad](BackwardContext& ctx) {
+            embedding_backward(ctx, sf, V, D, M, pad);
+          });
+        return out;
+      },
+      weight, indices, padding_idx);
 }
 
+constexpr OpDef one_hot_op{.name = "one_hot", .onnx = lower_one_hot};
+EMBER_REGISTER_OP(one_hot_op);
+
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {
-  EMBER_CHECK(indices.dtype() == DType::Int64, DTypeError, "one_hot: indices must be an int64 tensor, got ",
-              dtype_name(indices.dtype()));
-  EMBER_CHECK(num_classes >= -1, ValueError, "one_hot: num_classes must be -1 (infer) or >= 0, got ", num_classes);
-  const Tensor flat = indices.contiguous().view({indices.numel()});
-  if (num_classes == -1) {
-    EMBER_CHECK(indices.numel() > 0, ValueError, "one_hot: cannot infer num_classes from an empty tensor (shape ",
-                indices.shape().str(), ")");
-    if (auto bad = find_bad_index(flat, std::numeric_limits<int64_t>::max()))
-      EMBER_CHECK(false, IndexError, "one_hot: class value ", *bad, " is negative (indices shape ",
-                  indices.shape().str(), ")");
-    num_classes = index_max_kernel(indices.device(), flat) + 1;
-  } else if (auto bad = find_bad_index(flat, num_classes)) {
-    EMBER_CHECK(false, IndexError, "one_hot: class value ", *bad, " is out of range for num_classes ", num_classes,
-                " (indices shape ", indices.shape().str(), ")");
-  }
-  Shape out_shape = indices.shape();
-  out_shape.push_back(num_classes);
-  Tensor out = empty(out_shape, TensorOptions(DType::Int64, indices.device()));
-  if (out.numel() > 0) {
-    Tensor o2 = out.view({indices.numel(), num_classes});
-    one_hot_kernel(indices.device(), flat, o2);
-  }
-  return out;
+  return op::call<one_hot_op>(
+      [&](const auto&...) -> Tensor {
+        EMBER_CHECK(indices.dtype() == DType::Int64, DTypeError, "one_hot: indices must be an int64 tensor, got ",
+                    dtype_name(indices.dtype()));
+        EMBER_CHECK(num_classes >= -1, ValueError, "one_hot: num_classes must be -1 (infer) or >= 0, got ",
+                    num_classes);
+        const Tensor flat = indices.contiguous().view({indices.numel()});
+        if (num_classes == -1) {
+          EMBER_CHECK(indices.numel() > 0, ValueError, "one_hot: cannot infer num_classes from an empty tensor (shape ",
+                      indices.shape().str(), ")");
+          if (auto bad = find_bad_index(flat, std::numeric_limits<int64_t>::max()))
+            EMBER_CHECK(false, IndexError, "one_hot: class value ", *bad, " is negative (indices shape ",
+                        indices.shape().str(), ")");
+          num_classes = index_max_kernel(indices.device(), flat) + 1;
+        } else if (auto bad = find_bad_index(flat, num_classes)) {
+          EMBER_CHECK(false, IndexError, "one_hot: class value ", *bad, " is out of range for num_classes ",
+                      num_classes, " (indices shape ", indices.shape().str(), ")");
+        }
+        Shape out_shape = indices.shape();
+        out_shape.push_back(num_classes);
+        Tensor out = empty(out_shape, TensorOptions(DType::Int64, indices.device()));
+        if (out.numel() > 0) {
+          Tensor o2 = out.view({indices.numel(), num_classes});
+          one_hot_kernel(indices.device(), flat, o2);
+        }
+        return out;
+      },
+      indices, num_classes);
 }
 
 }  // namespace ember

@@ -13,6 +13,8 @@
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/op.h>
+#include <ember/ops/factory.h>
+#include <ember/ops/onnx_lowerings.h>
 #include <ember/ops/pointwise.h>
 
 namespace ember {
@@ -84,12 +86,24 @@ Tensor layer_norm_body(const Tensor& x, const Shape& normalized_shape, const Ten
 // 16-bit inputs: computed in float32 and returned in the first 16-bit dtype
 // among x, weight and bias; by the kernels themselves where the device's
 // are marked and all three have one dtype, on float32 copies otherwise.
-constexpr OpDef layer_norm_op{
-    .name = "layer_norm",
-    .autocast = Autocast::Float32,
-    .half = Half::NativeWhere,
-    .native_half = op::marked<layer_norm_kernel, layer_norm_backward_kernel>,
-};
+namespace {
+// LayerNormalization over the trailing dims; its Scale input is required (ones when there is no weight).
+void lower_layer_norm(lowering::Graph& g, const lowering::Call& c) {
+  const Tensor& x = c.tensor(0);
+  const Shape ns(c.ints(1));
+  const std::string w = c.has_tensor(2) ? g.value(c.tensor(2)) : g.value(ones(ns, TensorOptions(x.dtype())));
+  std::vector<std::string> in{g.value(x), w};
+  if (c.has_tensor(3)) in.push_back(g.value(c.tensor(3)));
+  g.bind(c.outputs[0],
+         g.node("LayerNormalization", in, {{"axis", -static_cast<int64_t>(ns.size())}, {"epsilon", c.f(4)}})[0]);
+}
+}  // namespace
+
+constexpr OpDef layer_norm_op{.name = "layer_norm",
+                              .autocast = Autocast::Float32,
+                              .half = Half::NativeWhere,
+                              .native_half = op::marked<layer_norm_kernel, layer_norm_backward_kernel>,
+                              .onnx = lower_layer_norm};
 EMBER_REGISTER_OP(layer_norm_op);
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,

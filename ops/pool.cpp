@@ -22,6 +22,7 @@
 #include <ember/core/op.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/factory.h>
+#include <ember/ops/onnx_lowerings.h>
 
 namespace ember {
 
@@ -149,9 +150,41 @@ PoolGeom pool_geom(const char* op, const Tensor& x, std::array<int64_t, 2> k, st
 
 // 16-bit inputs on float32 copies: the average's sums in float32, rounded
 // once; the maximum and its index exactly (a maximum is one of its inputs).
-constexpr OpDef avg_pool2d_op{.name = "avg_pool2d", .half = Half::Float32};
-constexpr OpDef adaptive_avg_pool2d_op{.name = "adaptive_avg_pool2d", .half = Half::Float32};
-constexpr OpDef max_pool2d_op{.name = "max_pool2d", .half = Half::Float32};
+// The window's stride 0 means "the kernel size", as in the ops.
+std::vector<lowering::Attr> pool_attrs(const lowering::Call& c) {
+  const std::vector<int64_t> k = c.ints(1), s0 = c.ints(2), p = c.ints(3);
+  const std::vector<int64_t> s{s0[0] ? s0[0] : k[0], s0[1] ? s0[1] : k[1]};
+  return {{"kernel_shape", k}, {"strides", s}, {"pads", std::vector<int64_t>{p[0], p[1], p[0], p[1]}}};
+}
+void lower_avg_pool2d(lowering::Graph& g, const lowering::Call& c) {
+  std::vector<lowering::Attr> a = pool_attrs(c);
+  a.push_back({"count_include_pad", c.i(4)});
+  g.bind(c.outputs[0], g.node("AveragePool", {g.value(c.tensor(0))}, a)[0]);
+}
+// An adaptive pool is an AveragePool when the sizes divide (GlobalAveragePool for 1 x 1).
+void lower_adaptive_avg_pool2d(lowering::Graph& g, const lowering::Call& c) {
+  const Tensor& x = c.tensor(0);
+  const std::vector<int64_t> o = c.ints(1);
+  const std::string v = g.value(x);
+  if (o[0] == 1 && o[1] == 1) return g.bind(c.outputs[0], g.node("GlobalAveragePool", {v})[0]);
+  EMBER_CHECK(x.size(2) % o[0] == 0 && x.size(3) % o[1] == 0, ValueError, "ONNX export: adaptive_avg_pool2d from ",
+              x.shape(), " to (", o[0], ", ", o[1],
+              ") has windows of different sizes, which ONNX's pools cannot write");
+  const std::vector<int64_t> k{x.size(2) / o[0], x.size(3) / o[1]};
+  g.bind(c.outputs[0], g.node("AveragePool", {v}, {{"kernel_shape", k}, {"strides", k}})[0]);
+}
+// MaxPool's Indices count over the whole tensor; Ember's (as PyTorch's) within each (H, W) plane.
+void lower_max_pool2d(lowering::Graph& g, const lowering::Call& c) {
+  const Tensor& x = c.tensor(0);
+  const auto out = g.node("MaxPool", {g.value(x)}, pool_attrs(c), 2);
+  g.bind(c.outputs[0], out[0]);
+  g.bind(c.outputs[1], g.node("Mod", {out[1], g.scalar(static_cast<double>(x.size(2) * x.size(3)), DType::Int64)})[0]);
+}
+
+constexpr OpDef avg_pool2d_op{.name = "avg_pool2d", .half = Half::Float32, .onnx = lower_avg_pool2d};
+constexpr OpDef adaptive_avg_pool2d_op{
+    .name = "adaptive_avg_pool2d", .half = Half::Float32, .onnx = lower_adaptive_avg_pool2d};
+constexpr OpDef max_pool2d_op{.name = "max_pool2d", .half = Half::Float32, .onnx = lower_max_pool2d};
 EMBER_REGISTER_OP(avg_pool2d_op);
 EMBER_REGISTER_OP(adaptive_avg_pool2d_op);
 EMBER_REGISTER_OP(max_pool2d_op);
@@ -202,9 +235,15 @@ Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int
 
 Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
                   std::array<int64_t, 2> padding, bool count_include_pad) {
-  PoolGeom g = pool_geom("avg_pool2d", x, kernel, stride, padding);
-  g.count_include_pad = count_include_pad;
-  return op::call<avg_pool2d_op>(avg_pool, "avg_pool2d", x, g);
+  // Recorded with the window as given, which its lowering reads.
+  return op::call<avg_pool2d_op>(
+      [](const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
+         bool count_include_pad) {
+        PoolGeom g = pool_geom("avg_pool2d", x, kernel, stride, padding);
+        g.count_include_pad = count_include_pad;
+        return avg_pool("avg_pool2d", x, g);
+      },
+      x, kernel, stride, padding, count_include_pad);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
@@ -218,7 +257,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) 
               x.shape().str());
   PoolGeom g{x.size(0), x.size(1), x.size(2), x.size(3), 0, 0, 0, 0, 0, 0, output_size[0], output_size[1]};
   g.adaptive = true;
-  return op::call<adaptive_avg_pool2d_op>(avg_pool, "adaptive_avg_pool2d", x, g);
+  return op::call<adaptive_avg_pool2d_op>(
+      [&g](const Tensor& x, std::array<int64_t, 2>) { return avg_pool("adaptive_avg_pool2d", x, g); }, x, output_size);
 }
 
 }  // namespace ember

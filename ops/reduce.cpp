@@ -8,6 +8,7 @@
 #include <ember/core/op.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
+#include <ember/ops/onnx_lowerings.h>
 #include <ember/ops/reduce_layout.h>
 
 namespace ember {
@@ -162,21 +163,24 @@ Tensor mean_body(const Tensor& x, const Shape& dims, bool keepdim) {
 
 // A 16-bit input is accumulated in float32: by the kernel itself where the
 // device's is marked, on a float32 copy otherwise.
-constexpr OpDef sum_op{
-    .name = "sum",
-    .autocast = Autocast::Float32,
-    .half = Half::NativeWhere,
-    .native_half = op::marked<sum_kernel>,
-};
+namespace {
+void lower_sum(lowering::Graph& g, const lowering::Call& c) { lowering::reduce_node(g, c, "ReduceSum", true); }
+void lower_mean(lowering::Graph& g, const lowering::Call& c) { lowering::reduce_node(g, c, "ReduceMean", false); }
+}  // namespace
+
+constexpr OpDef sum_op{.name = "sum",
+                       .autocast = Autocast::Float32,
+                       .half = Half::NativeWhere,
+                       .native_half = op::marked<sum_kernel>,
+                       .onnx = lower_sum};
 // On the CPU a 16-bit mean stays on a float32 copy and rounds once, as
 // PyTorch's; elsewhere the 16-bit sum then a 16-bit division round twice, as
 // CUDA's does (docs/PRECISION.md).
-constexpr OpDef mean_op{
-    .name = "mean",
-    .autocast = Autocast::Float32,
-    .half = Half::NativeWhere,
-    .native_half = [](Device d) { return !d.is_cpu() && takes_half(sum_kernel, d); },
-};
+constexpr OpDef mean_op{.name = "mean",
+                        .autocast = Autocast::Float32,
+                        .half = Half::NativeWhere,
+                        .native_half = [](Device d) { return !d.is_cpu() && takes_half(sum_kernel, d); },
+                        .onnx = lower_mean};
 EMBER_REGISTER_OP(sum_op);
 EMBER_REGISTER_OP(mean_op);
 

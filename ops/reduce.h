@@ -38,6 +38,10 @@ struct ValuesIndices {
   Tensor values;   ///< the largest or smallest values
   Tensor indices;  ///< their positions along dim (int64)
 };
+/// The tensors of a ValuesIndices, for an exporter's record (core/onnx_lowering.h).
+inline void add_outputs(std::vector<Tensor>& out, const ValuesIndices& r) {
+  out.push_back(r.values), out.push_back(r.indices);
+}
 /// Values and their int64 indices along one dim (the first occurrence on ties).
 ///@{
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);

@@ -13,6 +13,7 @@
 #include <ember/core/parallel.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
+#include <ember/ops/onnx_lowerings.h>
 #include <ember/ops/reduce.h>
 #include <ember/ops/reduce_layout.h>
 
@@ -171,13 +172,49 @@ Tensor logsumexp_body(const Tensor& x, const Shape& dims, bool keepdim) {
 
 // 16-bit inputs on float32 copies: extremes exactly (an extreme is one of
 // its inputs), the statistics' sums in float32, each rounded once.
-constexpr OpDef amax_op{.name = "amax", .half = Half::Float32};
-constexpr OpDef amin_op{.name = "amin", .half = Half::Float32};
-constexpr OpDef max_op{.name = "max", .half = Half::Float32};
-constexpr OpDef min_op{.name = "min", .half = Half::Float32};
-constexpr OpDef var_op{.name = "var", .half = Half::Float32};
-constexpr OpDef std_op{.name = "std", .half = Half::Float32};
-constexpr OpDef logsumexp_op{.name = "logsumexp", .half = Half::Float32};
+namespace {
+void lower_amaxmin(lowering::Graph& g, const lowering::Call& c) {
+  lowering::reduce_node(g, c, c.i(3) ? "ReduceMax" : "ReduceMin", false);
+}
+// max/min along a dim: the values and their first index.
+void lower_minmax_dim(lowering::Graph& g, const lowering::Call& c) {
+  const std::string x = g.value(c.tensor(0));
+  const bool is_max = c.i(3);
+  const std::vector<lowering::Attr> keep{{"keepdims", c.i(2)}};
+  g.bind(c.outputs[0], g.node(is_max ? "ReduceMax" : "ReduceMin", {x},
+                              {{"axes", std::vector<int64_t>{c.i(1)}}, {"keepdims", c.i(2)}})[0]);
+  g.bind(c.outputs[1], g.node(is_max ? "ArgMax" : "ArgMin", {x}, {{"axis", c.i(1)}, {"keepdims", c.i(2)}})[0]);
+}
+// var = sum((x - mean)^2) / (n - correction) over the dims; std its square root.
+std::string var_value(lowering::Graph& g, const lowering::Call& c) {
+  const Tensor& x = c.tensor(0);
+  std::vector<int64_t> axes = c.ints(1);
+  if (axes.empty())
+    for (int64_t d = 0; d < x.dim(); ++d) axes.push_back(d);
+  int64_t n = 1;
+  for (int64_t a : axes) n *= x.size(a);
+  const std::string v = g.value(x);
+  const std::string m = g.node("ReduceMean", {v}, {{"axes", axes}, {"keepdims", int64_t{1}}})[0];
+  const std::string d = g.node("Sub", {v, m})[0];
+  const std::string ss = g.node("ReduceSumSquare", {d}, {{"axes", axes}, {"keepdims", c.i(3)}})[0];
+  return g.node("Div", {ss, g.scalar(static_cast<double>(n - c.i(2)), x.dtype())})[0];
+}
+void lower_var(lowering::Graph& g, const lowering::Call& c) { g.bind(c.outputs[0], var_value(g, c)); }
+void lower_std(lowering::Graph& g, const lowering::Call& c) {
+  g.bind(c.outputs[0], g.node("Sqrt", {var_value(g, c)})[0]);
+}
+void lower_logsumexp(lowering::Graph& g, const lowering::Call& c) {
+  lowering::reduce_node(g, c, "ReduceLogSumExp", false);
+}
+}  // namespace
+
+constexpr OpDef amax_op{.name = "amax", .half = Half::Float32, .onnx = lower_amaxmin};
+constexpr OpDef amin_op{.name = "amin", .half = Half::Float32, .onnx = lower_amaxmin};
+constexpr OpDef max_op{.name = "max", .half = Half::Float32, .onnx = lower_minmax_dim};
+constexpr OpDef min_op{.name = "min", .half = Half::Float32, .onnx = lower_minmax_dim};
+constexpr OpDef var_op{.name = "var", .half = Half::Float32, .onnx = lower_var};
+constexpr OpDef std_op{.name = "std", .half = Half::Float32, .onnx = lower_std};
+constexpr OpDef logsumexp_op{.name = "logsumexp", .half = Half::Float32, .onnx = lower_logsumexp};
 EMBER_REGISTER_OP(amax_op);
 EMBER_REGISTER_OP(amin_op);
 EMBER_REGISTER_OP(max_op);

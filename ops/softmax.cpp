@@ -24,6 +24,7 @@
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
 #include <ember/ops/functors.h>
+#include <ember/ops/onnx_lowerings.h>
 #include <ember/ops/pointwise.h>
 
 namespace ember {
@@ -255,23 +256,52 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, const Tensor& mask, bool log, 
 // A 16-bit input: by the kernels where the device's are marked, on a
 // float32 copy otherwise. softmax and log_softmax are on PyTorch's float32
 // autocast list; masked_softmax is on neither.
-constexpr OpDef softmax_op{
-    .name = "softmax",
-    .autocast = Autocast::Float32,
-    .half = Half::NativeWhere,
-    .native_half = op::marked<softmax_kernel, softmax_backward_kernel>,
-};
-constexpr OpDef log_softmax_op{
-    .name = "log_softmax",
-    .autocast = Autocast::Float32,
-    .half = Half::NativeWhere,
-    .native_half = op::marked<softmax_kernel, softmax_backward_kernel>,
-};
-constexpr OpDef masked_softmax_op{
-    .name = "masked_softmax",
-    .half = Half::NativeWhere,
-    .native_half = op::marked<softmax_kernel, softmax_backward_kernel>,
-};
+namespace {
+void lower_softmax_node(lowering::Graph& g, const lowering::Call& c, const char* op) {
+  g.bind(c.outputs[0], g.node(op, {g.value(c.tensor(0))}, {{"axis", c.i(1)}})[0]);
+}
+void lower_softmax(lowering::Graph& g, const lowering::Call& c) { lower_softmax_node(g, c, "Softmax"); }
+void lower_log_softmax(lowering::Graph& g, const lowering::Call& c) { lower_softmax_node(g, c, "LogSoftmax"); }
+// Softmax over the last dim with masked positions at -inf, then zero (a fully masked row is NaN before).
+void lower_masked_softmax(lowering::Graph& g, const lowering::Call& c) {
+  const Tensor& x = c.tensor(0);
+  const Tensor& mask = c.tensor(1);
+  std::string m = g.value(mask);
+  if (mask.dtype() == DType::Int64) {  // valid lengths: key k is masked when k >= length
+    const std::string K = g.node("Shape", {g.value(x)}, {{"start", int64_t{-1}}})[0];
+    const std::string zero = g.scalar(0, DType::Int64), one = g.scalar(1, DType::Int64);
+    const std::string pos = g.node("Range", {zero, g.node("Squeeze", {K, g.constant_ints({0})})[0], one})[0];
+    std::string lens;
+    if (mask.dim() == 1 && x.dim() >= 2 && mask.size(0) == x.size(0)) {
+      std::vector<int64_t> shape(x.dim(), 1);
+      shape[0] = -1;
+      lens = g.node("Reshape", {m, g.constant_ints(shape)})[0];
+    } else {
+      lens = g.node("Unsqueeze", {m, g.constant_ints({-1})})[0];
+    }
+    m = g.node("GreaterOrEqual", {pos, lens})[0];
+  }
+  const DType dt = x.dtype();
+  const std::string s = g.node("Where", {m, g.scalar(-INFINITY, dt), g.value(x)})[0];
+  const std::string p = g.node("Softmax", {s}, {{"axis", int64_t{-1}}})[0];
+  g.bind(c.outputs[0], g.node("Where", {m, g.scalar(0, dt), p})[0]);
+}
+}  // namespace
+
+constexpr OpDef softmax_op{.name = "softmax",
+                           .autocast = Autocast::Float32,
+                           .half = Half::NativeWhere,
+                           .native_half = op::marked<softmax_kernel, softmax_backward_kernel>,
+                           .onnx = lower_softmax};
+constexpr OpDef log_softmax_op{.name = "log_softmax",
+                               .autocast = Autocast::Float32,
+                               .half = Half::NativeWhere,
+                               .native_half = op::marked<softmax_kernel, softmax_backward_kernel>,
+                               .onnx = lower_log_softmax};
+constexpr OpDef masked_softmax_op{.name = "masked_softmax",
+                                  .half = Half::NativeWhere,
+                                  .native_half = op::marked<softmax_kernel, softmax_backward_kernel>,
+                                  .onnx = lower_masked_softmax};
 EMBER_REGISTER_OP(softmax_op);
 EMBER_REGISTER_OP(log_softmax_op);
 EMBER_REGISTER_OP(masked_softmax_op);
@@ -292,37 +322,43 @@ Tensor causal_mask(int64_t q, int64_t k, Device device) {
 }
 
 Tensor masked_softmax(const Tensor& x, const Tensor& mask) {
-  EMBER_CHECK(x.dim() >= 1, ShapeError, "masked_softmax: expected at least 1 dim, got shape ", x.shape().str());
-  check_same_device("masked_softmax", x, mask);
-  Tensor m;
-  if (mask.dtype() == DType::Int64) {
-    // Valid lengths: per batch entry (B,) or per row (x's shape minus the last dim).
-    const int64_t K = x.shape().back();
-    Shape lens_shape;
-    if (mask.dim() == 1 && x.dim() >= 2 && mask.size(0) == x.size(0)) {
-      lens_shape = Shape::filled(x.dim(), 1);
-      lens_shape[0] = x.size(0);
-    } else {
-      Shape rows(x.shape());
-      rows.erase(rows.size() - 1);
-      EMBER_CHECK(mask.shape() == rows, ShapeError, "masked_softmax: valid_lens of shape ", mask.shape().str(),
-                  " fit neither the batch (", x.dim() ? x.size(0) : 0, ",) nor the rows ", rows.str(),
-                  " of input shape ", x.shape().str());
-      lens_shape = mask.shape();
-      lens_shape.push_back(1);
-    }
-    const Tensor pos = arange(static_cast<double>(K), TensorOptions(DType::Int64, x.device()));
-    m = ge(pos, mask.reshape(lens_shape));  // true where k >= valid length
-  } else {
-    EMBER_CHECK(mask.dtype() == DType::Bool, DTypeError,
-                "masked_softmax: mask must be int64 valid lengths or a bool mask, got ", dtype_name(mask.dtype()));
-    m = mask;
-  }
-  EMBER_CHECK(broadcast_shapes(x.shape(), m.shape(), "masked_softmax") == x.shape(), ShapeError,
-              "masked_softmax: mask of shape ", m.shape().str(), " does not broadcast to the input's shape ",
-              x.shape().str());
-  const Tensor full = broadcast_view(m, x.shape()).contiguous();
-  return op::call<masked_softmax_op>(softmax_impl, x, -1, full, false, "masked_softmax");
+  // Recorded with the mask as given (lengths or bool), which its lowering reads.
+  return op::call<masked_softmax_op>(
+      [](const Tensor& x, const Tensor& mask) {
+        EMBER_CHECK(x.dim() >= 1, ShapeError, "masked_softmax: expected at least 1 dim, got shape ", x.shape().str());
+        check_same_device("masked_softmax", x, mask);
+        Tensor m;
+        if (mask.dtype() == DType::Int64) {
+          // Valid lengths: per batch entry (B,) or per row (x's shape minus the last dim).
+          const int64_t K = x.shape().back();
+          Shape lens_shape;
+          if (mask.dim() == 1 && x.dim() >= 2 && mask.size(0) == x.size(0)) {
+            lens_shape = Shape::filled(x.dim(), 1);
+            lens_shape[0] = x.size(0);
+          } else {
+            Shape rows(x.shape());
+            rows.erase(rows.size() - 1);
+            EMBER_CHECK(mask.shape() == rows, ShapeError, "masked_softmax: valid_lens of shape ", mask.shape().str(),
+                        " fit neither the batch (", x.dim() ? x.size(0) : 0, ",) nor the rows ", rows.str(),
+                        " of input shape ", x.shape().str());
+            lens_shape = mask.shape();
+            lens_shape.push_back(1);
+          }
+          const Tensor pos = arange(static_cast<double>(K), TensorOptions(DType::Int64, x.device()));
+          m = ge(pos, mask.reshape(lens_shape));  // true where k >= valid length
+        } else {
+          EMBER_CHECK(mask.dtype() == DType::Bool, DTypeError,
+                      "masked_softmax: mask must be int64 valid lengths or a bool mask, got ",
+                      dtype_name(mask.dtype()));
+          m = mask;
+        }
+        EMBER_CHECK(broadcast_shapes(x.shape(), m.shape(), "masked_softmax") == x.shape(), ShapeError,
+                    "masked_softmax: mask of shape ", m.shape().str(), " does not broadcast to the input's shape ",
+                    x.shape().str());
+        const Tensor full = broadcast_view(m, x.shape()).contiguous();
+        return softmax_impl(x, -1, full, false, "masked_softmax");
+      },
+      x, mask);
 }
 
 }  // namespace ember

@@ -127,13 +127,18 @@ Compared compare(const ember::Tensor& expected, const ember::Tensor& actual) {
   return c;
 }
 
-// What the per-op table groups a case under: a one-node case's op type; "" for a graph of several nodes
-// (main.cpp names those after the one-node case they expand, where there is one).
+// What the per-op table groups a case under: the op type of a case of one node (not counting Constant
+// nodes that feed it); "" for a graph of several (main.cpp names those after the one-node case they
+// expand, where there is one).
 std::string group_of(const std::string& model_bytes, const std::string& suite) {
   if (suite != "node") return suite;
   ::onnx::ModelProto m;
   if (!m.ParseFromString(model_bytes) || !m.has_graph()) return "";
-  return m.graph().node_size() == 1 ? m.graph().node(0).op_type() : "";
+  std::string op;
+  int ops = 0;
+  for (const auto& n : m.graph().node())
+    if (n.op_type() != "Constant" || m.graph().node_size() == 1) op = n.op_type(), ++ops;
+  return ops == 1 ? op : "";
 }
 
 // Sequence, map and optional values are not tensors: Ember has none of them.

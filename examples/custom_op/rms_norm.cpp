@@ -163,7 +163,19 @@ Tensor rms_norm_body(const Tensor& x, const Tensor& weight, double eps) {
 // float32 copies and rounded once, as the built-in ops without a 16-bit
 // kernel are (docs/PRECISION.md); the copies are recorded, so the gradients
 // come back in the 16-bit dtype. Registering it lists it in op::registry().
-constexpr OpDef rms_norm_op{.name = "rms_norm", .autocast = Autocast::Float32, .half = Half::Float32};
+// How ONNX export writes the op (opset 17 has no RMSNorm node):
+// y = x / sqrt(mean(x^2 over the last dim) + eps) * weight.
+void lower_rms_norm(lowering::Graph& g, const lowering::Call& c) {
+  const DType dt = c.tensor(0).dtype();
+  const std::string x = g.value(c.tensor(0));
+  const std::string ms = g.node("ReduceMean", {g.node("Mul", {x, x})[0]},
+                                {{"axes", std::vector<int64_t>{-1}}, {"keepdims", int64_t{1}}})[0];
+  const std::string rms = g.node("Sqrt", {g.node("Add", {ms, g.scalar(c.f(2), dt)})[0]})[0];
+  g.bind(c.outputs[0], g.node("Mul", {g.node("Div", {x, rms})[0], g.value(c.tensor(1))})[0]);
+}
+
+constexpr OpDef rms_norm_op{
+    .name = "rms_norm", .autocast = Autocast::Float32, .half = Half::Float32, .onnx = lower_rms_norm};
 EMBER_REGISTER_OP(rms_norm_op);
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {

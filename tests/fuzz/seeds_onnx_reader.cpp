@@ -1,8 +1,8 @@
 // Writes the ONNX reader fuzzer's seed corpus: small valid models covering
 // the reader's paths (initializers of several element types stored raw and
 // typed, Constant attributes, a shape computation, sequence ops, nodes out
-// of order, an initializer that is also a graph input), plus the first few
-// cases of ONNX's backend test data when it is installed.
+// of order, an initializer that is also a graph input), plus a few cases of
+// ONNX's backend test data when it is installed (control flow among them).
 // Usage: seeds_onnx_reader DIR
 #include <filesystem>
 #include <fstream>
@@ -133,9 +133,9 @@ int main(int argc, char** argv) {
   }
   // A few real cases, when ONNX's backend test data is installed.
   const std::filesystem::path data = "/usr/share/libonnx-testdata/data/node";
-  for (const char* c :
-       {"test_add_bcast", "test_slice_neg_steps", "test_gather_0", "test_pad", "test_cast_FLOAT_to_DOUBLE",
-        "test_resize_upsample_scales_linear", "test_conv_with_strides_padding"}) {
+  for (const char* c : {"test_add_bcast", "test_slice_neg_steps", "test_gather_0", "test_pad",
+                        "test_cast_FLOAT_to_DOUBLE", "test_resize_upsample_scales_linear",
+                        "test_conv_with_strides_padding", "test_if", "test_loop11", "test_scan9_sum"}) {
     const auto p = data / c / "model.onnx";
     if (std::filesystem::exists(p))
       std::filesystem::copy_file(p, std::filesystem::path(dir) / (std::string(c) + ".onnx"),

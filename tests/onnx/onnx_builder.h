@@ -1,6 +1,7 @@
 // Building small ONNX models in tests: a ModelProto assembled field by field
-// (graph inputs and outputs, initializers, nodes with attributes), so each
-// test states exactly the file it reads, valid or broken.
+// (graph inputs and outputs, initializers, nodes with attributes, subgraphs
+// built the same way: builder.proto().graph()), so each test states exactly
+// the file it reads, valid or broken.
 #pragma once
 
 #include <cstdio>
@@ -19,19 +20,23 @@ namespace onnx_test {
 
 struct Attr {
   std::string name;
-  enum Kind { Int, Float, Ints, String, TensorValue } kind;
+  enum Kind { Int, Float, Ints, String, TensorValue, Graph } kind;
   int64_t i = 0;
   float f = 0;
   std::vector<int64_t> ints;
   std::string s;
   ember::Tensor t;
+  ::onnx::GraphProto g;
 };
-inline Attr attr_int(const std::string& n, int64_t v) { return {n, Attr::Int, v, 0, {}, "", {}}; }
-inline Attr attr_float(const std::string& n, float v) { return {n, Attr::Float, 0, v, {}, "", {}}; }
-inline Attr attr_ints(const std::string& n, std::vector<int64_t> v) { return {n, Attr::Ints, 0, 0, v, "", {}}; }
-inline Attr attr_string(const std::string& n, const std::string& v) { return {n, Attr::String, 0, 0, {}, v, {}}; }
+inline Attr attr_int(const std::string& n, int64_t v) { return {n, Attr::Int, v, 0, {}, "", {}, {}}; }
+inline Attr attr_float(const std::string& n, float v) { return {n, Attr::Float, 0, v, {}, "", {}, {}}; }
+inline Attr attr_ints(const std::string& n, std::vector<int64_t> v) { return {n, Attr::Ints, 0, 0, v, "", {}, {}}; }
+inline Attr attr_string(const std::string& n, const std::string& v) { return {n, Attr::String, 0, 0, {}, v, {}, {}}; }
 inline Attr attr_tensor(const std::string& n, const ember::Tensor& v) {
-  return {n, Attr::TensorValue, 0, 0, {}, "", v};
+  return {n, Attr::TensorValue, 0, 0, {}, "", v, {}};
+}
+inline Attr attr_graph(const std::string& n, const ::onnx::GraphProto& g) {
+  return {n, Attr::Graph, 0, 0, {}, "", {}, g};
 }
 
 class ModelBuilder {
@@ -89,6 +94,10 @@ class ModelBuilder {
         case Attr::TensorValue:
           p->set_type(::onnx::AttributeProto::TENSOR);
           ember::onnx::detail::to_proto(a.t, *p->mutable_t());
+          break;
+        case Attr::Graph:
+          p->set_type(::onnx::AttributeProto::GRAPH);
+          *p->mutable_g() = a.g;
           break;
       }
     }

@@ -203,3 +203,27 @@ TEST_CASE("onnx import model: values freed after their last reader do not distur
   test::check_close(outs[0], {1.0, std::exp(1.0), std::exp(2.0)}, 1e-5);
   test::check_close(outs[1], {0, 0, 0}, 0);
 }
+
+TEST_CASE("onnx import model: autocast runs the graph's matmul in bfloat16 and gradients reach the weights") {
+  // h = x W, y = h + b, W [3, 2].
+  ModelBuilder m;
+  m.input("x", {-1, 3}).output("h").output("y");
+  m.initializer("fc.weight", tensor({{0.5, -1.0}, {2.0, 0.25}, {-0.5, 1.5}}))
+      .initializer("fc.bias", tensor({0.1, -0.2}));
+  m.node("MatMul", {"x", "fc.weight"}, {"h"}).node("Add", {"h", "fc.bias"}, {"y"});
+  auto model = ember::onnx::load_from_bytes(m.bytes(), "linear.onnx");
+  const std::vector<Tensor> x = {tensor({{1.0, 2.0, 3.0}, {-1.0, 0.5, 0.25}})};
+  const Tensor plain = model->forward(x)[1];
+  std::vector<Tensor> outs;
+  {
+    AutocastGuard autocast(DeviceType::CPU, kBFloat16);
+    outs = model->forward(x);
+  }
+  CHECK(outs[0].dtype() == kBFloat16);  // the matmul ran in bfloat16
+  CHECK(outs[1].dtype() == kFloat32);   // the bias add promotes, as PyTorch's does
+  test::check_close(outs[1], plain.detach().to_vector<double>(), 0.05);
+  sum(outs[1]).backward();
+  // d sum(x W + b) / dW[i][j] = sum over rows of x[:, i]: 0, 2.5, 3.25 (bfloat16 holds these exactly).
+  test::check_close(param(*model, "fc.weight").grad(), {0, 0, 2.5, 2.5, 3.25, 3.25}, 1e-6);
+  CHECK(param(*model, "fc.weight").grad().dtype() == kFloat32);
+}

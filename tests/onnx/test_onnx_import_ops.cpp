@@ -183,3 +183,18 @@ TEST_CASE("onnx import ops: gradients flow through sequences") {
   sum(mul(y, tensor({4.0, 5.0}))).backward();
   test::check_close(x.grad(), {0, 4, 5}, 0);
 }
+
+TEST_CASE("onnx import ops: scatter reductions mul, max and min, whose backward is refused by name") {
+  // ScatterElements along axis 0 of [1, 2, 3, 4] at [1, 1, 3] with updates [10, 3, 0.5].
+  const Tensor data = tensor({1.0, 2.0, 3.0, 4.0});
+  const Tensor idx = ints({1, 1, 3});
+  const Tensor upd = tensor({10.0, 3.0, 0.5});
+  test::check_close(run1("ScatterElements", {data, idx, upd}, {attr_string("reduction", "mul")}), {1, 60, 3, 2}, 0);
+  test::check_close(run1("ScatterElements", {data, idx, upd}, {attr_string("reduction", "max")}), {1, 10, 3, 4}, 0);
+  test::check_close(run1("ScatterND", {data, from_vector(std::vector<int64_t>{3, 0}, Shape{2, 1}), tensor({9.0, -1.0})},
+                         {attr_string("reduction", "min")}),
+                    {-1, 2, 3, 4}, 0);
+  const Tensor dg = tensor({1.0, 2.0, 3.0, 4.0}).requires_grad_();
+  const Tensor y = run1("ScatterElements", {dg, idx, upd}, {attr_string("reduction", "mul")});
+  CHECK(test::contains(test::error_of<AutogradError>([&] { sum(y).backward(); }), "ScatterReduce"));
+}
