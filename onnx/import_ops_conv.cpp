@@ -59,8 +59,22 @@ double product(const Ints& v) {
   return p;
 }
 
+// An ints attribute whose values are sizes, strides or pads: at most 2^40 in magnitude, so that no
+// arithmetic on them overflows.
+Ints size_ints(const NodeArgs& a, const char* name, const Ints& fallback) {
+  Ints v = a.has_attr(name) ? a.attr_ints(name) : fallback;
+  for (int64_t x : v)
+    if (x > (int64_t{1} << 40) || x < -(int64_t{1} << 40))
+      a.invalid(ember::detail::cat_str("attribute '", name, "' holds ", x, ", out of range"));
+  return v;
+}
+Ints size_ints(const NodeArgs& a, const char* name) {
+  if (!a.has_attr(name)) a.invalid(ember::detail::cat_str("attribute '", name, "' is required but not given"));
+  return size_ints(a, name, {});
+}
+
 Ints attr_per_dim(const NodeArgs& a, const char* name, int64_t nd, int64_t fallback) {
-  Ints v = a.attr_ints(name, Ints(nd, fallback));
+  Ints v = size_ints(a, name, Ints(nd, fallback));
   if (static_cast<int64_t>(v.size()) != nd)
     a.invalid(ember::detail::cat_str("attribute '", name, "' has ", v.size(), " values for ", nd, " spatial dims"));
   return v;
@@ -83,7 +97,7 @@ Window geometry(const NodeArgs& a, const Tensor& x, const Ints& kernel, bool cei
   w.stride = attr_per_dim(a, "strides", w.nd, 1);
   w.dil = attr_per_dim(a, "dilations", w.nd, 1);
   const std::string auto_pad = a.attr_string("auto_pad", "NOTSET");
-  Ints pads = a.attr_ints("pads", Ints(2 * w.nd, 0));
+  Ints pads = size_ints(a, "pads", Ints(2 * w.nd, 0));
   if (static_cast<int64_t>(pads.size()) != 2 * w.nd) a.invalid("pads must hold a begin and an end per spatial dim");
   w.pad_begin.assign(pads.begin(), pads.begin() + w.nd);
   w.pad_end.assign(pads.begin() + w.nd, pads.end());
@@ -116,6 +130,10 @@ Window geometry(const NodeArgs& a, const Tensor& x, const Ints& kernel, bool cei
     w.extra_end[d] =
         std::max<int64_t>(0, (w.out[d] - 1) * w.stride[d] + keff - (in[d] + w.pad_begin[d] + w.pad_end[d]));
   }
+  double padded = static_cast<double>(x.size(0)) * static_cast<double>(x.size(1));
+  for (int64_t d = 0; d < w.nd; ++d)
+    padded *= static_cast<double>(in[d] + w.pad_begin[d] + w.pad_end[d] + w.extra_end[d]);
+  check_elements(a, padded, "the padded input");
   return w;
 }
 
@@ -185,7 +203,7 @@ Tensor convolve(const NodeArgs& a, const Tensor& x, const Tensor& weight, const 
 
 Ints kernel_of(const NodeArgs& a, const Tensor& weight) {
   Ints k = spatial(weight);
-  if (a.has_attr("kernel_shape") && a.attr_ints("kernel_shape") != k) a.invalid("kernel_shape disagrees with W");
+  if (a.has_attr("kernel_shape") && size_ints(a, "kernel_shape") != k) a.invalid("kernel_shape disagrees with W");
   return k;
 }
 
@@ -268,7 +286,7 @@ std::vector<Tensor> conv_transpose_op(const NodeArgs& a) {
   const Ints in = spatial(x), kernel = kernel_of(a, weight);
   const Ints stride = attr_per_dim(a, "strides", nd, 1), dil = attr_per_dim(a, "dilations", nd, 1);
   const Ints out_pad = attr_per_dim(a, "output_padding", nd, 0);
-  Ints pads = a.attr_ints("pads", Ints(2 * nd, 0));
+  Ints pads = size_ints(a, "pads", Ints(2 * nd, 0));
   if (static_cast<int64_t>(pads.size()) != 2 * nd) a.invalid("pads must hold a begin and an end per spatial dim");
   const std::string auto_pad = a.attr_string("auto_pad", "NOTSET");
   Ints full(nd), begin(nd), end(nd);
@@ -286,7 +304,7 @@ std::vector<Tensor> conv_transpose_op(const NodeArgs& a) {
     // the end for SAME_UPPER, to the start otherwise.
     int64_t target = -1;
     if (a.has_attr("output_shape")) {
-      const Ints os = a.attr_ints("output_shape");
+      const Ints os = size_ints(a, "output_shape");
       if (static_cast<int64_t>(os.size()) < nd) a.invalid("output_shape has fewer entries than spatial dims");
       target = os[os.size() - nd + d];
       check_elements(a, static_cast<double>(target), "output_shape");
@@ -345,7 +363,7 @@ double lowest(const Tensor& x) {
 std::vector<Tensor> max_pool_op(const NodeArgs& a) {
   const Tensor& x = a.input(0);
   if (x.dim() < 3) a.invalid("X must be (N, C, d1, ...)");
-  const Window w = geometry(a, x, a.attr_ints("kernel_shape"), pool_ceil(a));
+  const Window w = geometry(a, x, size_ints(a, "kernel_shape"), pool_ceil(a));
   const bool want_indices = a.wants_output(1);
   const bool sym_small =
       w.nd == 2 && w.pad_begin == w.pad_end && 2 * w.pad_begin[0] <= w.kernel[0] && 2 * w.pad_begin[1] <= w.kernel[1];
@@ -385,7 +403,7 @@ std::vector<Tensor> average_pool_op(const NodeArgs& a) {
   const Tensor& x = a.input(0);
   if (x.dim() < 3) a.invalid("X must be (N, C, d1, ...)");
   if (!x.is_floating_point()) a.unsupported("integer inputs");
-  const Window w = geometry(a, x, a.attr_ints("kernel_shape"), pool_ceil(a));
+  const Window w = geometry(a, x, size_ints(a, "kernel_shape"), pool_ceil(a));
   const bool include_pad = a.attr_int("count_include_pad", 0) != 0;
   const bool no_pads = std::all_of(w.pad_begin.begin(), w.pad_begin.end(), [](int64_t v) { return v == 0; }) &&
                        std::all_of(w.pad_end.begin(), w.pad_end.end(), [](int64_t v) { return v == 0; });
@@ -427,10 +445,10 @@ std::vector<Tensor> max_unpool_op(const NodeArgs& a) {
   if (x.dim() < 3) a.invalid("X must be (N, C, d1, ...)");
   if (indices.shape() != x.shape() || indices.dtype() != kInt64) a.invalid("I must be integer indices of X's shape");
   const int64_t nd = x.dim() - 2;
-  const Ints kernel = a.attr_ints("kernel_shape");
+  const Ints kernel = size_ints(a, "kernel_shape");
   if (static_cast<int64_t>(kernel.size()) != nd) a.invalid("kernel_shape does not match the input's rank");
   const Ints stride = attr_per_dim(a, "strides", nd, 1);
-  const Ints pads = a.attr_ints("pads", Ints(2 * nd, 0));
+  const Ints pads = size_ints(a, "pads", Ints(2 * nd, 0));
   if (static_cast<int64_t>(pads.size()) != 2 * nd) a.invalid("pads must hold a begin and an end per spatial dim");
   Ints shape = {x.size(0), x.size(1)};
   for (int64_t d = 0; d < nd; ++d)

@@ -215,7 +215,14 @@ std::vector<Tensor> layer_norm_op(const NodeArgs& a) {
 template <class F>
 Tensor along_axis(const NodeArgs& a, F&& f) {
   const Tensor& x = a.input(0);
-  if (a.opset() >= 13) return f(x, norm_axis(a, a.attr_int("axis", -1), x.dim()));
+  if (a.opset() >= 13) {
+    const int64_t axis = a.attr_int("axis", -1);
+    if (x.dim() == 0) {  // a scalar as one row of one
+      if (axis != 0 && axis != -1) a.invalid(ember::detail::cat_str("axis ", axis, " is out of range for rank 0"));
+      return f(x.reshape({1}), 0).reshape(x.shape());
+    }
+    return f(x, norm_axis(a, axis, x.dim()));
+  }
   const int64_t axis = norm_axis(a, a.attr_int("axis", 1), x.dim());
   int64_t outer = 1;
   for (int64_t i = 0; i < axis; ++i) outer *= x.size(i);
@@ -382,6 +389,17 @@ std::vector<Tensor> einsum_op(const NodeArgs& a) {
       terms.back() += c;
   }
   if (terms.size() != a.num_inputs()) a.invalid("the equation names a different number of operands than the node has");
+  // Subscripts are letters, with at most one "..." per term.
+  auto check_term = [&](const std::string& t) {
+    const size_t dots = t.find("...");
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (dots != std::string::npos && i >= dots && i < dots + 3) continue;
+      if (!std::isalpha(static_cast<unsigned char>(t[i])))
+        a.invalid("equation '" + a.attr_string("equation") + "': subscripts must be letters and one '...'");
+    }
+  };
+  for (const auto& t : terms) check_term(t);
+  if (arrow != std::string::npos) check_term(eq.substr(arrow + 2));
   // Ellipses become the names '0'.. of their dims, aligned right across the operands.
   int64_t ell = 0;
   std::vector<Term> ops;

@@ -157,7 +157,8 @@ std::vector<Tensor> roi_align_op(const NodeArgs& a) {
   const int64_t ph = a.attr_int("output_height", 1), pw = a.attr_int("output_width", 1);
   const int64_t ratio = a.attr_int("sampling_ratio", 0);
   const double scale = a.attr_float("spatial_scale", 1.0f);
-  if (ph < 1 || pw < 1 || ph * pw > kMaxTaps) a.invalid("output_height and output_width must be positive");
+  if (ph < 1 || pw < 1 || static_cast<double>(ph) * static_cast<double>(pw) > static_cast<double>(kMaxTaps))
+    a.invalid(ember::detail::cat_str("output size ", ph, " x ", pw, " is not positive or too large"));
   const auto rv = rois.cpu().to(kFloat64).contiguous().to_vector<double>();
   // Per roi: its sample grid; every bin is padded to the most samples any roi has.
   struct Roi {
@@ -185,7 +186,8 @@ std::vector<Tensor> roi_align_op(const NodeArgs& a) {
     max_samples = std::max(max_samples, q.gh * q.gw);
   }
   const int64_t taps = 4 * max_samples;
-  if (static_cast<double>(taps) * static_cast<double>(num * ph * pw) > static_cast<double>(kMaxTaps))
+  if (static_cast<double>(taps) * static_cast<double>(num) * static_cast<double>(ph * pw) >
+      static_cast<double>(kMaxTaps))
     a.invalid("the rois, output size and sampling grids need too many samples");
   std::vector<int64_t> idx;
   std::vector<double> wt;

@@ -10,7 +10,9 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <set>
+#include <typeinfo>
 
 #include "onnx/node_case.h"
 
@@ -402,4 +404,76 @@ TEST_CASE("onnx nn: bad nodes throw errors naming the op and node") {
       CHECK(Node("GridSample").s("mode", mode).s("padding_mode", padding).run({x, grid})[0].shape() ==
             ember::Shape{1, 3, 1, 2});
   check_values(Node("LRN").i("size", int64_t{1} << 40).run({ember::zeros({1, 2, 1, 1})})[0], {0, 0});
+}
+
+// Random nodes of these ops (random attributes from edge values, random inputs of ranks 0 to 5, some omitted)
+// either run or throw one of Ember's errors: never a crash, a hang or another exception.
+TEST_CASE("onnx nn: random nodes run or throw Ember's errors") {
+  const std::vector<std::string> ops(kOps.begin(), kOps.end());
+  const std::vector<std::string> int_attrs = {
+      "axis",    "keepdims",      "select_last_index",    "exclusive",      "reverse",       "largest",
+      "group",   "ceil_mode",     "count_include_pad",    "storage_order",  "transA",        "hidden_size",
+      "layout",  "size",          "linear_before_reset",  "ignore_index",   "output_height", "sampling_ratio",
+      "spatial", "training_mode", "noop_with_empty_axes", "exclude_outside"};
+  const std::vector<std::string> ints_attrs = {"axes",      "kernel_shape",   "strides",     "pads",
+                                               "dilations", "output_padding", "output_shape"};
+  const std::vector<std::string> float_attrs = {"alpha", "beta", "epsilon",       "momentum",
+                                                "ratio", "clip", "cubic_coeff_a", "spatial_scale"};
+  const std::vector<std::pair<std::string, std::vector<std::string>>> string_attrs = {
+      {"auto_pad", {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID", "X"}},
+      {"direction", {"forward", "reverse", "bidirectional", "x"}},
+      {"mode", {"nearest", "linear", "cubic", "bicubic", "max", "x"}},
+      {"reduction", {"none", "sum", "mean", "x"}},
+      {"equation", {"ij,jk->ik", "ii", "...ii->...i", "i,i", "a...,...b", "->", "ij->k", ",", "0a", "a..b"}},
+      {"coordinate_transformation_mode", {"half_pixel", "align_corners", "tf_crop_and_resize", "asymmetric"}}};
+  const std::vector<int64_t> ints = {-3, -1, 0, 1, 2, 3, 5, int64_t{1} << 40};
+  const std::vector<float> floats = {NAN, -1, 0, 0.5f, 1, 1e30f, -INFINITY};
+  std::mt19937_64 rng(1);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  int ran = 0, refused = 0;
+  for (int it = 0; it < 20000; ++it) {
+    Node node(ops[pick(ops.size())], 1 + static_cast<int>(pick(3)));
+    for (size_t k = pick(5); k > 0; --k) {
+      switch (pick(4)) {
+        case 0:
+          node.i(int_attrs[pick(int_attrs.size())], ints[pick(ints.size())]);
+          break;
+        case 1: {
+          std::vector<int64_t> v(pick(7));
+          for (auto& x : v) x = ints[pick(ints.size() - 1)];
+          node.ints(ints_attrs[pick(ints_attrs.size())], v);
+          break;
+        }
+        case 2:
+          node.f(float_attrs[pick(float_attrs.size())], floats[pick(floats.size())]);
+          break;
+        default: {
+          const auto& [name, values] = string_attrs[pick(string_attrs.size())];
+          node.s(name, values[pick(values.size())]);
+        }
+      }
+    }
+    std::vector<Tensor> inputs(pick(3) ? 1 + pick(4) : pick(10));
+    for (auto& t : inputs) {
+      if (pick(6) == 0) continue;  // omitted
+      std::vector<int64_t> shape(pick(6));
+      for (auto& d : shape) d = static_cast<int64_t>(pick(4) ? 1 + pick(4) : pick(9));
+      const size_t kind = pick(4);
+      t = kind == 0 ? ember::randint(-3, 5, ember::Shape(shape))
+                    : ember::mul(ember::randn(ember::Shape(shape)), kind == 1 ? 1e30 : 1.0);
+    }
+    try {
+      node.run(inputs, pick(3) == 0 ? 11 : 17);
+      ++ran;
+    } catch (const ember::Error&) {
+      ++refused;
+    } catch (const std::exception& e) {
+      FAIL_CHECK(node.p.op_type(), " threw a ", typeid(e).name(), ": ", e.what());
+    }
+  }
+  MESSAGE(ran, " random nodes ran, ", refused, " were refused");
+  CHECK(ran > 2000);
+  // A 0-d input is one row of one: softmax 1, log-softmax 0.
+  check_values(Node("Softmax").run({ember::scalar_tensor(3.0)})[0], {1});
+  check_values(Node("LogSoftmax").run({ember::scalar_tensor(3.0)})[0], {0});
 }
