@@ -20,9 +20,10 @@ namespace ember::onnx::detail {
 
 /// axis in [-rank, rank) as a dim in [0, rank); ValueError naming the node otherwise.
 inline int64_t norm_axis(const NodeArgs& a, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1) || (rank == 0 && axis != 0 && axis != -1))
-    a.invalid("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  return axis < 0 ? axis + rank : axis;
+  // A 0-d tensor is one row of one: axes 0 and -1 both name it.
+  const bool ok = rank == 0 ? (axis == 0 || axis == -1) : (axis >= -rank && axis < rank);
+  if (!ok) a.invalid("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return rank == 0 ? 0 : (axis < 0 ? axis + rank : axis);
 }
 
 /// The Ember dtype that holds ONNX element type t (TensorProto::DataType); Unsupported for strings,
