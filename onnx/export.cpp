@@ -48,9 +48,13 @@ std::vector<Tensor> corner_inputs(const std::vector<Tensor>& inputs, const std::
   for (size_t s = 0; s < symbols.size(); ++s) {
     if (!(k >> s & 1)) continue;
     const Symbol& sym = symbols[s];
-    Tensor& x = out[sym.input];
-    x = sym.delta < 0 ? x.narrow(sym.axis, 0, sym.size - 1) : cat({x, x.narrow(sym.axis, 0, 1)}, sym.axis);
-    x = x.contiguous();
+    std::vector<std::pair<size_t, int>> axes = {{sym.input, sym.axis}};
+    axes.insert(axes.end(), sym.shared.begin(), sym.shared.end());
+    for (const auto& [input, axis] : axes) {
+      Tensor& x = out[input];
+      x = sym.delta < 0 ? x.narrow(axis, 0, sym.size - 1) : cat({x, x.narrow(axis, 0, 1)}, axis);
+      x = x.contiguous();
+    }
   }
   return out;
 }
@@ -118,8 +122,15 @@ void export_model(nn::Module& module, const ForwardFn& forward, const std::vecto
       const int axis = axis0 < 0 ? axis0 + x.dim() : axis0;
       EMBER_CHECK(axis >= 0 && axis < x.dim(), IndexError, "onnx::export_model: dynamic axis ", axis0, " of input '",
                   name, "' of shape ", x.shape());
-      if (symbol_of.count(sym_name)) continue;  // the same size seen on another input: that one's axis defines it
       const int64_t size = x.shape()[axis];
+      if (symbol_of.count(sym_name)) {
+        // The same size on another input (a shared batch): the first axis named defines it, this one follows.
+        Symbol& sym = symbols[symbol_of.at(sym_name)];
+        EMBER_CHECK(size == sym.size, ValueError, "onnx::export_model: dynamic axis '", sym_name, "' is ", sym.size,
+                    " in input '", in_names[sym.input], "' but ", size, " in input '", name, "'");
+        sym.shared.emplace_back(i, axis);
+        continue;
+      }
       symbol_of[sym_name] = symbols.size();
       symbols.push_back({sym_name, i, axis, size, size > 2 ? -1 : 1});
     }

@@ -32,6 +32,9 @@ struct Symbol {
   int axis = 0;
   int64_t size = 0;   ///< at the example
   int64_t delta = 0;  ///< the other corner's size minus size
+  /// Other inputs' axes given the same name (a batch shared by a model's
+  /// inputs): they move with it at each corner, or the inputs would disagree.
+  std::vector<std::pair<size_t, int>> shared = {};
 };
 
 /// The recorded calls of one forward pass, and its inputs and outputs.

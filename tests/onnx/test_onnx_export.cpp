@@ -54,8 +54,8 @@ const onnx::ExportOptions kDynamicBatch{.dynamic_axes = {{"input", {{0, "batch"}
 
 TEST_CASE("onnx export: an MLP with a dynamic batch runs in onnxruntime at other batch sizes") {
   manual_seed(1);
-  nn::Sequential mlp({std::make_shared<nn::Linear>(6, 16), std::make_shared<nn::GELU>(),
-                      std::make_shared<nn::Linear>(16, 3)});
+  nn::Sequential mlp(
+      {std::make_shared<nn::Linear>(6, 16), std::make_shared<nn::GELU>(), std::make_shared<nn::Linear>(16, 3)});
   const std::string path = temp_path("mlp.onnx");
   onnx::export_model(mlp, randn({4, 6}), path, kDynamicBatch);
   for (int64_t batch : {1, 4, 7}) {
@@ -103,14 +103,44 @@ TEST_CASE("onnx export: a GPT with dynamic batch and sequence matches onnxruntim
   manual_seed(4);
   nn::GPT gpt(nn::GPTConfig{.vocab_size = 11, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 16});
   const std::string path = temp_path("gpt.onnx");
-  onnx::export_model(gpt, randint(0, 11, {2, 6}), path,
-                     {.dynamic_axes = {{"input", {{0, "batch"}, {1, "sequence"}}}}});
+  onnx::export_model(gpt, randint(0, 11, {2, 6}), path, {.dynamic_axes = {{"input", {{0, "batch"}, {1, "sequence"}}}}});
   for (auto [b, t] : {std::pair<int64_t, int64_t>{2, 6}, {3, 9}, {1, 16}}) {
     const Tensor idx = randint(0, 11, {b, t});
     const Tensor want = eval_forward(gpt, idx);
     check_onnxruntime(path, idx, want, 2e-5);
     check_import(path, idx, want, 2e-5);
   }
+}
+
+TEST_CASE("onnx export: inputs that share a named dynamic axis change size together") {
+  // Two inputs with one batch (as seq2seq's source and target prefix): each
+  // traced corner must resize both, or the forward would see two batches.
+  manual_seed(5);
+  nn::Sequential both({std::make_shared<nn::Linear>(4, 3), std::make_shared<nn::Linear>(2, 3)});
+  auto fwd = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{add(both[0].forward(in[0]), both[1].forward(in[1])), mul(in[2], 2.0)};
+  };
+  const std::string path = temp_path("shared_axis.onnx");
+  onnx::export_model(both, fwd, {randn({3, 4}), randn({3, 2}), randn({3, 5})}, path,
+                     {.input_names = {"x", "y", "z"},
+                      .output_names = {"sum", "twice"},
+                      .dynamic_axes = {{"x", {{0, "batch"}}}, {"y", {{0, "batch"}}}, {"z", {{0, "batch"}, {1, "n"}}}},
+                      .doc_string = ""});
+  const Tensor x = randn({6, 4}), y = randn({6, 2}), z = randn({6, 2});
+  const auto out = test::run_onnxruntime(path, {{"x", x}, {"y", y}, {"z", z}});
+  both.eval();
+  NoGradGuard ng;
+  const std::vector<Tensor> want = fwd({x, y, z});
+  REQUIRE(out.at("sum").shape() == want[0].shape());
+  CHECK(allclose(out.at("sum"), want[0], 0.0, 1e-5));
+  REQUIRE(out.at("twice").shape() == want[1].shape());
+  CHECK(allclose(out.at("twice"), want[1], 0.0, 1e-5));
+  // One name with two sizes in the example is refused.
+  onnx::ExportOptions two_sizes;
+  two_sizes.dynamic_axes = {{"input", {{0, "batch"}}}, {"input_1", {{0, "batch"}}}};
+  CHECK_THROWS_WITH_AS(onnx::export_model(both, fwd, {randn({3, 4}), randn({2, 2}), randn({3, 5})}, path, two_sizes),
+                       doctest::Contains("dynamic axis 'batch' is 3 in input 'input' but 2 in input 'input_1'"),
+                       ValueError);
 }
 
 TEST_CASE("onnx export: an op without a lowering is refused by name and nothing is written") {
