@@ -6,8 +6,6 @@
 #include <filesystem>
 #include <utility>
 
-#include "app.h"
-
 namespace ember::app {
 
 namespace fs = std::filesystem;

@@ -26,6 +26,8 @@
 #include <ember/ember.h>
 #include <ember/onnx/onnx.h>
 
+#include "app.h"
+
 namespace ember::app {
 
 /// The two flags' values; an empty path exports nothing.
