@@ -59,7 +59,22 @@ std::vector<Tensor> corner_inputs(const std::vector<Tensor>& inputs, const std::
   return out;
 }
 
+// Grad mode on for the recording, whatever the caller's (an app that exports after evaluating under
+// NoGradGuard): the check that names a tensor computed by an op export cannot see reads its grad_fn, which
+// only grad mode gives it; without it such a tensor would be frozen into a constant.
+class GradModeOn {
+ public:
+  GradModeOn() : prev_(autograd::grad_enabled()) { autograd::set_grad_enabled(true); }
+  ~GradModeOn() { autograd::set_grad_enabled(prev_); }
+  GradModeOn(const GradModeOn&) = delete;
+  GradModeOn& operator=(const GradModeOn&) = delete;
+
+ private:
+  bool prev_;
+};
+
 Trace record(const ForwardFn& forward, const std::vector<Tensor>& inputs) {
+  const GradModeOn grad_mode;
   Trace t;
   // Floating inputs require grad, so that a tensor computed from them by an op export does not record
   // carries a grad_fn, which the graph builder names instead of freezing it into a constant.

@@ -155,6 +155,27 @@ TEST_CASE("onnx export: an op without a lowering is refused by name and nothing 
   CHECK_FALSE(fs::exists(path));
 }
 
+TEST_CASE("onnx export: a tensor computed from the input by an unrecorded op is refused, under NoGradGuard too") {
+  // A user op that skips op::call: its output, computed by hand from the
+  // input, has the op only as its grad_fn. Frozen into a constant, the graph
+  // would ignore its input; export names the op instead, whatever the
+  // caller's grad mode (an app exports after evaluating under NoGradGuard).
+  nn::Linear lin(3, 3);
+  auto fwd = [&](const std::vector<Tensor>& in) {
+    Tensor out = from_vector(in[0].contiguous().to_vector<float>(), in[0].shape());
+    if (autograd::needs_grad({in[0]})) autograd::record_no_backward("by_hand", {in[0]}, out);
+    return std::vector<Tensor>{lin.forward(out)};
+  };
+  const std::string path = temp_path("unrecorded.onnx");
+  fs::remove(path);
+  CHECK_THROWS_WITH_AS(onnx::export_model(lin, fwd, {randn({2, 3})}, path), doctest::Contains("computed by 'by_hand'"),
+                       onnx::Unsupported);
+  NoGradGuard ng;
+  CHECK_THROWS_WITH_AS(onnx::export_model(lin, fwd, {randn({2, 3})}, path), doctest::Contains("computed by 'by_hand'"),
+                       onnx::Unsupported);
+  CHECK_FALSE(fs::exists(path));
+}
+
 TEST_CASE("onnx export: a constant that changes with a dynamic axis is refused") {
   nn::Linear lin(3, 3);
   const std::string path = temp_path("constant.onnx");
