@@ -49,10 +49,10 @@ std::vector<Tensor> corner_inputs(const std::vector<Tensor>& inputs, const std::
   for (size_t s = 0; s < symbols.size(); ++s) {
     if (!(k >> s & 1)) continue;
     const Symbol& sym = symbols[s];
-    std::vector<std::pair<size_t, int>> axes{{sym.input, sym.axis}};
-    axes.insert(axes.end(), sym.also.begin(), sym.also.end());
-    for (const auto& [i, axis] : axes) {
-      Tensor& x = out[i];
+    std::vector<std::pair<size_t, int>> axes = {{sym.input, sym.axis}};
+    axes.insert(axes.end(), sym.shared.begin(), sym.shared.end());
+    for (const auto& [input, axis] : axes) {
+      Tensor& x = out[input];
       x = sym.delta < 0 ? x.narrow(axis, 0, sym.size - 1) : cat({x, x.narrow(axis, 0, 1)}, axis);
       x = x.contiguous();
     }
@@ -60,7 +60,22 @@ std::vector<Tensor> corner_inputs(const std::vector<Tensor>& inputs, const std::
   return out;
 }
 
+// Grad mode on for the recording, whatever the caller's (an app that exports after evaluating under
+// NoGradGuard): the check that names a tensor computed by an op export cannot see reads its grad_fn, which
+// only grad mode gives it; without it such a tensor would be frozen into a constant.
+class GradModeOn {
+ public:
+  GradModeOn() : prev_(autograd::grad_enabled()) { autograd::set_grad_enabled(true); }
+  ~GradModeOn() { autograd::set_grad_enabled(prev_); }
+  GradModeOn(const GradModeOn&) = delete;
+  GradModeOn& operator=(const GradModeOn&) = delete;
+
+ private:
+  bool prev_;
+};
+
 Trace record(const ForwardFn& forward, const std::vector<Tensor>& inputs) {
+  const GradModeOn grad_mode;
   Trace t;
   // Floating inputs require grad, so that a tensor computed from them by an op export does not record
   // carries a grad_fn, which the graph builder names instead of freezing it into a constant.
@@ -146,11 +161,12 @@ void export_model(nn::Module& module, const ForwardFn& forward, const std::vecto
       EMBER_CHECK(axis >= 0 && axis < x.dim(), IndexError, "onnx::export_model: dynamic axis ", axis0, " of input '",
                   name, "' of shape ", x.shape());
       const int64_t size = x.shape()[axis];
-      if (auto it = symbol_of.find(sym_name); it != symbol_of.end()) {  // the same size on another axis
-        Symbol& sym = symbols[it->second];
-        EMBER_CHECK(size == sym.size, ValueError, "onnx::export_model: dynamic axis '", sym_name, "' has size ",
-                    sym.size, " on one input and ", size, " on '", name, "'");
-        sym.also.emplace_back(i, axis);
+      if (symbol_of.count(sym_name)) {
+        // The same size on another input (a shared batch): the first axis named defines it, this one follows.
+        Symbol& sym = symbols[symbol_of.at(sym_name)];
+        EMBER_CHECK(size == sym.size, ValueError, "onnx::export_model: dynamic axis '", sym_name, "' is ", sym.size,
+                    " in input '", in_names[sym.input], "' but ", size, " in input '", name, "'");
+        sym.shared.emplace_back(i, axis);
         continue;
       }
       symbol_of[sym_name] = symbols.size();

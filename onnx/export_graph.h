@@ -25,15 +25,16 @@
 
 namespace ember::onnx::detail {
 
-/// A dynamic size named `name`: graph input `input`'s axis `axis`, and the same size on the other (input,
-/// axis) pairs in `also` (axes given the same name).
+/// A dynamic size named `name`: graph input `input`'s axis `axis` (and the axes in `shared`).
 struct Symbol {
   std::string name;
   size_t input = 0;
   int axis = 0;
   int64_t size = 0;   ///< at the example
   int64_t delta = 0;  ///< the other corner's size minus size
-  std::vector<std::pair<size_t, int>> also = {};
+  /// Other inputs' axes given the same name (a batch shared by a model's
+  /// inputs): they move with it at each corner, or the inputs would disagree.
+  std::vector<std::pair<size_t, int>> shared = {};
 };
 
 /// The recorded calls of one forward pass, and its inputs and outputs.

@@ -9,7 +9,9 @@
 //
 // Writes metrics.json, predictions.csv, prediction.png, attention.png,
 // loss.png (trained models) and model.safetensors into --out. Deterministic
-// for a given seed and thread count.
+// for a given seed and thread count. --eval-only --weights FILE scores a
+// saved model on the test grid again (eval.json); --export-onnx FILE writes
+// the trained (or loaded) model as ONNX, x (batch, points) -> y.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -23,6 +25,7 @@
 
 #include "app.h"
 #include "attention_models.h"
+#include "onnx_export.h"
 #include "plot.h"
 #include "precision.h"
 #include "train.h"
@@ -41,14 +44,54 @@ std::vector<double> values(const Tensor& t) {
 }
 
 struct Config {
-  std::string model = "transformer", out = "out/attention_regression", device = "cpu", precision = "fp32";
+  std::string model = "transformer", out = "out/attention_regression", device = "cpu", precision = "fp32", weights;
   int epochs = 0;
   int64_t batch = 0;
   double lr = 0;
   int threads = 0;
   uint64_t seed = 4;  // see apps/attention_regression/README.md: the figures are quoted for this seed
-  bool quiet = false, check = false;
+  bool quiet = false, check = false, eval_only = false;
+  app::OnnxExportFlags onnx;  // --export-onnx FILE [--export-onnx-check]
 };
+
+// The trained models by --model name (and by a saved file's "model").
+std::unique_ptr<ar::AttentionModel> make_model(const std::string& kind) {
+  if (kind == "single-head") return std::make_unique<ar::SingleHead>();
+  if (kind == "transformer") return std::make_unique<ar::TokenTransformer>();
+  return std::make_unique<ar::EncoderRegressor>();
+}
+
+// The test inputs: the grid for the 50-token models, sequences of 10
+// consecutive x of arange(0, 10, 0.1) for the encoder.
+Tensor test_inputs(const std::string& kind) {
+  if (kind == "encoder") return arange(0, 10, 0.1, kFloat32).reshape({-1, 10});
+  return linspace(0, 5, 50).unsqueeze(0);
+}
+
+// --export-onnx: x (batch, points) -> y (batch, points), both axes dynamic.
+// Checked on the test inputs (for the 50-token models, the grid of each range
+// the transformer trains on: [0, 5], [1.5, 3.5], [3, 5]); traced on 2
+// sequences of half their length, so that the check runs other sizes.
+void export_model(const Config& c, ar::AttentionModel& model, Device dev) {
+  if (!c.onnx.enabled()) return;
+  const Tensor check = c.model == "encoder" ? test_inputs(c.model)
+                                            : stack({linspace(0, 5, 50), linspace(1.5, 3.5, 50), linspace(3, 5, 50)});
+  const std::string positions = c.model == "transformer" ? "at most 50 (learned positions)"
+                                : c.model == "encoder"   ? "at most 1000 (sinusoidal positions)"
+                                                         : "any number";
+  ember::app::export_onnx(
+      "attention_regression", model, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{model(in[0])}; },
+      {.inputs = {"x"},
+       .outputs = {"y"},
+       .dynamic_axes = {{"x", {{0, "batch"}, {1, "points"}}}},
+       .example = {check.narrow(0, 0, 2).narrow(1, 0, check.size(1) / 2).contiguous().to(dev)},
+       .check = {check.to(dev)},
+       .doc = "Ember's attention regression model '" + c.model +
+              "' (apps/attention_regression), trained on y = 2 sin(x) + x^0.8 from noisy samples. Input x (batch, "
+              "points) float32, points " +
+              positions + "; output y (batch, points): the prediction at each x, attending over the sequence."},
+      c.onnx);
+}
 
 // What every model hands to the outputs.
 struct Result {
@@ -196,7 +239,50 @@ Result run_trained(const Config& c, Generator& g) {
   r.key_first = r.query_first = probe.to_vector<float>().front();
   r.key_last = r.query_last = probe.to_vector<float>().back();
   nn::save(*model, (fs::path(c.out) / "model.safetensors").string(), {{"model", c.model}});
+  export_model(c, *model, dev);
   return r;
+}
+
+// --eval-only: a saved model (its kind from the file's "model") scored on
+// its test inputs again.
+int eval_only(Config c) {
+  std::map<std::string, std::string> meta;
+  const StateDict sd = load_safetensors(c.weights, &meta);
+  const auto kind = meta.find("model");
+  if (kind == meta.end() ||
+      (kind->second != "single-head" && kind->second != "transformer" && kind->second != "encoder"))
+    throw IOError(c.weights +
+                  ": not a model.safetensors of attention_regression's trained models (its metadata "
+                  "\"model\" is not single-head, transformer or encoder)");
+  c.model = kind->second;
+  app::warn_suspicious("attention_regression", sd, c.weights);
+  const std::unique_ptr<ar::AttentionModel> model = make_model(c.model);
+  try {
+    model->load_state_dict(sd, /*strict=*/true);
+  } catch (const Error& e) {
+    throw IOError(c.weights + ": its tensors do not fit the " + c.model + " model: " + e.what());
+  }
+  if (c.check) {
+    std::printf("attention_regression: check ok\n");
+    return 0;
+  }
+  const Device dev(c.device);
+  model->to(dev);
+  model->eval();
+  NoGradGuard ng;
+  const Tensor x = test_inputs(c.model).to(dev);
+  Tensor pred;
+  {
+    const AutocastGuard region = app::MixedPrecision(c.precision, dev.type).region();  // as it was trained
+    pred = (*model)(x).to(kFloat32);
+  }
+  const double mse = mse_loss(pred.reshape({-1}), f(x.reshape({-1}))).item();
+  app::check_eval_loss(mse, c.weights);
+  app::write_json((fs::path(c.out) / "eval.json").string(),
+                  {{"weights", c.weights}, {"model", c.model}, {"test_mse", mse}, {"precision", c.precision}});
+  std::printf("attention_regression eval %s (%s): test_mse %.6f\n", c.weights.c_str(), c.model.c_str(), mse);
+  export_model(c, *model, dev);
+  return 0;
 }
 
 void write_outputs(const Config& c, const Result& r) {
@@ -294,7 +380,19 @@ int main(int argc, char** argv) {
   ember::app::add_out(cli, c.out);
   ember::app::add_quiet(cli, c.quiet);
   ember::app::add_check(cli, c.check);
+  CLI::Option* eval_only_flag =
+      cli.add_flag("--eval-only", c.eval_only, "score --weights on the test inputs again and exit (writes eval.json)");
+  ember::app::input_file(cli.add_option("--weights", c.weights,
+                                        "model.safetensors of a single-head, transformer or encoder run, for "
+                                        "--eval-only (the model comes from its metadata)"))
+      ->needs(eval_only_flag);
+  ember::app::add_export_onnx(cli, c.onnx, "x (batch, points) -> y (batch, points); the trained models only");
   return ember::app::run_main("attention_regression", cli, argc, argv, [&] {
+    if (c.eval_only && c.weights.empty()) throw ember::app::UsageError("--eval-only needs --weights MODEL");
+    if (c.onnx.enabled() && !c.eval_only && (c.model == "nw" || c.model == "nw-param"))
+      throw ember::app::UsageError("--export-onnx: --model " + c.model +
+                                   " is kernel regression over its training points, not a trained network; export "
+                                   "single-head, transformer or encoder");
     if (c.model == "nw-param" && c.epochs == 0) c.epochs = 50;
     if ((c.model == "nw" || c.model == "nw-param") && c.device != "cpu")
       throw ember::app::UsageError("--device " + c.device + ": the nw models run on the cpu only");
@@ -302,6 +400,8 @@ int main(int argc, char** argv) {
       throw ember::app::UsageError("--precision " + c.precision + ": the nw models run in fp32 only");
     ember::app::apply_threads(c.threads);
     ember::app::prepare_out_dir(c.out);
+    ember::app::check_export_onnx(c.onnx);
+    if (c.eval_only) return eval_only(c);
     if (c.check) {  // the models are small: the flags and --out are what can go wrong
       std::printf("attention_regression: check ok\n");
       return 0;

@@ -9,6 +9,9 @@
 // ViT and an AdamW run, while the teacher needs another model, optimizer and
 // schedule, and a file that vit reads back as a frozen model; this stays a
 // short, separate loop. Writes into --out: model.safetensors, metrics.json.
+// --eval-only --weights FILE scores a saved teacher on the test split again
+// (eval.json); --export-onnx FILE writes the trained (or loaded) ResNet as
+// an ONNX file (apps/common/onnx_export.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -22,6 +25,7 @@
 
 #include "app.h"
 #include "cnn_teacher.h"
+#include "onnx_export.h"
 #include "progress.h"
 #include "train_loop.h"
 
@@ -35,7 +39,7 @@ using app::UsageError;
 namespace {
 
 struct Config {
-  std::string data = "fashion-mnist", data_dir, out = "out/cnn", widths = "16,32,64", blocks = "1,1,1";
+  std::string data = "fashion-mnist", data_dir, out = "out/cnn", widths = "16,32,64", blocks = "1,1,1", weights;
   // Defaults: the best of the configurations measured for the ViT at CNN level
   // (apps/vit/README.md, "The ViT at CNN level"): 91.05% in 279 s on 2 Zen 4 cores.
   int epochs = 6;
@@ -44,7 +48,8 @@ struct Config {
   std::string hflip = "on";
   uint64_t seed = 0;
   int threads = 0;
-  bool quiet = false, check = false;
+  bool quiet = false, check = false, eval_only = false;
+  app::OnnxExportFlags onnx;  // --export-onnx FILE [--export-onnx-check]
 };
 
 // Accuracy and mean loss of model over a loader's batches (eval mode).
@@ -65,9 +70,59 @@ std::pair<double, double> evaluate(nn::Module& model, const data::DataLoader& lo
   return {static_cast<double>(correct) / static_cast<double>(n), loss / static_cast<double>(n)};
 }
 
-int run(Config c) {
+// The first test batch (normalised) and the ResNet as an ONNX graph.
+void export_resnet(const Config& c, nn::ResNet& model, const data::DataLoader& test_loader,
+                   const app::TeacherConfig& tc) {
+  if (!c.onnx.enabled()) return;
+  if (test_loader.num_batches() == 0) throw UsageError("--export-onnx needs a test image to trace the model on");
+  const Tensor images = test_loader.batch(0, 0).images;
+  app::export_onnx(
+      "cnn", model, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{model(in[0])}; },
+      app::image_classifier_graph(images, "Ember's ResNet (apps/cnn) trained on " + tc.data, tc.mean, tc.std), c.onnx);
+}
+
+// --eval-only: a saved teacher (its sizes and normalisation from the file)
+// scored on the test split of the data set it was trained on.
+int eval_only(Config c, const CLI::App& cli) {
+  app::Teacher t = app::load_teacher(c.weights);
+  if (cli.count("--data") && c.data != t.config.data)
+    throw UsageError("--data " + c.data + ": " + c.weights + " was trained on " + t.config.data);
+  c.data = t.config.data;
+  if (c.data_dir.empty()) c.data_dir = data::default_data_dir(c.data);
+  const data::ImageSet test = data::load_dataset(c.data, c.data_dir, false).head(c.limit_test);
+  if (test.channels != t.config.resnet.in_channels)
+    throw IOError(c.data_dir + ": the test images have " + std::to_string(test.channels) + " channels, " + c.weights +
+                  " takes " + std::to_string(t.config.resnet.in_channels));
+  data::LoaderOptions eo;
+  eo.batch_size = c.eval_batch;
+  eo.shuffle = false;
+  eo.normalize = data::ChannelStats{t.config.mean, t.config.std};
+  data::DataLoader test_loader(test, eo);
+  if (c.check) {
+    std::printf("cnn: check ok\n");
+    return app::kExitOk;
+  }
+  const auto [acc, loss] = evaluate(*t.model, test_loader);
+  app::check_eval_loss(loss, c.weights);
+  app::write_json((fs::path(c.out) / "eval.json").string(), {{"weights", c.weights},
+                                                             {"data", c.data},
+                                                             {"test_accuracy", acc},
+                                                             {"test_loss", loss},
+                                                             {"test_images", test.n},
+                                                             {"recorded_test_accuracy", t.config.test_accuracy}});
+  std::printf("cnn eval %s: %s test accuracy %.2f%% (%lld images), test loss %.4f; recorded at save: %.2f%%\n",
+              c.weights.c_str(), c.data.c_str(), 100 * acc, static_cast<long long>(test.n), loss,
+              100 * t.config.test_accuracy);
+  t.model->eval();  // evaluate() leaves a model in training mode
+  export_resnet(c, *t.model, test_loader, t.config);
+  return app::kExitOk;
+}
+
+int run(Config c, const CLI::App& cli) {
   app::apply_threads(c.threads);
   app::prepare_out_dir(c.out);
+  app::check_export_onnx(c.onnx);
+  if (c.eval_only) return eval_only(c, cli);
   app::TeacherConfig tc;
   tc.resnet.widths = app::parse_int_list(c.widths, "--widths", 1, 1024);
   tc.resnet.blocks = app::parse_int_list(c.blocks, "--blocks", 1, 16);
@@ -202,6 +257,7 @@ int run(Config c) {
   app::write_json((fs::path(c.out) / "metrics.json").string(), m);
   std::printf("cnn: %s test accuracy %.2f%% (best %.2f%%) after %d epochs, %.1fs training -> %s\n", c.data.c_str(),
               100 * acc, 100 * best, c.epochs, train_seconds, (fs::path(c.out) / "model.safetensors").c_str());
+  export_resnet(c, *model, test_loader, tc);
   return app::kExitOk;
 }
 
@@ -244,5 +300,16 @@ int main(int argc, char** argv) {
   app::add_out(cli, c.out);
   app::add_quiet(cli, c.quiet);
   app::add_check(cli, c.check);
-  return app::run_main("cnn", cli, argc, argv, [&] { return run(c); });
+  CLI::Option* eval_only =
+      cli.add_flag("--eval-only", c.eval_only,
+                   "score --weights on the test split of its data set again and exit (writes eval.json)");
+  app::input_file(cli.add_option("--weights", c.weights,
+                                 "model.safetensors written by cnn, for --eval-only (its sizes, data set and "
+                                 "normalisation come from its metadata)"))
+      ->needs(eval_only);
+  app::add_export_onnx(cli, c.onnx, "images (batch, channels, height, width), normalised as in training -> logits");
+  return app::run_main("cnn", cli, argc, argv, [&] {
+    if (c.eval_only && c.weights.empty()) throw UsageError("--eval-only needs --weights MODEL");
+    return run(c, cli);
+  });
 }

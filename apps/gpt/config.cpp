@@ -81,6 +81,7 @@ void add_flags(CLI::App& app, Config& c) {
       ->description("fp32 (default) or bf16: forward and loss in a bfloat16 autocast region, float32 master weights");
   app::add_quiet(app, c.quiet);
   app::add_check(app, c.check);
+  app::add_export_onnx(app, c.onnx, "tokens (batch, sequence) -> logits (batch, sequence, vocabulary)");
 }
 
 void finish_flags(const CLI::App& app, Config& c) {
@@ -103,6 +104,8 @@ void finish_flags(const CLI::App& app, Config& c) {
   if (!c.eval_only && !c.generate && !c.weights.empty())
     throw app::UsageError("--weights is for --eval-only and --generate (use --resume to continue training)");
   if (!c.prompt.empty() && !c.generate) throw app::UsageError("--prompt is for --generate");
+  if (c.generate && c.onnx.enabled())
+    throw app::UsageError("--export-onnx is for training and --eval-only, not --generate");
   if (!c.hf.empty() && !c.init.empty()) throw app::UsageError("--hf and --init are two starting points; give one");
   if (c.tokenizer.empty()) c.tokenizer = (!c.hf.empty() || !c.init.empty()) ? "gpt2" : "char";
   if (!c.gpt2() && (!c.hf.empty() || !c.init.empty()))
@@ -154,6 +157,32 @@ nn::GPTConfig model_config(const Config& c, int64_t vocab_size) {
   g.vocab_size = vocab_size, g.block_size = c.context, g.n_layer = c.layers, g.n_head = c.heads, g.n_embd = c.width;
   g.dropout = c.dropout, g.bias = c.bias;
   return g;
+}
+
+void export_onnx(const Config& c, nn::GPT& model, const std::vector<int64_t>& val, const std::string& what) {
+  if (!c.onnx.enabled()) return;
+  // Windows of real text: the check batch spans the whole context (as far as the split allows), the traced
+  // example half of it, so that the comparison runs the graph at a length it was not traced at.
+  const int64_t n = static_cast<int64_t>(val.size());
+  const int64_t T = std::min<int64_t>(model.cfg.block_size, n), T_example = std::max<int64_t>(1, T / 2);
+  if (T < 1) throw ValueError("--export-onnx: no validation tokens to trace the model on");
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 4; ++i) {
+    const int64_t start = i * (n - T) / 3;
+    ids.insert(ids.end(), val.begin() + start, val.begin() + start + T);
+  }
+  const Tensor windows = from_vector(ids, {4, T});
+  app::export_onnx(
+      "gpt", model, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{model(in[0])}; },
+      {.inputs = {"tokens"},
+       .outputs = {"logits"},
+       .dynamic_axes = {{"tokens", {{0, "batch"}, {1, "sequence"}}}},
+       .example = {windows.narrow(0, 0, 2).narrow(1, 0, T_example).contiguous()},
+       .check = {windows},
+       .doc = what + ". Input tokens (batch, sequence) of int64 ids, sequence at most " +
+              std::to_string(model.cfg.block_size) + "; output logits (batch, sequence, " +
+              std::to_string(model.cfg.vocab_size) + "): the next token's scores after each position."},
+      c.onnx);
 }
 
 nlohmann::ordered_json config_json(const Config& c) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "onnx_export.h"
 #include "train_loop.h"
 
 namespace gpt {
@@ -43,7 +44,8 @@ struct Config {
   // to start from, the tokenizer (resolved by finish_flags: gpt2 with --hf or
   // --init, char otherwise) and where its files are.
   std::string hf, init, tokenizer, tokenizer_dir;
-  std::string precision = "fp32";  // fp32, or bf16 autocast (apps/common/precision.h)
+  std::string precision = "fp32";    // fp32, or bf16 autocast (apps/common/precision.h)
+  ember::app::OnnxExportFlags onnx;  // --export-onnx FILE [--export-onnx-check] (not stored)
   bool gpt2() const { return tokenizer == "gpt2"; }
 };
 
@@ -89,6 +91,13 @@ void save_checkpoint(const std::filesystem::path& path, const Config& c, const n
 int64_t restore(const StateDict& ckpt, const std::map<std::string, std::string>& meta, const std::string& path,
                 nn::GPT& model, optim::AdamW& opt, optim::LRScheduler& sched, Generator& batches, double& train_seconds,
                 ember::app::MetricsHistory& hist);
+/// --export-onnx (apps/common/onnx_export.h): the model as a graph from
+/// "tokens" (batch, sequence) to "logits" (batch, sequence, vocabulary),
+/// both axes dynamic (the sequence up to the model's context); traced on 2
+/// windows of half the context from `val`, checked on 4 of the whole
+/// context. `what` starts the file's doc string (the model, its tokens).
+void export_onnx(const Config& c, nn::GPT& model, const std::vector<int64_t>& val, const std::string& what);
+
 /// The run configuration and vocabulary a file's metadata records.
 Config config_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);
 nn::CharTokenizer vocab_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);

@@ -128,6 +128,7 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
   Config c = c0;
   app::apply_threads(c.threads);
   app::prepare_out_dir(c.out);
+  app::check_export_onnx(c.onnx);
   std::shared_ptr<nn::GPT> model = c.hf.empty() ? nullptr : load_hf(c.hf);
   const std::string tdir = tokenizer_dir(c);
   const nn::GPT2Tokenizer tok = load_tokenizer(tdir);
@@ -270,6 +271,7 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
       "iterations, %.0f tok/s, %s) -> %s (Hugging Face directory: %s)\n",
       final_val, val.size(), clock.seconds(), static_cast<long long>(c.iters), tps, c.precision.c_str(), c.out.c_str(),
       (out / "hf").c_str());
+  export_onnx(c, *model, val, "GPT-2 (byte-level BPE tokens) fine-tuned by Ember's apps/gpt on " + corpus.name);
   return 0;
 }
 

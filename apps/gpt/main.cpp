@@ -15,7 +15,8 @@
 // continues a run exactly. The loop is apps/common/train_loop.h's; the
 // schedule, nanoGPT's warm-up and cosine, is optim::NanoGPTCosineLR.
 // --eval-only --weights M scores a model on the validation split again;
-// --generate --weights M --prompt TEXT samples from it.
+// --generate --weights M --prompt TEXT samples from it. --export-onnx FILE
+// writes the trained (or --eval-only's) model as ONNX (config.h).
 // --hf DIR (a Hugging Face GPT-2), --init gpt2-* or --tokenizer gpt2 take the
 // GPT-2 path instead (apps/gpt/gpt2_run.h): BPE tokens, fine-tuning and
 // sampling with the KV cache, an HF directory written back.
@@ -115,6 +116,7 @@ int check_done() {
 int train(gpt::Config c) {
   app::apply_threads(c.threads);
   app::prepare_out_dir(c.out);
+  app::check_export_onnx(c.onnx);
   // A resumed run takes everything but --out, --threads, --quiet and
   // --stop-after from the checkpoint.
   std::map<std::string, std::string> meta;
@@ -124,7 +126,7 @@ int train(gpt::Config c) {
     app::warn_suspicious("gpt", ckpt, c.resume);  // NaN/Inf or negative second moments named on stderr
     gpt::Config saved = gpt::config_from_metadata(meta, c.resume);
     saved.out = c.out, saved.threads = c.threads, saved.quiet = c.quiet, saved.stop_after = c.stop_after;
-    saved.resume = c.resume, saved.check = c.check;
+    saved.resume = c.resume, saved.check = c.check, saved.onnx = c.onnx;
     c = saved;
   }
   const gpt::Corpus corpus = gpt::read_corpus(c);
@@ -278,6 +280,7 @@ int train(gpt::Config c) {
       "gpt: validation loss %.4f over the whole split (%zu tokens), %.1fs training (%lld iterations, %.0f "
       "tok/s, %d threads) -> %s\n",
       final_val, data.val.size(), train_seconds, static_cast<long long>(c.iters), tps, num_threads(), c.out.c_str());
+  gpt::export_onnx(c, model, data.val, "Ember's character-level GPT (apps/gpt) trained on " + corpus.name);
   return 0;
 }
 
@@ -286,6 +289,7 @@ int train(gpt::Config c) {
 int eval_only(gpt::Config c) {
   app::apply_threads(c.threads);
   app::prepare_out_dir(c.out);  // eval.json goes there
+  app::check_export_onnx(c.onnx);
   nn::CharTokenizer vocab;
   std::map<std::string, std::string> meta;
   std::unique_ptr<nn::GPT> model = gpt::load_model(c.weights, vocab, meta);
@@ -306,6 +310,7 @@ int eval_only(gpt::Config c) {
   app::write_json((fs::path(c.out) / "eval.json").string(), m);
   std::printf("gpt eval %s: validation loss %.4f over %zu tokens of %s\n", c.weights.c_str(), v, data.val.size(),
               corpus.name.c_str());
+  gpt::export_onnx(c, *model, data.val, "Ember's character-level GPT (apps/gpt) from " + c.weights);
   return 0;
 }
 

@@ -16,7 +16,8 @@
 // with the configuration in its metadata). --eval-only --weights FILE scores
 // a saved model on the test split again (eval.json), on either device.
 // --device cuda keeps the model, the optimizer state and the encoded splits
-// on the GPU; batches are gathered there.
+// on the GPU; batches are gathered there. --export-onnx FILE writes the
+// trained (or --eval-only's) Transformer as ONNX (export.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
@@ -36,7 +37,8 @@
 #include "app.h"
 #include "data.h"  // the vocabularies, encoded splits and batches
 #include "dates.h"
-#include "model.h"  // --model gru|transformer, greedy or --beam K decoding
+#include "export.h"  // --export-onnx
+#include "model.h"   // --model gru|transformer, greedy or --beam K decoding
 #include "plot.h"
 #include "precision.h"
 #include "progress.h"
@@ -68,6 +70,7 @@ struct Config {
   std::string model = "gru";       // --model: gru (nn::Seq2Seq) or transformer (transformer_model.h)
   int64_t beam = 1;                // --beam: 1 = greedy decoding
   std::string precision = "fp32";  // --precision (apps/common/precision.h)
+  app::OnnxExportFlags onnx;       // --export-onnx FILE [--export-onnx-check]
 };
 
 using seq2seq_app::Batch;
@@ -257,6 +260,7 @@ int evaluate_saved(const Config& c, seq2seq_app::DatesModel& model, const Saved&
   std::printf("seq2seq eval %s on %s: test exact match %.4f (%lld dates), test loss %.4f%s\n", c.weights.c_str(),
               c.device.c_str(), e.exact, static_cast<long long>(test.size()), e.loss,
               saved.recorded_exact ? app::fmt("; recorded at save: %.4f", *saved.recorded_exact).c_str() : "");
+  seq2seq_app::export_onnx(c.onnx, c.model, model, test, v);
   return 0;
 }
 
@@ -414,7 +418,11 @@ void write_report(const Config& c, nn::Module& model, const Vocab& v, const Spli
 int run(Config c) {
   app::apply_threads(c.threads);
   app::prepare_out_dir(c.out);
+  app::check_export_onnx(c.onnx);
   const Saved saved = c.eval_only ? load_saved(c) : Saved{};
+  // Before any work: the model (--model, or the file's) must be one that exports.
+  if (c.onnx.enabled() && !seq2seq_app::onnx_refusal(c.model).empty())
+    throw app::UsageError(seq2seq_app::onnx_refusal(c.model));
   const Device dev(c.device);
   manual_seed(c.seed + 1);  // initialisation
   Generator g(c.seed + 2);  // shuffling
@@ -480,6 +488,7 @@ int run(Config c) {
   write_report(c, model, v, sp, h, te, longest);
   std::printf("seq2seq: test exact match %.4f (%lld dates), %.1fs training (%d epochs, %d threads) -> %s\n", te.exact,
               static_cast<long long>(sp.test.size()), h.train_seconds, c.epochs, num_threads(), c.out.c_str());
+  seq2seq_app::export_onnx(c.onnx, c.model, *dates_model, sp.test, v);
   return 0;
 }
 
@@ -523,6 +532,9 @@ int main(int argc, char** argv) {
   cli.add_option("--beam", c.beam, "beam width for decoding; 1 (default) is greedy; GNMT length penalty, alpha 0.6")
       ->check(app::int_range(1, 64));
   app::add_check(cli, c.check);
+  app::add_export_onnx(cli, c.onnx,
+                       "--model transformer's encoder and one decoder pass, source, source_lengths and target_prefix "
+                       "-> logits of the next token at every prefix position (apps/seq2seq/README.md)");
   return app::run_main("seq2seq", cli, argc, argv, [&] {
     if (c.eval_only != !c.weights.empty()) throw app::UsageError("--eval-only and --weights FILE go together");
     if (c.hidden % 2 != 0)

@@ -12,7 +12,8 @@
 // position in training, RNG; after every epoch, atomically, and on Ctrl-C),
 // model.safetensors (weights and configuration), metrics.json, loss.png,
 // accuracy.png, confusion.png and attention.png (the [CLS] token's attention
-// rollout over the patches of test images). --resume continues a run exactly:
+// rollout over the patches of test images); --export-onnx FILE the final (or
+// --eval-only's) model as ONNX (export.h). --resume continues a run exactly:
 // batches are pure functions of (seed, epoch, index), so the resumed run
 // equals an uninterrupted one bit for bit (same thread count and device).
 // The steps run on app::run_loop (apps/common/train_loop.h), one batch each,
@@ -48,6 +49,7 @@
 
 #include "app.h"
 #include "evaluate.h"
+#include "export.h"
 #include "flags.h"
 #include "model.h"
 #include "plot.h"
@@ -66,8 +68,10 @@ using ember::app::UsageError;
 using vit::augment_options;
 using vit::check_model_size;
 using vit::Config;
+using vit::Datasets;
 using vit::evaluate;
 using vit::Evaluation;
+using vit::load_data;
 using vit::make_model;
 using vit::to_device;
 using vit::to_json;
@@ -116,22 +120,6 @@ Loaded load_run(Config& c, const CLI::App& cli) {
   }
   if (c.eval_only) l.recorded = vit::recorded_accuracy(l.meta, from);
   return l;
-}
-
-struct Datasets {
-  data::ImageSet train, test;
-  data::ChannelStats norm;
-  double load_seconds = 0;
-};
-Datasets load_data(Config& c) {
-  if (c.data_dir.empty()) c.data_dir = data::default_data_dir(c.data);
-  const app::Timer t;
-  Datasets d;
-  d.train = data::load_dataset(c.data, c.data_dir, true).head(c.limit_train);
-  d.test = data::load_dataset(c.data, c.data_dir, false).head(c.limit_test);
-  d.norm = data::channel_stats(d.train);  // training-set statistics only
-  d.load_seconds = t.seconds();
-  return d;
 }
 
 // --eval-only: the weights scored on the test set (eval.json, confusion.png).
@@ -435,14 +423,17 @@ struct Trainer {
 
 // Load (a checkpoint, the data), build (model, loaders, optimizer,
 // schedule), resume, then train (run_loop) and report.
-int run(Config c, const CLI::App& cli) {
+int run(Config c, const CLI::App& cli, const app::OnnxExportFlags& onnx) {
   app::apply_threads(c.threads);
   if (c.distributed) distributed::init();
   // Rank 0 prints and writes; the others train silently (world: 1 without --distributed).
   const int world = distributed::world_size();
   const bool lead = distributed::rank() == 0;
   if (!lead) c.quiet = true;
-  if (lead) app::prepare_out_dir(c.out);
+  if (lead) {
+    app::prepare_out_dir(c.out);
+    app::check_export_onnx(onnx);  // a bad --export-onnx path fails now, not after training
+  }
   check_model_size(c);
 
   // The flag, checked before the checkpoint's configuration replaces c.
@@ -468,7 +459,10 @@ int run(Config c, const CLI::App& cli) {
   data::DataLoader test_loader(d.test, eo);
   if (c.eval_only) {
     const int rc = evaluate_only(c, *model, loaded, d, test_loader, dev);
-    if (c.check) std::printf("vit: check ok\n");
+    if (c.check)
+      std::printf("vit: check ok\n");
+    else
+      vit::export_onnx(onnx, c, *model, test_loader, d.norm, dev);
     return rc;
   }
 
@@ -571,6 +565,7 @@ int run(Config c, const CLI::App& cli) {
   if (s.history.empty())
     throw UsageError("nothing to train: the checkpoint has finished all " + std::to_string(c.epochs) + " epochs");
   t.report();
+  if (lead) vit::export_onnx(onnx, c, *model, test_loader, d.norm, dev);
   return app::kExitOk;
 }
 
@@ -581,6 +576,8 @@ int main(int argc, char** argv) {
   CLI::App cli{"Train a Vision Transformer on Fashion-MNIST (default), MNIST or CIFAR-10"};
   std::string randaugment;
   vit::add_flags(cli, c, randaugment);
+  app::OnnxExportFlags onnx;
+  app::add_export_onnx(cli, onnx, "images (batch, channels, height, width), normalised as in training -> logits");
   const int rc = app::run_main("vit", cli, argc, argv, [&] {
     if (c.eval_only && c.weights.empty()) throw UsageError("--eval-only needs --weights CHECKPOINT");
     if (!c.eval_only && !c.weights.empty())
@@ -591,7 +588,7 @@ int main(int argc, char** argv) {
     if (c.distill != "none" && c.teacher.empty()) throw UsageError("--distill " + c.distill + " needs --teacher");
     if (!c.teacher.empty() && c.distill == "none") throw UsageError("--teacher needs --distill hard or --distill soft");
 
-    return run(c, cli);
+    return run(c, cli, onnx);
   });
   if (rc == app::kExitOk || rc == app::kExitInterrupted)
     distributed::finalize();  // before exit, while the CUDA runtime is still up (NCCL)

@@ -1,7 +1,7 @@
-// The ViT demo's model and augmentations as the flags define them: the
-// sizes checked against a documented maximum before anything is built, the
-// VisionTransformer, and the training set's augmentations. Kept apart from
-// main.cpp, which holds the training.
+// The ViT demo's data, model and augmentations as the flags define them:
+// the data sets read, the sizes checked against a documented maximum before
+// anything is built, the VisionTransformer, and the training set's
+// augmentations. Kept apart from main.cpp, which holds the training.
 #pragma once
 
 #include <memory>
@@ -32,6 +32,23 @@ inline void check_model_size(const Config& c) {
                         "at least %.3g parameters, more than this demo builds (%.3g)",
                         static_cast<long long>(c.width), static_cast<long long>(c.depth), static_cast<long long>(c.mlp),
                         static_cast<long long>(c.patch), static_cast<long long>(c.stem), params, vit::kMaxParameters));
+}
+
+struct Datasets {
+  data::ImageSet train, test;
+  data::ChannelStats norm;
+  double load_seconds = 0;
+};
+// --data from --data-dir (its default when unset), cut to --limit-train and --limit-test.
+inline Datasets load_data(Config& c) {
+  if (c.data_dir.empty()) c.data_dir = data::default_data_dir(c.data);
+  const ember::app::Timer t;
+  Datasets d;
+  d.train = data::load_dataset(c.data, c.data_dir, true).head(c.limit_train);
+  d.test = data::load_dataset(c.data, c.data_dir, false).head(c.limit_test);
+  d.norm = data::channel_stats(d.train);  // training-set statistics only
+  d.load_seconds = t.seconds();
+  return d;
 }
 
 inline std::shared_ptr<nn::VisionTransformer> make_model(const Config& c, const data::ImageSet& set) {

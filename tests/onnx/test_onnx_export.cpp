@@ -227,6 +227,37 @@ TEST_CASE("onnx export: an op declared outside the library exports through its o
   check_onnxruntime(path, x, fwd({x})[0]);
 }
 
+TEST_CASE("onnx export: inputs that share a named dynamic axis change size together") {
+  // Two inputs with one batch (as seq2seq's source and target prefix): each
+  // traced corner must resize both, or the forward would see two batches.
+  manual_seed(5);
+  nn::Sequential both({std::make_shared<nn::Linear>(4, 3), std::make_shared<nn::Linear>(2, 3)});
+  auto fwd = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{add(both[0].forward(in[0]), both[1].forward(in[1])), mul(in[2], 2.0)};
+  };
+  const std::string path = temp_path("shared_axis.onnx");
+  onnx::export_model(both, fwd, {randn({3, 4}), randn({3, 2}), randn({3, 5})}, path,
+                     {.input_names = {"x", "y", "z"},
+                      .output_names = {"sum", "twice"},
+                      .dynamic_axes = {{"x", {{0, "batch"}}}, {"y", {{0, "batch"}}}, {"z", {{0, "batch"}, {1, "n"}}}},
+                      .doc_string = ""});
+  const Tensor x = randn({6, 4}), y = randn({6, 2}), z = randn({6, 2});
+  const auto out = test::run_onnxruntime(path, {{"x", x}, {"y", y}, {"z", z}});
+  both.eval();
+  NoGradGuard ng;
+  const std::vector<Tensor> want = fwd({x, y, z});
+  REQUIRE(out.at("sum").shape() == want[0].shape());
+  CHECK(allclose(out.at("sum"), want[0], 0.0, 1e-5));
+  REQUIRE(out.at("twice").shape() == want[1].shape());
+  CHECK(allclose(out.at("twice"), want[1], 0.0, 1e-5));
+  // One name with two sizes in the example is refused.
+  onnx::ExportOptions two_sizes;
+  two_sizes.dynamic_axes = {{"input", {{0, "batch"}}}, {"input_1", {{0, "batch"}}}};
+  CHECK_THROWS_WITH_AS(onnx::export_model(both, fwd, {randn({3, 4}), randn({2, 2}), randn({3, 5})}, path, two_sizes),
+                       doctest::Contains("dynamic axis 'batch' is 3 in input 'input' but 2 in input 'input_1'"),
+                       ValueError);
+}
+
 TEST_CASE("onnx export: an op without a lowering is refused by name and nothing is written") {
   nn::Linear lin(3, 3);
   const std::string path = temp_path("refused.onnx");
@@ -235,6 +266,27 @@ TEST_CASE("onnx export: an op without a lowering is refused by name and nothing 
     return std::vector<Tensor>{index_add(lin.forward(in[0]), 0, tensor({0.0}).to(kInt64), ones({1, 3}))};
   };
   CHECK_THROWS_WITH_AS(onnx::export_model(lin, fwd, {randn({2, 3})}, path), doctest::Contains("'index_add'"),
+                       onnx::Unsupported);
+  CHECK_FALSE(fs::exists(path));
+}
+
+TEST_CASE("onnx export: a tensor computed from the input by an unrecorded op is refused, under NoGradGuard too") {
+  // A user op that skips op::call: its output, computed by hand from the
+  // input, has the op only as its grad_fn. Frozen into a constant, the graph
+  // would ignore its input; export names the op instead, whatever the
+  // caller's grad mode (an app exports after evaluating under NoGradGuard).
+  nn::Linear lin(3, 3);
+  auto fwd = [&](const std::vector<Tensor>& in) {
+    Tensor out = from_vector(in[0].contiguous().to_vector<float>(), in[0].shape());
+    if (autograd::needs_grad({in[0]})) autograd::record_no_backward("by_hand", {in[0]}, out);
+    return std::vector<Tensor>{lin.forward(out)};
+  };
+  const std::string path = temp_path("unrecorded.onnx");
+  fs::remove(path);
+  CHECK_THROWS_WITH_AS(onnx::export_model(lin, fwd, {randn({2, 3})}, path), doctest::Contains("computed by 'by_hand'"),
+                       onnx::Unsupported);
+  NoGradGuard ng;
+  CHECK_THROWS_WITH_AS(onnx::export_model(lin, fwd, {randn({2, 3})}, path), doctest::Contains("computed by 'by_hand'"),
                        onnx::Unsupported);
   CHECK_FALSE(fs::exists(path));
 }
