@@ -115,13 +115,14 @@ void verify(const std::string& bytes, const std::vector<Trace>& traces, const st
   m->eval();
   NoGradGuard no_grad;
   for (size_t k = 0; k < traces.size(); ++k) {
+    // On the CPU, where the graph's initializers are, whatever device the model ran on.
     std::vector<Tensor> in;
-    for (const Tensor& x : traces[k].inputs) in.push_back(x.detach());
+    for (const Tensor& x : traces[k].inputs) in.push_back(x.detach().cpu());
     const std::vector<Tensor> out = m->forward(in);
     for (size_t j = 0; j < out.size(); ++j) {
-      const Tensor& want = traces[k].outputs[j];
+      const Tensor want = traces[k].outputs[j].detach().cpu();
       const bool same = out[j].shape() == want.shape() &&
-                        (want.is_floating_point() ? allclose(out[j], want.detach(), 1e-3, 1e-4) : equal(out[j], want));
+                        (want.is_floating_point() ? allclose(out[j], want, 1e-3, 1e-4) : equal(out[j], want));
       EMBER_CHECK(same, ValueError, "onnx::export_model: the graph Ember built gives output ", j, " of shape ",
                   out[j].shape(), " different from the model's (shape ", want.shape(),
                   "): a lowering is wrong; nothing was written to '", path, "'");

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include <ember/core/hostdevice.h>
 #include <ember/ops/fast_math.h>
@@ -116,11 +117,44 @@ EMBER_FAST_INLINE float tanh<float>(float x) {
   double a = 0, b = 0;
 
 // ---- unary: y = f(x; a, b) --------------------------------------------------
+// Integer +, - and * wrap around (two's complement), as PyTorch's do: computed in the unsigned type, where
+// overflow is defined, instead of the signed one, where it is undefined behaviour.
+template <class T>
+EMBER_HD T wrapping_add(T x, T y) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(x) + static_cast<U>(y));
+  } else {
+    return x + y;
+  }
+}
+template <class T>
+EMBER_HD T wrapping_sub(T x, T y) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(x) - static_cast<U>(y));
+  } else {
+    return x - y;
+  }
+}
+template <class T>
+EMBER_HD T wrapping_mul(T x, T y) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(x) * static_cast<U>(y));
+  } else {
+    return x * y;
+  }
+}
+
 struct Neg {
   EMBER_FUNCTOR_HEAD(Neg, "neg", true)
   template <class T>
   EMBER_HD T operator()(T x) const {
-    return -x;
+    if constexpr (std::is_integral_v<T>)
+      return wrapping_sub(T(0), x);
+    else
+      return -x;  // (0 - x would turn -0.0 into +0.0)
   }
 };
 struct Abs {
@@ -245,21 +279,21 @@ struct AddScalar {
   EMBER_FUNCTOR_HEAD(AddScalar, "add", true)
   template <class T>
   EMBER_HD T operator()(T x) const {
-    return x + static_cast<T>(a);
+    return wrapping_add(x, static_cast<T>(a));
   }
 };
 struct MulScalar {
   EMBER_FUNCTOR_HEAD(MulScalar, "mul", true)
   template <class T>
   EMBER_HD T operator()(T x) const {
-    return x * static_cast<T>(a);
+    return wrapping_mul(x, static_cast<T>(a));
   }
 };
 struct RsubScalar {
   EMBER_FUNCTOR_HEAD(RsubScalar, "sub", true)
   template <class T>
   EMBER_HD T operator()(T x) const {
-    return static_cast<T>(a) - x;
+    return wrapping_sub(static_cast<T>(a), x);
   }
 };
 struct RdivScalar {
@@ -285,21 +319,21 @@ struct Add {
   EMBER_FUNCTOR_HEAD(Add, "add", true)
   template <class T>
   EMBER_HD T operator()(T x, T y) const {
-    return x + y;
+    return wrapping_add(x, y);
   }
 };
 struct Sub {
   EMBER_FUNCTOR_HEAD(Sub, "sub", true)
   template <class T>
   EMBER_HD T operator()(T x, T y) const {
-    return x - y;
+    return wrapping_sub(x, y);
   }
 };
 struct Mul {
   EMBER_FUNCTOR_HEAD(Mul, "mul", true)
   template <class T>
   EMBER_HD T operator()(T x, T y) const {
-    return x * y;
+    return wrapping_mul(x, y);
   }
 };
 struct Div {
