@@ -179,6 +179,7 @@ Tensor from_proto(const TP& t, const std::string& what) {
     need(t.int32_data_size(), "int32_data");
   }
   Tensor out = empty(Shape(dims), TensorOptions(dt));
+  if (n == 0) return out;  // (an empty tensor has no data pointer to copy into)
   switch (dt) {
     case DType::Float32: {
       float* o = out.data<float>();
@@ -269,7 +270,7 @@ void to_proto(const Tensor& t, TP& out, int elem_type) {
                     (elem_type == TP::BFLOAT16 && c.dtype() == DType::BFloat16) ||
                     (elem_type == TP::INT64 && c.dtype() == DType::Int64);
   if (same) {
-    std::memcpy(raw.data(), c.data_ptr(), raw.size());
+    if (!raw.empty()) std::memcpy(raw.data(), c.data_ptr(), raw.size());
   } else if (elem_type == TP::BOOL && c.dtype() == DType::Bool) {
     for (int64_t i = 0; i < n; ++i) raw[i] = c.data<bool>()[i] ? 1 : 0;
   } else if (c.dtype() == DType::Int64 && raw_size(elem_type) > 0 && dtype_for(elem_type) == DType::Int64) {
