@@ -31,35 +31,11 @@ EMBER_REGISTER_BINARY_FUNCTOR(BitShift);
 }  // namespace fn
 
 DType dtype_of_onnx(const NodeArgs& a, int64_t t) {
+  if (const auto dt = dtype_of_element(t)) return *dt;
   using TP = ::onnx::TensorProto;
-  switch (t) {
-    case TP::FLOAT:
-      return DType::Float32;
-    case TP::DOUBLE:
-      return DType::Float64;
-    case TP::FLOAT16:
-      return DType::Float16;
-    case TP::BFLOAT16:
-      return DType::BFloat16;
-    case TP::BOOL:
-      return DType::Bool;
-    case TP::UINT8:
-    case TP::INT8:
-    case TP::UINT16:
-    case TP::INT16:
-    case TP::INT32:
-    case TP::UINT32:
-    case TP::INT64:
-    case TP::UINT64:
-      return DType::Int64;
-    case TP::STRING:
-      a.unsupported("string tensors are not supported");
-    case TP::COMPLEX64:
-    case TP::COMPLEX128:
-      a.unsupported("complex tensors are not supported");
-    default:
-      a.unsupported("element type " + std::to_string(t) + " is not supported");
-  }
+  if (t == TP::STRING) a.unsupported("string tensors are not supported");
+  if (t == TP::COMPLEX64 || t == TP::COMPLEX128) a.unsupported("complex tensors are not supported");
+  a.unsupported("element type " + std::to_string(t) + " is not supported");
 }
 
 Tensor legacy_broadcast(const NodeArgs& a, const Tensor& x, const Tensor& b) {

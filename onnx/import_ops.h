@@ -129,6 +129,9 @@ void register_resize_ops(OpTable& t);       // Resize, Upsample
 void register_sampling_ops(OpTable& t);     // GridSample, RoiAlign
 void register_rnn_ops(OpTable& t);          // RNN, GRU, LSTM
 
+/// The dtype that holds ONNX element type t (TensorProto::DataType): float types as themselves, every integer
+/// type as int64, bool as bool; nullopt for strings, complex numbers and unknown types.
+std::optional<DType> dtype_of_element(int64_t t);
 /// A TensorProto as an Ember tensor (float types kept; integer types as int64; bool as bool). Throws
 /// Unsupported for strings and complex numbers, IOError for data that disagrees with its dims.
 Tensor from_proto(const ::onnx::TensorProto& t, const std::string& what);

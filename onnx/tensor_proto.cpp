@@ -81,23 +81,6 @@ size_t raw_size(int t) {
   }
 }
 
-DType dtype_for(int t) {
-  switch (t) {
-    case TP::FLOAT:
-      return DType::Float32;
-    case TP::DOUBLE:
-      return DType::Float64;
-    case TP::FLOAT16:
-      return DType::Float16;
-    case TP::BFLOAT16:
-      return DType::BFloat16;
-    case TP::BOOL:
-      return DType::Bool;
-    default:
-      return DType::Int64;
-  }
-}
-
 // Element i of raw little-endian data of type t, as int64 (integer types only).
 int64_t raw_int(const char* p, int t) {
   switch (t) {
@@ -134,6 +117,32 @@ int64_t raw_int(const char* p, int t) {
 }
 }  // namespace
 
+std::optional<DType> dtype_of_element(int64_t t) {
+  switch (t) {
+    case TP::FLOAT:
+      return DType::Float32;
+    case TP::DOUBLE:
+      return DType::Float64;
+    case TP::FLOAT16:
+      return DType::Float16;
+    case TP::BFLOAT16:
+      return DType::BFloat16;
+    case TP::BOOL:
+      return DType::Bool;
+    case TP::UINT8:
+    case TP::INT8:
+    case TP::UINT16:
+    case TP::INT16:
+    case TP::INT32:
+    case TP::UINT32:
+    case TP::INT64:
+    case TP::UINT64:
+      return DType::Int64;
+    default:
+      return std::nullopt;
+  }
+}
+
 Tensor from_proto(const TP& t, const std::string& what) {
   const int type = t.data_type();
   if (t.data_location() == TP::EXTERNAL || t.external_data_size() > 0)
@@ -154,7 +163,7 @@ Tensor from_proto(const TP& t, const std::string& what) {
     n *= d;
     dims.push_back(d);
   }
-  const DType dt = dtype_for(type);
+  const DType dt = *dtype_of_element(type);  // raw_size(type) > 0: a type Ember holds
   const bool raw = t.has_raw_data();
   // The data must hold exactly n elements, checked before anything is allocated: a claim of more than the
   // file carries is an error, not a read past the end (nor an allocation of what the dims claim).
@@ -273,7 +282,7 @@ void to_proto(const Tensor& t, TP& out, int elem_type) {
     if (!raw.empty()) std::memcpy(raw.data(), c.data_ptr(), raw.size());
   } else if (elem_type == TP::BOOL && c.dtype() == DType::Bool) {
     for (int64_t i = 0; i < n; ++i) raw[i] = c.data<bool>()[i] ? 1 : 0;
-  } else if (c.dtype() == DType::Int64 && raw_size(elem_type) > 0 && dtype_for(elem_type) == DType::Int64) {
+  } else if (c.dtype() == DType::Int64 && raw_size(elem_type) > 0 && dtype_of_element(elem_type) == DType::Int64) {
     // Narrowing to the file's integer type, two's complement as ONNX stores it.
     const size_t es = raw_size(elem_type);
     for (int64_t i = 0; i < n; ++i) {
