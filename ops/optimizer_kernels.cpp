@@ -24,6 +24,26 @@ decltype(clip_grad_norm_kernel) clip_grad_norm_kernel("clip_grad_norm");
 
 namespace {
 
+// Elements [lo, hi) of one step. A function of its own, on restrict pointers
+// and with the decay branch a template argument, so that GCC vectorises it:
+// inside the pool's lambda, through captured references, it does not, and
+// the step runs at the speed of scalar sqrt and division, not of memory.
+template <class T, bool kDecoupled>
+void adam_range(int64_t lo, int64_t hi, T* __restrict pp, const T* __restrict gp, T* __restrict mp,
+                T* __restrict vp, T b1, T b2, T eps, T step_size, T bc2_sqrt, T wd, T decay) {
+  for (int64_t i = lo; i < hi; ++i) {
+    T grad = gp[i];
+    T param = pp[i];
+    if constexpr (kDecoupled)
+      param *= decay;
+    else
+      grad += wd * param;
+    mp[i] = b1 * mp[i] + (T(1) - b1) * grad;
+    vp[i] = b2 * vp[i] + (T(1) - b2) * grad * grad;
+    pp[i] = param - step_size * mp[i] / (std::sqrt(vp[i]) / bc2_sqrt + eps);
+  }
+}
+
 void cpu_adam(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) {
   dispatch_floating(p.dtype(), "adam_step", [&](auto tag) {
     using T = decltype(tag);
@@ -35,20 +55,22 @@ void cpu_adam(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& 
     const T step_size = static_cast<T>(s.lr / s.bias_correction1);
     const T bc2_sqrt = static_cast<T>(std::sqrt(s.bias_correction2));
     const T wd = static_cast<T>(s.weight_decay), decay = static_cast<T>(1.0 - s.lr * s.weight_decay);
+    const auto range = s.decoupled ? adam_range<T, true> : adam_range<T, false>;
     parallel_for(0, p.numel(), 16384, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        T grad = gp[i];
-        T param = pp[i];
-        if (s.decoupled)
-          param *= decay;
-        else
-          grad += wd * param;
-        mp[i] = b1 * mp[i] + (T(1) - b1) * grad;
-        vp[i] = b2 * vp[i] + (T(1) - b2) * grad * grad;
-        pp[i] = param - step_size * mp[i] / (std::sqrt(vp[i]) / bc2_sqrt + eps);
-      }
+      range(lo, hi, pp, gp, mp, vp, b1, b2, eps, step_size, bc2_sqrt, wd, decay);
     });
   });
+}
+
+// One chunk's sum of squares, in float64, in vector lanes. A function of its
+// own on a restrict pointer: written inside the pool's lambda, GCC 12
+// vectorised the loop with gathers, at a tenth of the speed of memory.
+template <class T>
+double sum_squares_range(const T* __restrict x, int64_t n) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return s;
 }
 
 // Fixed chunks whose partial sums are added in order: the same total for any
@@ -63,11 +85,8 @@ double cpu_sum_squares(const Tensor& x) {
     const T* xp = static_cast<const T*>(x.data_ptr());
     parallel_for(0, chunks, 4, [&](int64_t lo, int64_t hi) {
       for (int64_t c = lo; c < hi; ++c) {
-        double s = 0;
-        const int64_t end = std::min(n, (c + 1) * kChunk);
-#pragma omp simd reduction(+ : s)
-        for (int64_t i = c * kChunk; i < end; ++i) s += static_cast<double>(xp[i]) * static_cast<double>(xp[i]);
-        partial[static_cast<size_t>(c)] = s;
+        const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+        partial[static_cast<size_t>(c)] = sum_squares_range(xp + begin, end - begin);
       }
     });
   });
