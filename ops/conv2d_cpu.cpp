@@ -38,7 +38,7 @@ namespace {
 int64_t tile_rows(const WindowGeom& g) { return std::clamp<int64_t>(256 / g.Wo, 1, g.Ho); }
 
 // C (m x n, row stride ldc) = alpha op(A) op(B) + beta C, row-major, for the
-// small per-tile products: Ember's AVX-512 SGEMM (256 columns per call) where
+// small per-tile products: Ember's AVX-512 SGEMM where
 // the build has it, else BLAS. Runs on the calling thread (OpenBLAS is pinned
 // to one thread; core/parallel.h).
 // An empty inner dim (a convolution over zero channels) leaves beta C.
@@ -54,10 +54,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
           int64_t ldb, float beta, float* c, int64_t ldc) {
   if (empty_product(m, n, k, beta, c, ldc)) return;
   if constexpr (cpu::kHaveSgemmAvx512) {
-    for (int64_t j0 = 0; j0 < n; j0 += cpu::kSgemmMaxN) {
-      const int64_t nw = std::min(cpu::kSgemmMaxN, n - j0);
-      cpu::sgemm_avx512(ta, tb, m, nw, k, alpha, a, lda, b + (tb ? j0 * ldb : j0), ldb, beta, c + j0, ldc);
-    }
+    cpu::sgemm_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),

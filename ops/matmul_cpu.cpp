@@ -3,8 +3,7 @@
 // ops/matmul.cpp.
 //
 // The kernel only walks the batch of a GemmDesc (ops/matmul.h) and splits
-// the work across the pool; float32 products of at most 256 columns (every
-// product of the demo models) go to Ember's AVX-512 kernel,
+// the work across the pool; float32 products go to Ember's AVX-512 kernel,
 // ops/sgemm_avx512.h, instead of OpenBLAS where OpenBLAS runs its Haswell
 // kernel on an AVX-512 CPU (docs/PERFORMANCE.md, "ops/matmul_cpu.cpp"); bfloat16
 // products go to ops/bgemm_avx512.h. OpenBLAS is pinned to one thread at
@@ -61,6 +60,34 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 struct Split {
   int64_t mb = 1, nb = 1, rows = 0, cols = 0, grain = 1;
 };
+
+// Ember's float32 kernel blocks for the cache itself, so a product is cut
+// only for the threads: into equal row blocks, or column blocks where the
+// output is wider than tall (a batch of tokens against a wide weight). Each
+// task packs the part of op(B) it uses, so column blocks pack op(B) once in
+// all where row blocks would pack all of it once per thread: GPT-2's 50257
+// x 768 embedding, transposed, is 154 MB. Column blocks are whole panels of
+// 64 columns.
+Split plan_split_sgemm(int64_t nbatch, int64_t m, int64_t n, int64_t k, int threads) {
+  Split s;
+  s.rows = m;
+  s.cols = n;
+  const int64_t per_product = m * n * k;
+  if (threads > 1 && nbatch < threads && nbatch * per_product >= kParallelWork) {
+    const int64_t want = threads / std::gcd<int64_t>(nbatch, threads);
+    if (n > m && n >= want * 64) {
+      s.cols = ceil_div(ceil_div(n, want), 64) * 64;
+      s.nb = ceil_div(n, s.cols);
+    } else {
+      const int64_t blocks = std::max<int64_t>(1, std::min(want, m / kMinBlock));
+      s.rows = ceil_div(ceil_div(m, blocks), kBlockAlign) * kBlockAlign;
+      s.mb = ceil_div(m, s.rows);
+    }
+  }
+  const int64_t per_task = std::max<int64_t>(1, per_product / (s.mb * s.nb));
+  s.grain = std::max<int64_t>(1, kParallelWork / per_task);
+  return s;
+}
 
 Split plan_split(int64_t nbatch, int64_t m, int64_t n, int64_t k, int threads) {
   Split s;
@@ -177,7 +204,9 @@ void cpu_gemm(const GemmDesc& d) {
     EMBER_CHECK(v <= INT_MAX, ValueError, "matmul: size ", v,
                 " exceeds the 32-bit range of the BLAS interface (m=", d.m, ", n=", d.n, ", k=", d.k, ")");
   const int64_t nbatch = d.batch.numel();
-  const Split s = plan_split(nbatch, d.m, d.n, d.k, num_threads());
+  const bool ember_sgemm = d.c.dtype() == DType::Float32 && cpu::sgemm_avx512_fits(d.m, d.n, d.k);
+  const Split s = ember_sgemm ? plan_split_sgemm(nbatch, d.m, d.n, d.k, num_threads())
+                              : plan_split(nbatch, d.m, d.n, d.k, num_threads());
   const int64_t blocks = s.mb * s.nb;
   dispatch_floating(d.c.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);

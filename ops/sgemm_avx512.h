@@ -1,22 +1,22 @@
 /// \file
-/// Ember's own float32 GEMM for the shapes of small and medium transformers:
-/// outputs at most 256 columns wide (any rows, any inner dim), used by the
-/// CPU matmul kernel (ops/matmul.cpp) in place of OpenBLAS, and by the fused
-/// attention kernel (ops/attention.cpp) for one head's products.
+/// Ember's own float32 GEMM, used by the CPU matmul kernel (ops/matmul_cpu.cpp)
+/// in place of OpenBLAS for every float32 product, by the fused attention
+/// kernels for one head's products, and by the convolutions' tiles.
 ///
 /// Why: Debian's OpenBLAS 0.3.21 runs its Haswell (AVX2) SGEMM kernel on
 /// AVX-512 CPUs, and at the models' shapes (the demo transformer's linear
 /// layers, 12800 x 64 @ 64 x 192 and the like, and one attention head's
-/// 50 x 50 x 16 products) it spends a large part of each call packing. This
-/// kernel is well ahead of it there (docs/PERFORMANCE.md, "Figures behind the
-/// code's comments").
+/// 50 x 50 x 16 products) it spends a large part of each call packing; at
+/// GPT-2's (256 tokens against 768 x 50257) it reaches 70% of an AVX-512
+/// core's peak where this kernel reaches 80-90% (docs/PERFORMANCE.md,
+/// "Figures behind the code's comments").
 ///
-/// How: op(B) is copied, per panel of at most 64 columns and 256 rows of the
-/// inner dim, into a zero-padded buffer of whole 16-float vectors; every
-/// block of MR rows of C then accumulates in MR x NB AVX-512 registers (NB <=
-/// 4 vectors, MR x NB <= 24), A's elements broadcast from wherever they are
-/// (row- or column-major, so transposed operands are never copied). Inner
-/// dims longer than 256 run panel after panel, accumulating into C.
+/// How: op(B) is copied, 256 rows of the inner dim by 256 columns at a time,
+/// into panels of at most 64 zero-padded columns (whole 16-float vectors);
+/// every block of MR rows of C then accumulates in MR x NB AVX-512 registers
+/// (NB <= 4 vectors, MR x NB <= 24), A's elements broadcast from wherever
+/// they are (row- or column-major, so transposed operands are never copied).
+/// Inner dims longer than 256 run slice after slice, accumulating into C.
 ///
 /// Only with AVX-512 (EMBER_NATIVE on a machine that has it); elsewhere
 /// sgemm_avx512_fits() is false and OpenBLAS does all the work.
@@ -24,6 +24,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -33,21 +36,38 @@
 
 namespace ember::cpu {
 
-/// Widest output the kernel takes (four panels of 64 columns; wider products
-/// go to OpenBLAS, whose cache blocking pays off there).
-constexpr int64_t kSgemmMaxN = 256;
-
 #if defined(__AVX512F__)
 
 /// Whether this build has the kernel (AVX-512); without it every product goes to OpenBLAS.
 constexpr bool kHaveSgemmAvx512 = true;
 
 /// Whether sgemm_avx512 takes an m x n x k product.
-inline bool sgemm_avx512_fits(int64_t m, int64_t n, int64_t k) { return m > 0 && n > 0 && k > 0 && n <= kSgemmMaxN; }
+inline bool sgemm_avx512_fits(int64_t m, int64_t n, int64_t k) { return m > 0 && n > 0 && k > 0; }
 
 namespace sgemm_detail {
 
-constexpr int64_t kPanelN = 64, kPanelK = 256;
+// op(B) is packed kPanelK rows of the inner dim by kChunkN columns at a time
+// (256 KB: a quarter of a Zen 4 core's L2), as panels of kPanelN columns.
+constexpr int64_t kPanelN = 64, kPanelK = 256, kChunkN = 256, kBlockM = 144;
+// Products of at most kShortM rows, or whose A (m x k) fits in L3 (kTallA
+// floats), sweep all their rows per panel; a transposed A with rows longer
+// than kCopyLda floats (past a page apart) is copied; chunks are one panel
+// wide where A (m x k) fits in L2 (kShortA floats).
+constexpr int64_t kShortM = 512, kTallA = int64_t(1) << 21, kCopyLda = 1024, kShortA = int64_t(1) << 19;
+
+struct FreeFloats {
+  void operator()(float* p) const { std::free(p); }
+};
+
+// This thread's packing buffer, allocated on its first product (too large
+// for the stack of any thread that may call a matmul): one chunk of op(B),
+// then one block of a transposed A.
+inline float* pack_buffer() {
+  constexpr size_t kFloats = kPanelK * (kChunkN + kBlockM);
+  thread_local std::unique_ptr<float, FreeFloats> buf(static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kFloats)));
+  if (!buf) throw std::bad_alloc();
+  return buf.get();
+}
 
 // MR rows by NB 16-wide column blocks of C = alpha A Bp + beta C (+ bias,
 // one value per column, when not null). A's element (r, p) is a[r * ars + p *
@@ -181,33 +201,71 @@ inline void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
                          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
                          const float* bias = nullptr) {
   using namespace sgemm_detail;
-  alignas(64) float bp[kPanelK * kPanelN];  // 64 KB: one panel, in L2
+  float* const bp = pack_buffer();
+  float* const ap = bp + kPanelK * kChunkN;
   const int64_t ars = trans_a ? 1 : lda, acs = trans_a ? lda : 1;
-  for (int64_t n0 = 0; n0 < n; n0 += kPanelN) {
-    const int64_t nw = std::min(kPanelN, n - n0), nb = (nw + 15) / 16, np = nb * 16;
-    const auto last = static_cast<__mmask16>((1u << (nw - (nb - 1) * 16)) - 1);
+  // Rows per sweep: a short product (a batch of tokens) sweeps all its rows
+  // past each packed panel; a tall one (a weight's gradient, m = the vocab)
+  // goes kBlockM rows at a time over every panel of the chunk, so its slice
+  // of A stays in L2 instead of coming from memory once per panel. A tall
+  // transposed A (the vocab's gradient: rows of 50257 floats) is copied per
+  // block into kw rows of mw floats: read in place, each step of the inner
+  // dim would start a new page and a new cache line for every block.
+  const bool tall = m > kShortM && m * k > kTallA;
+  const int64_t mc = tall ? kBlockM : m;
+  const bool copy_a = tall && trans_a && lda > kCopyLda;
+  // Columns per chunk: a short product whose A fits in L2 goes one panel at
+  // a time (its part of C stays in L1 and L2 over the slices of the inner
+  // dim); where A comes from memory (GPT-2's 256 x 50257 logits' gradient)
+  // a chunk of four panels reads it a quarter as often.
+  const int64_t chunk = tall || m * k > kShortA ? kChunkN : kPanelN;
+  for (int64_t n0 = 0; n0 < n; n0 += chunk) {
+    const int64_t ncw = std::min(chunk, n - n0);
     for (int64_t k0 = 0; k0 < k; k0 += kPanelK) {
       const int64_t kw = std::min(kPanelK, k - k0);
-      pack_b(trans_b, b, ldb, k0, kw, n0, nw, np, bp);
-      // Later panels of the inner dim add onto what the first one wrote
+      // A tall product packs the chunk's panels first, as every block of rows
+      // goes over all of them; a short one packs each panel just before its
+      // one sweep, which then finds it in L1 and L2.
+      auto pack = [&](int64_t j0) {
+        const int64_t nw = std::min(kPanelN, ncw - j0);
+        pack_b(trans_b, b, ldb, k0, kw, n0 + j0, nw, (nw + 15) / 16 * 16, bp + j0 * kPanelK);
+      };
+      if (tall)
+        for (int64_t j0 = 0; j0 < ncw; j0 += kPanelN) pack(j0);
+      // Later slices of the inner dim add onto what the first one wrote
       // (which holds beta C and the bias already).
       const float be = k0 == 0 ? beta : 1.0f;
-      const float* bs = k0 == 0 && bias ? bias + n0 : nullptr;
-      const float* ak = a + k0 * acs;
-      float* cn = c + n0;
-      switch (nb) {
-        case 1:
-          rows<1>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs);
-          break;
-        case 2:
-          rows<2>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs);
-          break;
-        case 3:
-          rows<3>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs);
-          break;
-        default:
-          rows<4>(m, kw, alpha, be, ak, ars, acs, bp, cn, ldc, last, bs);
-          break;
+      for (int64_t m0 = 0; m0 < m; m0 += mc) {
+        const int64_t mw = std::min(mc, m - m0);
+        const float* ak = a + m0 * ars + k0 * acs;
+        int64_t acs_k = acs;
+        if (copy_a) {
+          for (int64_t p = 0; p < kw; ++p) std::copy(ak + p * lda, ak + p * lda + mw, ap + p * mw);
+          ak = ap;
+          acs_k = mw;
+        }
+        for (int64_t j0 = 0; j0 < ncw; j0 += kPanelN) {
+          if (!tall) pack(j0);
+          const int64_t nw = std::min(kPanelN, ncw - j0), nb = (nw + 15) / 16;
+          const auto last = static_cast<__mmask16>((1u << (nw - (nb - 1) * 16)) - 1);
+          const float* bs = k0 == 0 && bias ? bias + n0 + j0 : nullptr;
+          const float* pj = bp + j0 * kPanelK;
+          float* cj = c + m0 * ldc + n0 + j0;
+          switch (nb) {
+            case 1:
+              rows<1>(mw, kw, alpha, be, ak, ars, acs_k, pj, cj, ldc, last, bs);
+              break;
+            case 2:
+              rows<2>(mw, kw, alpha, be, ak, ars, acs_k, pj, cj, ldc, last, bs);
+              break;
+            case 3:
+              rows<3>(mw, kw, alpha, be, ak, ars, acs_k, pj, cj, ldc, last, bs);
+              break;
+            default:
+              rows<4>(mw, kw, alpha, be, ak, ars, acs_k, pj, cj, ldc, last, bs);
+              break;
+          }
+        }
       }
     }
   }
