@@ -376,11 +376,25 @@ void Engine::send_grad_inputs(Node& n) {
   }
 }
 
-// Gradients reaching one output of n along several paths are summed.
+// Gradients reaching one output of n along several paths are summed: in
+// place into the first one when nothing else can see it (a fresh gradient,
+// not saved for a double backward) and the sum has its shape and dtype,
+// which saves allocating and writing a third buffer (GPT-2's tied 50257 x
+// 768 embedding: 154 MB a step); otherwise into a new tensor.
 void Engine::add_into(Node& n, uint32_t slot, Tensor g) {
   if (n.buffer_.empty()) n.buffer_.resize(static_cast<size_t>(n.num_outputs()));
   Tensor& b = n.buffer_[slot];
-  b = b.defined() ? accumulate(b, g) : std::move(g);
+  if (!b.defined()) {
+    b = std::move(g);
+    return;
+  }
+  const bool exclusive = !grad_enabled() && b.impl_ptr().use_count() == 1 && b.storage().use_count() == 1 &&
+                         b.is_contiguous() && b.shape() == g.shape() && b.dtype() == g.dtype() &&
+                         b.device() == g.device() && !b.requires_grad();
+  if (exclusive)
+    accumulate_(b, g);
+  else
+    b = accumulate(b, g);
 }
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
