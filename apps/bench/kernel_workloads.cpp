@@ -87,7 +87,16 @@ void Bench::bgemm_shapes() {
                                  {"vit mlp fc2 dW", 64, 128, 2176, true, false},
                                  {"ar b256 in_proj forward", 12800, 192, 64, false, true},
                                  {"ar b256 linear1 forward", 12800, 256, 64, false, true},
-                                 {"ar b256 linear2 forward", 12800, 64, 256, false, true}};
+                                 {"ar b256 linear2 forward", 12800, 64, 256, false, true},
+                                 // GPT-2 124M at llm.c's batch 4 x 64 tokens.
+                                 {"gpt2 c_attn forward", 256, 2304, 768, false, true},
+                                 {"gpt2 mlp c_fc forward", 256, 3072, 768, false, true},
+                                 {"gpt2 mlp c_proj forward", 256, 768, 3072, false, true},
+                                 {"gpt2 mlp c_fc dX", 256, 768, 3072, false, false},
+                                 {"gpt2 mlp c_fc dW", 3072, 768, 256, true, false},
+                                 {"gpt2 lm_head forward", 256, 50257, 768, false, true},
+                                 {"gpt2 lm_head dX", 256, 768, 50257, false, false},
+                                 {"gpt2 lm_head dW", 50257, 768, 256, true, false}};
   Generator gen(7);
   for (const S& s : shapes) {
     const int64_t asz = s.m * s.k, bsz = s.k * s.n;
