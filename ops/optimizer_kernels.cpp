@@ -29,8 +29,8 @@ namespace {
 // inside the pool's lambda, through captured references, it does not, and
 // the step runs at the speed of scalar sqrt and division, not of memory.
 template <class T, bool kDecoupled>
-void adam_range(int64_t lo, int64_t hi, T* __restrict pp, const T* __restrict gp, T* __restrict mp,
-                T* __restrict vp, T b1, T b2, T eps, T step_size, T bc2_sqrt, T wd, T decay) {
+void adam_range(int64_t lo, int64_t hi, T* __restrict pp, const T* __restrict gp, T* __restrict mp, T* __restrict vp,
+                T b1, T b2, T eps, T step_size, T bc2_sqrt, T wd, T decay) {
   for (int64_t i = lo; i < hi; ++i) {
     T grad = gp[i];
     T param = pp[i];

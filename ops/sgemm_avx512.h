@@ -64,7 +64,8 @@ struct FreeFloats {
 // then one block of a transposed A.
 inline float* pack_buffer() {
   constexpr size_t kFloats = kPanelK * (kChunkN + kBlockM);
-  thread_local std::unique_ptr<float, FreeFloats> buf(static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kFloats)));
+  thread_local std::unique_ptr<float, FreeFloats> buf(
+      static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kFloats)));
   if (!buf) throw std::bad_alloc();
   return buf.get();
 }
