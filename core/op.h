@@ -282,6 +282,22 @@ auto call(Body&& body, A&&... args) {
   return detail::dispatch<D>(body, std::forward<A>(args)...);
 }
 
+/// op::call for a body that reads its arguments from its lambda's captures
+/// instead of its parameters (`[&](const auto&...) { ... a, b ... }`: the
+/// views and pointwise ops, whose bodies overload on argument kinds). Such a
+/// body sees the caller's tensors, not the ones dispatch hands it, which is
+/// right only while the declaration transforms none: no autocast cast before
+/// the body and 16-bit inputs passed as they are. Checked here at compile
+/// time, so a category added to such a declaration cannot be silently lost.
+template <const OpDef& D, class Body, class... A>
+auto call_captured(Body&& body, A&&... args) {
+  static_assert(D.autocast == Autocast::None || D.autocast_in_body,
+                "op::call_captured: the declaration has an autocast category its captured body would not see");
+  static_assert(D.half == Half::Native || D.half == Half::InBody,
+                "op::call_captured: the declaration copies 16-bit inputs its captured body would not see");
+  return call<D>(body, std::forward<A>(args)...);
+}
+
 template <const OpDef& D, class Body, class... A>
 auto detail::dispatch(Body& body, A&&... args) {
   if constexpr (D.autocast != Autocast::None && !D.autocast_in_body) {

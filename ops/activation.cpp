@@ -30,21 +30,21 @@ constexpr OpDef relu_op{.name = "relu", .onnx = lowering::unary<"Relu">};
 EMBER_REGISTER_OP(relu_op);
 
 Tensor relu(const Tensor& x) {
-  return op::call<relu_op>(
+  return op::call_captured<relu_op>(
       [&](const auto&...) -> Tensor { return activation<fn::Relu, fn::ReluBackward>("relu", x, false); }, x);
 }
 constexpr OpDef sigmoid_op{.name = "sigmoid", .onnx = lowering::unary<"Sigmoid">};
 EMBER_REGISTER_OP(sigmoid_op);
 
 Tensor sigmoid(const Tensor& x) {
-  return op::call<sigmoid_op>(
+  return op::call_captured<sigmoid_op>(
       [&](const auto&...) -> Tensor { return activation<fn::Sigmoid, fn::SigmoidBackward>("sigmoid", x, true); }, x);
 }
 constexpr OpDef tanh_op{.name = "tanh", .onnx = lowering::unary<"Tanh">};
 EMBER_REGISTER_OP(tanh_op);
 
 Tensor tanh(const Tensor& x) {
-  return op::call<tanh_op>(
+  return op::call_captured<tanh_op>(
       [&](const auto&...) -> Tensor { return activation<fn::Tanh, fn::TanhBackward>("tanh", x, true); }, x);
 }
 namespace {
@@ -84,7 +84,7 @@ constexpr OpDef silu_op{.name = "silu", .onnx = lower_silu};
 EMBER_REGISTER_OP(silu_op);
 
 Tensor silu(const Tensor& x) {
-  return op::call<silu_op>(
+  return op::call_captured<silu_op>(
       [&](const auto&...) -> Tensor { return activation<fn::Silu, fn::SiluBackward>("silu", x, false); }, x);
 }
 
@@ -100,7 +100,7 @@ constexpr OpDef gelu_op{.name = "gelu", .onnx = lower_gelu};
 EMBER_REGISTER_OP(gelu_op);
 
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
-  return op::call<gelu_op>(
+  return op::call_captured<gelu_op>(
       [&](const auto&...) -> Tensor {
         if (approximate == GeluApproximation::Tanh)
           return activation<fn::GeluTanh, fn::GeluTanhBackward>("gelu", x, false);
@@ -115,7 +115,7 @@ constexpr OpDef softplus_op{.name = "softplus", .onnx = lower_softplus};
 EMBER_REGISTER_OP(softplus_op);
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
-  return op::call<softplus_op>(
+  return op::call_captured<softplus_op>(
       [&](const auto&...) -> Tensor {
         EMBER_CHECK(beta > 0, ValueError, "softplus: beta must be positive, got ", beta);
         return activation<fn::Softplus, fn::SoftplusBackward>("softplus", x, false, beta, threshold);

@@ -105,7 +105,7 @@ constexpr OpDef clone_op{.name = "clone", .onnx = lowering::identity};
 EMBER_REGISTER_OP(clone_op);
 
 Tensor Tensor::clone() const {
-  return op::call<clone_op>(
+  return op::call_captured<clone_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = empty(shape(), TensorOptions(dtype(), device()));
         if (numel()) copy_kernel(device(), *this, out);
@@ -120,7 +120,7 @@ constexpr OpDef to_dtype_op{.name = "to_dtype", .onnx = lower_to_dtype};
 EMBER_REGISTER_OP(to_dtype_op);
 
 Tensor Tensor::to(DType dt) const {
-  return op::call<to_dtype_op>(
+  return op::call_captured<to_dtype_op>(
       [&](const auto&...) -> Tensor {
         if (dt == dtype()) return *this;
         Tensor out = empty(shape(), TensorOptions(dt, device()));
@@ -138,7 +138,7 @@ constexpr OpDef to_device_op{.name = "to_device", .onnx = lowering::identity};
 EMBER_REGISTER_OP(to_device_op);
 
 Tensor Tensor::to(Device dev) const {
-  return op::call<to_device_op>(
+  return op::call_captured<to_device_op>(
       [&](const auto&...) -> Tensor {
         if (dev == device()) return *this;
         Tensor out = empty(shape(), TensorOptions(dtype(), dev));

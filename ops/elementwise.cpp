@@ -80,7 +80,7 @@ constexpr OpDef add_op{.name = "add", .onnx = lowering::binary<"Add">};
 EMBER_REGISTER_OP(add_op);
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  return op::call<add_op>(
+  return op::call_captured<add_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = binary_forward<fn::Add>(a, b);
         if (needs_grad({a, b}))
@@ -97,7 +97,7 @@ constexpr OpDef sub_op{.name = "sub", .onnx = lowering::binary<"Sub">};
 EMBER_REGISTER_OP(sub_op);
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  return op::call<sub_op>(
+  return op::call_captured<sub_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = binary_forward<fn::Sub>(a, b);
         if (needs_grad({a, b}))
@@ -114,7 +114,7 @@ constexpr OpDef mul_op{.name = "mul", .onnx = lowering::binary<"Mul">};
 EMBER_REGISTER_OP(mul_op);
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  return op::call<mul_op>(
+  return op::call_captured<mul_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = binary_forward<fn::Mul>(a, b);
         if (needs_grad({a, b}))
@@ -133,7 +133,7 @@ constexpr OpDef div_op{.name = "div", .onnx = lowering::binary<"Div">};
 EMBER_REGISTER_OP(div_op);
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  return op::call<div_op>(
+  return op::call_captured<div_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = binary_forward<fn::Div>(a, b);
         if (needs_grad({a, b}))
@@ -152,7 +152,7 @@ constexpr OpDef pow_op{.name = "pow", .onnx = lowering::binary<"Pow">};
 EMBER_REGISTER_OP(pow_op);
 
 Tensor pow(const Tensor& x, const Tensor& e) {
-  return op::call<pow_op>(
+  return op::call_captured<pow_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = binary_forward<fn::Pow>(x, e);
         if (needs_grad({x, e}))
@@ -179,7 +179,7 @@ constexpr OpDef maximum_op{.name = "maximum", .onnx = lowering::binary<"Max">};
 EMBER_REGISTER_OP(maximum_op);
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  return op::call<maximum_op>(
+  return op::call_captured<maximum_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = binary_forward<fn::Maximum>(a, b);
         if (needs_grad({a, b}))
@@ -197,7 +197,7 @@ constexpr OpDef minimum_op{.name = "minimum", .onnx = lowering::binary<"Min">};
 EMBER_REGISTER_OP(minimum_op);
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  return op::call<minimum_op>(
+  return op::call_captured<minimum_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = binary_forward<fn::Minimum>(a, b);
         if (needs_grad({a, b}))
@@ -216,7 +216,7 @@ constexpr OpDef add_scalar_op{.name = "add_scalar", .onnx = lowering::binary<"Ad
 EMBER_REGISTER_OP(add_scalar_op);
 
 Tensor add(const Tensor& a, double b) {
-  return op::call<add_scalar_op>(
+  return op::call_captured<add_scalar_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = unary_forward<fn::AddScalar>(a, b);
         if (needs_grad({a})) record("add", {a}, out, [](BackwardContext& ctx) { ctx.set_grad(0, ctx.grad_output()); });
@@ -231,7 +231,7 @@ constexpr OpDef rsub_scalar_op{.name = "rsub_scalar", .onnx = lowering::binary<"
 EMBER_REGISTER_OP(rsub_scalar_op);
 
 Tensor sub(double a, const Tensor& b) {
-  return op::call<rsub_scalar_op>(
+  return op::call_captured<rsub_scalar_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = unary_forward<fn::RsubScalar>(b, a);
         if (needs_grad({b}))
@@ -245,7 +245,7 @@ constexpr OpDef mul_scalar_op{.name = "mul_scalar", .onnx = lowering::binary<"Mu
 EMBER_REGISTER_OP(mul_scalar_op);
 
 Tensor mul(const Tensor& a, double b) {
-  return op::call<mul_scalar_op>(
+  return op::call_captured<mul_scalar_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = unary_forward<fn::MulScalar>(a, b);
         if (needs_grad({a}))
@@ -264,7 +264,7 @@ constexpr OpDef rdiv_scalar_op{.name = "rdiv_scalar", .onnx = lowering::binary<"
 EMBER_REGISTER_OP(rdiv_scalar_op);
 
 Tensor div(double a, const Tensor& b) {
-  return op::call<rdiv_scalar_op>(
+  return op::call_captured<rdiv_scalar_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = unary_forward<fn::RdivScalar>(b, a);
         if (needs_grad({b}))
@@ -281,7 +281,7 @@ constexpr OpDef neg_op{.name = "neg", .onnx = lowering::unary<"Neg">};
 EMBER_REGISTER_OP(neg_op);
 
 Tensor neg(const Tensor& x) {
-  return op::call<neg_op>(
+  return op::call_captured<neg_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = unary_forward<fn::Neg>(x);
         if (needs_grad({x}))
@@ -295,7 +295,7 @@ constexpr OpDef pow_scalar_op{.name = "pow_scalar", .onnx = lowering::binary<"Po
 EMBER_REGISTER_OP(pow_scalar_op);
 
 Tensor pow(const Tensor& x, double e) {
-  return op::call<pow_scalar_op>(
+  return op::call_captured<pow_scalar_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = unary_forward<fn::PowScalar>(x, e);
         if (needs_grad({x}))
@@ -326,7 +326,7 @@ constexpr OpDef clamp_op{.name = "clamp", .onnx = lower_clamp};
 EMBER_REGISTER_OP(clamp_op);
 
 Tensor clamp(const Tensor& x, double lo, double hi) {
-  return op::call<clamp_op>(
+  return op::call_captured<clamp_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = unary_forward<fn::Clamp>(x, lo, hi);
         if (needs_grad({x}))
@@ -376,7 +376,7 @@ constexpr OpDef sqrt_op{.name = "sqrt", .onnx = lowering::unary<"Sqrt">};
 EMBER_REGISTER_OP(sqrt_op);
 
 Tensor sqrt(const Tensor& x) {
-  return op::call<sqrt_op>(
+  return op::call_captured<sqrt_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = unary_forward<fn::Sqrt>(x);
         if (needs_grad({x}))
@@ -398,7 +398,7 @@ constexpr OpDef rsqrt_op{.name = "rsqrt", .onnx = lower_rsqrt};
 EMBER_REGISTER_OP(rsqrt_op);
 
 Tensor rsqrt(const Tensor& x) {
-  return op::call<rsqrt_op>(
+  return op::call_captured<rsqrt_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = unary_forward<fn::Rsqrt>(x);
         if (needs_grad({x}))
@@ -415,7 +415,7 @@ constexpr OpDef abs_op{.name = "abs", .onnx = lowering::unary<"Abs">};
 EMBER_REGISTER_OP(abs_op);
 
 Tensor abs(const Tensor& x) {
-  return op::call<abs_op>(
+  return op::call_captured<abs_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = unary_forward<fn::Abs>(x);
         if (needs_grad({x}))
@@ -434,7 +434,7 @@ constexpr OpDef sin_op{.name = "sin", .onnx = lowering::unary<"Sin">};
 EMBER_REGISTER_OP(sin_op);
 
 Tensor sin(const Tensor& x) {
-  return op::call<sin_op>(
+  return op::call_captured<sin_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = unary_forward<fn::Sin>(x);
         if (needs_grad({x}))
@@ -450,7 +450,7 @@ constexpr OpDef cos_op{.name = "cos", .onnx = lowering::unary<"Cos">};
 EMBER_REGISTER_OP(cos_op);
 
 Tensor cos(const Tensor& x) {
-  return op::call<cos_op>(
+  return op::call_captured<cos_op>(
       [&](const auto&...) -> Tensor {
         Tensor out = unary_forward<fn::Cos>(x);
         if (needs_grad({x}))

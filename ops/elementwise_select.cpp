@@ -51,7 +51,7 @@ constexpr OpDef where_op{.name = "where", .onnx = lower_where};
 EMBER_REGISTER_OP(where_op);
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  return op::call<where_op>(
+  return op::call_captured<where_op>(
       [&](const auto&...) -> Tensor {
         EMBER_CHECK(cond.dtype() == DType::Bool, DTypeError, "where: condition must be bool, got ",
                     dtype_name(cond.dtype()));
@@ -81,7 +81,7 @@ constexpr OpDef masked_fill_op{.name = "masked_fill", .onnx = lower_masked_fill}
 EMBER_REGISTER_OP(masked_fill_op);
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  return op::call<masked_fill_op>(
+  return op::call_captured<masked_fill_op>(
       [&](const auto&...) -> Tensor {
         EMBER_CHECK(mask.dtype() == DType::Bool, DTypeError, "masked_fill: mask must be bool, got ",
                     dtype_name(mask.dtype()));
@@ -123,91 +123,92 @@ constexpr OpDef eq_op{.name = "eq", .onnx = lowering::compare<"Equal">};
 EMBER_REGISTER_OP(eq_op);
 
 Tensor eq(const Tensor& a, const Tensor& b) {
-  return op::call<eq_op>([&](const auto&...) -> Tensor { return compare<fn::Eq>(a, b); }, a, b);
+  return op::call_captured<eq_op>([&](const auto&...) -> Tensor { return compare<fn::Eq>(a, b); }, a, b);
 }
 constexpr OpDef ne_op{.name = "ne", .onnx = lower_ne};
 EMBER_REGISTER_OP(ne_op);
 
 Tensor ne(const Tensor& a, const Tensor& b) {
-  return op::call<ne_op>([&](const auto&...) -> Tensor { return compare<fn::Ne>(a, b); }, a, b);
+  return op::call_captured<ne_op>([&](const auto&...) -> Tensor { return compare<fn::Ne>(a, b); }, a, b);
 }
 constexpr OpDef lt_op{.name = "lt", .onnx = lowering::compare<"Less">};
 EMBER_REGISTER_OP(lt_op);
 
 Tensor lt(const Tensor& a, const Tensor& b) {
-  return op::call<lt_op>([&](const auto&...) -> Tensor { return compare<fn::Lt>(a, b); }, a, b);
+  return op::call_captured<lt_op>([&](const auto&...) -> Tensor { return compare<fn::Lt>(a, b); }, a, b);
 }
 constexpr OpDef le_op{.name = "le", .onnx = lowering::compare<"LessOrEqual">};
 EMBER_REGISTER_OP(le_op);
 
 Tensor le(const Tensor& a, const Tensor& b) {
-  return op::call<le_op>([&](const auto&...) -> Tensor { return compare<fn::Le>(a, b); }, a, b);
+  return op::call_captured<le_op>([&](const auto&...) -> Tensor { return compare<fn::Le>(a, b); }, a, b);
 }
 constexpr OpDef gt_op{.name = "gt", .onnx = lowering::compare<"Greater">};
 EMBER_REGISTER_OP(gt_op);
 
 Tensor gt(const Tensor& a, const Tensor& b) {
-  return op::call<gt_op>([&](const auto&...) -> Tensor { return compare<fn::Gt>(a, b); }, a, b);
+  return op::call_captured<gt_op>([&](const auto&...) -> Tensor { return compare<fn::Gt>(a, b); }, a, b);
 }
 constexpr OpDef ge_op{.name = "ge", .onnx = lowering::compare<"GreaterOrEqual">};
 EMBER_REGISTER_OP(ge_op);
 
 Tensor ge(const Tensor& a, const Tensor& b) {
-  return op::call<ge_op>([&](const auto&...) -> Tensor { return compare<fn::Ge>(a, b); }, a, b);
+  return op::call_captured<ge_op>([&](const auto&...) -> Tensor { return compare<fn::Ge>(a, b); }, a, b);
 }
 constexpr OpDef eq_scalar_op{.name = "eq_scalar", .onnx = lowering::compare<"Equal">};
 EMBER_REGISTER_OP(eq_scalar_op);
 
 Tensor eq(const Tensor& a, double b) {
-  return op::call<eq_scalar_op>([&](const auto&...) -> Tensor { return compare<fn::Eq>(a, b); }, a, b);
+  return op::call_captured<eq_scalar_op>([&](const auto&...) -> Tensor { return compare<fn::Eq>(a, b); }, a, b);
 }
 constexpr OpDef ne_scalar_op{.name = "ne_scalar", .onnx = lower_ne};
 EMBER_REGISTER_OP(ne_scalar_op);
 
 Tensor ne(const Tensor& a, double b) {
-  return op::call<ne_scalar_op>([&](const auto&...) -> Tensor { return compare<fn::Ne>(a, b); }, a, b);
+  return op::call_captured<ne_scalar_op>([&](const auto&...) -> Tensor { return compare<fn::Ne>(a, b); }, a, b);
 }
 constexpr OpDef lt_scalar_op{.name = "lt_scalar", .onnx = lowering::compare<"Less">};
 EMBER_REGISTER_OP(lt_scalar_op);
 
 Tensor lt(const Tensor& a, double b) {
-  return op::call<lt_scalar_op>([&](const auto&...) -> Tensor { return compare<fn::Lt>(a, b); }, a, b);
+  return op::call_captured<lt_scalar_op>([&](const auto&...) -> Tensor { return compare<fn::Lt>(a, b); }, a, b);
 }
 constexpr OpDef le_scalar_op{.name = "le_scalar", .onnx = lowering::compare<"LessOrEqual">};
 EMBER_REGISTER_OP(le_scalar_op);
 
 Tensor le(const Tensor& a, double b) {
-  return op::call<le_scalar_op>([&](const auto&...) -> Tensor { return compare<fn::Le>(a, b); }, a, b);
+  return op::call_captured<le_scalar_op>([&](const auto&...) -> Tensor { return compare<fn::Le>(a, b); }, a, b);
 }
 constexpr OpDef gt_scalar_op{.name = "gt_scalar", .onnx = lowering::compare<"Greater">};
 EMBER_REGISTER_OP(gt_scalar_op);
 
 Tensor gt(const Tensor& a, double b) {
-  return op::call<gt_scalar_op>([&](const auto&...) -> Tensor { return compare<fn::Gt>(a, b); }, a, b);
+  return op::call_captured<gt_scalar_op>([&](const auto&...) -> Tensor { return compare<fn::Gt>(a, b); }, a, b);
 }
 constexpr OpDef ge_scalar_op{.name = "ge_scalar", .onnx = lowering::compare<"GreaterOrEqual">};
 EMBER_REGISTER_OP(ge_scalar_op);
 
 Tensor ge(const Tensor& a, double b) {
-  return op::call<ge_scalar_op>([&](const auto&...) -> Tensor { return compare<fn::Ge>(a, b); }, a, b);
+  return op::call_captured<ge_scalar_op>([&](const auto&...) -> Tensor { return compare<fn::Ge>(a, b); }, a, b);
 }
 constexpr OpDef logical_and_op{.name = "logical_and", .onnx = lower_and};
 EMBER_REGISTER_OP(logical_and_op);
 
 Tensor logical_and(const Tensor& a, const Tensor& b) {
-  return op::call<logical_and_op>([&](const auto&...) -> Tensor { return compare<fn::LogicalAnd>(a, b); }, a, b);
+  return op::call_captured<logical_and_op>([&](const auto&...) -> Tensor { return compare<fn::LogicalAnd>(a, b); }, a,
+                                           b);
 }
 constexpr OpDef logical_or_op{.name = "logical_or", .onnx = lower_or};
 EMBER_REGISTER_OP(logical_or_op);
 
 Tensor logical_or(const Tensor& a, const Tensor& b) {
-  return op::call<logical_or_op>([&](const auto&...) -> Tensor { return compare<fn::LogicalOr>(a, b); }, a, b);
+  return op::call_captured<logical_or_op>([&](const auto&...) -> Tensor { return compare<fn::LogicalOr>(a, b); }, a, b);
 }
 constexpr OpDef logical_not_op{.name = "logical_not", .onnx = lower_logical_not};
 EMBER_REGISTER_OP(logical_not_op);
 
 Tensor logical_not(const Tensor& a) {
-  return op::call<logical_not_op>(
+  return op::call_captured<logical_not_op>(
       [&](const auto&...) -> Tensor { return eq(a.dtype() == DType::Bool ? a : ne(a, 0.0), 0.0); }, a);
 }
 

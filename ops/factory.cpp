@@ -75,7 +75,7 @@ constexpr OpDef full_op{.name = "full", .onnx = lower_full};
 EMBER_REGISTER_OP(full_op);
 
 Tensor full(const Shape& shape, double value, TensorOptions opts) {
-  return op::call<full_op>(
+  return op::call_captured<full_op>(
       [&](const auto&...) -> Tensor {
         Tensor t = empty(shape, TensorOptions(opts.dtype, opts.device));
         t.fill_(value);
@@ -115,7 +115,7 @@ constexpr OpDef arange_op{.name = "arange", .onnx = lower_arange};
 EMBER_REGISTER_OP(arange_op);
 
 Tensor arange(double start, double end, double step, TensorOptions opts) {
-  return op::call<arange_op>(
+  return op::call_captured<arange_op>(
       [&](const auto&...) -> Tensor {
         EMBER_CHECK(step != 0, ValueError, "arange: step must be nonzero");
         EMBER_CHECK((end - start) / step >= 0, ValueError, "arange: the range [", start, ", ", end,

@@ -336,7 +336,7 @@ constexpr OpDef index_select_op{.name = "index_select", .onnx = lower_index_sele
 EMBER_REGISTER_OP(index_select_op);
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  return op::call<index_select_op>(
+  return op::call_captured<index_select_op>(
       [&](const auto&...) -> Tensor {
         check_index_dtype("index_select", index, x);
         EMBER_CHECK(index.dim() <= 1, ShapeError, "index_select: index must be 1-D or 0-dim, got shape ",
@@ -426,7 +426,7 @@ constexpr OpDef gather_op{.name = "gather", .onnx = lower_gather};
 EMBER_REGISTER_OP(gather_op);
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  return op::call<gather_op>(
+  return op::call_captured<gather_op>(
       [&](const auto&...) -> Tensor {
         const int d = check_gather_shapes("gather", x, dim, index);
         const Tensor xv = x.dim() == 0 ? x.detach().view({1}) : x;
@@ -526,7 +526,7 @@ constexpr OpDef embedding_op{.name = "embedding", .onnx = lower_embedding};
 EMBER_REGISTER_OP(embedding_op);
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
-  return op::call<embedding_op>(
+  return op::call_captured<embedding_op>(
       [&](const auto&...) -> Tensor {
         EMBER_CHECK(indices.dtype() == DType::Int64, DTypeError, "embedding: indices must be an int64 tensor, got ",
                     dtype_name(indices.dtype()), " (indices shape ", indices.shape().str(), ")");
@@ -565,7 +565,7 @@ constexpr OpDef one_hot_op{.name = "one_hot", .onnx = lower_one_hot};
 EMBER_REGISTER_OP(one_hot_op);
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {
-  return op::call<one_hot_op>(
+  return op::call_captured<one_hot_op>(
       [&](const auto&...) -> Tensor {
         EMBER_CHECK(indices.dtype() == DType::Int64, DTypeError, "one_hot: indices must be an int64 tensor, got ",
                     dtype_name(indices.dtype()));

@@ -42,7 +42,7 @@ constexpr OpDef cat_op{.name = "cat", .onnx = lower_cat};
 EMBER_REGISTER_OP(cat_op);
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  return op::call<cat_op>(
+  return op::call_captured<cat_op>(
       [&](const auto&...) -> Tensor {
         EMBER_CHECK(!tensors.empty(), ValueError, "cat: expected a non-empty list of tensors");
         const Tensor& first = tensors[0];
@@ -114,7 +114,7 @@ constexpr OpDef split_op{.name = "split", .onnx = lower_split};
 EMBER_REGISTER_OP(split_op);
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
-  return op::call<split_op>(
+  return op::call_captured<split_op>(
       [&](const auto&...) -> std::vector<Tensor> {
         const int d = wrap_dim(dim, x.dim(), "split");
         int64_t total = 0;
@@ -157,7 +157,7 @@ constexpr OpDef pad_op{.name = "pad", .onnx = lower_pad};
 EMBER_REGISTER_OP(pad_op);
 
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
-  return op::call<pad_op>(
+  return op::call_captured<pad_op>(
       [&](const auto&...) -> Tensor {
         EMBER_CHECK(pads.size() % 2 == 0 && static_cast<int>(pads.size()) / 2 <= x.dim(), ShapeError,
                     "pad: expected an even number of pads covering at most ", x.dim(), " dims, got ", pads.size(),

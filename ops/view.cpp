@@ -115,7 +115,7 @@ constexpr OpDef view_op{.name = "view", .onnx = lowering::reshape_to_result};
 EMBER_REGISTER_OP(view_op);
 
 Tensor Tensor::view(const Shape& requested) const {
-  return op::call<view_op>(
+  return op::call_captured<view_op>(
       [&](const auto&...) -> Tensor {
         const Shape s = infer_shape(requested, numel(), "view", shape());
         Shape st;
@@ -133,7 +133,7 @@ constexpr OpDef reshape_op{.name = "reshape", .onnx = lowering::reshape_to_resul
 EMBER_REGISTER_OP(reshape_op);
 
 Tensor Tensor::reshape(const Shape& requested) const {
-  return op::call<reshape_op>(
+  return op::call_captured<reshape_op>(
       [&](const auto&...) -> Tensor {
         const Shape s = infer_shape(requested, numel(), "reshape", shape());
         Shape st;
@@ -170,7 +170,7 @@ constexpr OpDef transpose_op{.name = "transpose", .onnx = lower_transpose};
 EMBER_REGISTER_OP(transpose_op);
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-  return op::call<transpose_op>(
+  return op::call_captured<transpose_op>(
       [&](const auto&...) -> Tensor {
         if (dim() == 0) return *this;
         const int a = wrap_dim(d0, dim(), "transpose"), b = wrap_dim(d1, dim(), "transpose");
@@ -192,7 +192,7 @@ constexpr OpDef permute_op{.name = "permute", .onnx = lower_permute};
 EMBER_REGISTER_OP(permute_op);
 
 Tensor Tensor::permute(const Shape& dims) const {
-  return op::call<permute_op>(
+  return op::call_captured<permute_op>(
       [&](const auto&...) -> Tensor {
         EMBER_CHECK(dims.size() == dim(), ShapeError, "permute: got ", dims.size(), " dims for a tensor of shape ",
                     shape().str());
@@ -214,7 +214,7 @@ constexpr OpDef slice_op{.name = "slice", .onnx = lower_slice};
 EMBER_REGISTER_OP(slice_op);
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
-  return op::call<slice_op>(
+  return op::call_captured<slice_op>(
       [&](const auto&...) -> Tensor {
         const int w = wrap_dim(d, dim(), "slice");
         EMBER_CHECK(step > 0, ValueError, "slice: step must be positive, got ", step);
@@ -253,7 +253,7 @@ constexpr OpDef select_op{.name = "select", .onnx = lower_select};
 EMBER_REGISTER_OP(select_op);
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
-  return op::call<select_op>(
+  return op::call_captured<select_op>(
       [&](const auto&...) -> Tensor {
         const int w = wrap_dim(d, dim(), "select");
         const int64_t n = shape()[w];
@@ -280,7 +280,7 @@ constexpr OpDef unsqueeze_op{.name = "unsqueeze", .onnx = lowering::reshape_to_r
 EMBER_REGISTER_OP(unsqueeze_op);
 
 Tensor Tensor::unsqueeze(int64_t d) const {
-  return op::call<unsqueeze_op>(
+  return op::call_captured<unsqueeze_op>(
       [&](const auto&...) -> Tensor {
         const int w = wrap_dim(d, dim() + 1, "unsqueeze");
         Shape sh = shape(), st = strides();
@@ -297,7 +297,7 @@ constexpr OpDef squeeze_dim_op{.name = "squeeze_dim", .onnx = lowering::reshape_
 EMBER_REGISTER_OP(squeeze_dim_op);
 
 Tensor Tensor::squeeze(int64_t d) const {
-  return op::call<squeeze_dim_op>(
+  return op::call_captured<squeeze_dim_op>(
       [&](const auto&...) -> Tensor {
         if (dim() == 0) return *this;
         const int w = wrap_dim(d, dim(), "squeeze");
@@ -315,7 +315,7 @@ constexpr OpDef squeeze_op{.name = "squeeze", .onnx = lowering::reshape_to_resul
 EMBER_REGISTER_OP(squeeze_op);
 
 Tensor Tensor::squeeze() const {
-  return op::call<squeeze_op>(
+  return op::call_captured<squeeze_op>(
       [&](const auto&...) -> Tensor {
         Shape sh, st;
         for (int i = 0; i < dim(); ++i)
@@ -335,7 +335,7 @@ constexpr OpDef expand_op{.name = "expand", .onnx = lower_expand};
 EMBER_REGISTER_OP(expand_op);
 
 Tensor Tensor::expand(const Shape& requested) const {
-  return op::call<expand_op>(
+  return op::call_captured<expand_op>(
       [&](const auto&...) -> Tensor {
         EMBER_CHECK(requested.size() >= dim(), ShapeError, "expand: the target shape ", requested.str(),
                     " has fewer dims than the tensor's shape ", shape().str());
