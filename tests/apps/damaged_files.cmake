@@ -177,4 +177,102 @@ rewrite("${OUT}/gpt/model.safetensors" "${OUT}/gpt_deep_config.safetensors" "dee
 expect("gpt --eval-only with config nested 100,000 deep" 1 "metadata 'config' is JSON nested more than 64 deep"
        "${GPT}" --eval-only --weights "${OUT}/gpt_deep_config.safetensors" --data "${OUT}/corpus.txt"
        --out "${OUT}/gpt_eval" --threads 1)
+
+# The stored configuration goes through the flags' validators: every number
+# of it with the values the flags refuse, and the issue's absurd ones, on
+# --resume (a checkpoint stopped half-way), --eval-only and --generate; exit 1
+# and one line naming the file, the field and the flag's range, quickly.
+execute_process(COMMAND "${GPT}" --data "${OUT}/corpus.txt" --layers 1 --heads 2 --width 8 --context 16 --batch-size 2
+                        --iters 4 --eval-interval 2 --eval-iters 1 --sample-tokens 4 --threads 1 --quiet --stop-after 2
+                        --out "${OUT}/gpt_stop" RESULT_VARIABLE rc OUTPUT_QUIET)
+set(gck "${OUT}/gpt_stop/checkpoint.safetensors")
+execute_process(COMMAND "${GPT}" --resume "${gck}" --out "${OUT}/gpt_r" --check RESULT_VARIABLE rc OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "gpt --resume of an intact checkpoint exited with ${rc}")
+endif()
+set(k 0)
+function(gpt_config_case what pattern)  # ARGN: field value pairs, then RUN and the arguments (FILE: the copy)
+  list(FIND ARGN RUN r)
+  list(SUBLIST ARGN 0 ${r} edits)
+  math(EXPR r "${r} + 1")
+  list(SUBLIST ARGN ${r} -1 run)
+  set(args "")
+  while(edits)
+    list(POP_FRONT edits field value)
+    list(APPEND args "json:config.${field}=${value}")
+  endwhile()
+  math(EXPR n "${k} + 1")
+  set(k ${n} PARENT_SCOPE)
+  rewrite("${gck}" "${OUT}/gpt_c${n}.safetensors" ${args})
+  string(REPLACE "FILE" "${OUT}/gpt_c${n}.safetensors" run "${run}")
+  expect("gpt ${what}" 1 "gpt_c${n}.safetensors: stored configuration: ${pattern}" "${GPT}" ${run} --out "${OUT}/gpt_r"
+         --threads 1)
+endfunction()
+set(ints layers heads width context batch_size iters warmup eval_interval eval_iters sample_tokens top_k)
+set(reals lr min_lr weight_decay beta2 clip dropout temperature top_p)
+foreach(field ${ints} ${reals} seed)
+  foreach(value -1 "\"abc\"" 1e300 null "[1]")
+    gpt_config_case("--resume with ${field} = ${value}" "${field}: " ${field} "${value}" RUN --resume FILE)
+  endforeach()
+  if(NOT field STREQUAL "seed")
+    gpt_config_case("--resume with ${field} = 2^63" "${field}: " ${field} 9223372036854775808 RUN --resume FILE)
+  endif()
+endforeach()
+foreach(field ${ints})
+  gpt_config_case("--resume with ${field} = 1.5" "${field}: value 1.5 is not an integer" ${field} 1.5 RUN --resume FILE)
+endforeach()
+gpt_config_case("--generate with layers = 1000000" "layers: value 1000000 is not an integer in \\[1, 64\\] \\(the range of --layers\\)"
+                layers 1000000 RUN --generate --weights FILE)
+gpt_config_case("--resume with layers = 2^40" "layers: value 1099511627776 is not an integer in \\[1, 64\\]"
+                layers 1099511627776 RUN --resume FILE)
+gpt_config_case("--eval-only with eval_iters = 1e9" "eval_iters: value 1000000000.0 is not an integer in \\[1, 100000\\]"
+                eval_iters 1e9 RUN --eval-only --weights FILE --data "${OUT}/corpus.txt")
+gpt_config_case("--resume with eval_iters = 1e9, eval_interval = 1" "eval_iters: value 1000000000.0 is not an integer"
+                eval_interval 1 eval_iters 1e9 RUN --resume FILE)
+gpt_config_case("--generate with sample_tokens = 1e12" "sample_tokens: value 1000000000000.0 is not an integer in \\[0, 1000000\\]"
+                sample_tokens 1e12 RUN --generate --weights FILE)
+gpt_config_case("--resume with lr = 0" "lr: value 0 is not a number in \\[1e-12, 10\\] \\(the range of --lr\\)" lr 0
+                RUN --resume FILE)
+gpt_config_case("--resume with min_lr = -1" "min_lr: value -1 is not a number in \\[0, 10\\]" min_lr -1 RUN --resume FILE)
+gpt_config_case("--resume with seed = 2^64" "seed: value 1.8446744073709552e\\+19 is not an integer in \\[0, 2\\^64 - 1\\]"
+                seed 18446744073709551616 RUN --resume FILE)
+gpt_config_case("--resume with heads = 3 of width 8" "width 8 is not divisible by heads 3" heads 3 RUN --resume FILE)
+gpt_config_case("--resume with bias = \"yes\"" "bias: \"yes\" is not true or false" bias "\"yes\"" RUN --resume FILE)
+gpt_config_case("--resume with preset = \"huge\"" "preset: \"huge\" is not one of" preset "\"huge\"" RUN --resume FILE)
+gpt_config_case("--resume with precision = \"fp16\"" "precision: \"fp16\" is not one of 'fp32', 'bf16'" precision
+                "\"fp16\"" RUN --resume FILE)
+gpt_config_case("--resume with data = 5" "data: 5 is not a path" data 5 RUN --resume FILE)
+gpt_config_case("--generate with layers 64 of width 4096" "64 layers of width 4096 need at least [0-9]+ parameters, but the file holds [0-9]+ values"
+                layers 64 width 4096 RUN --generate --weights FILE)
+# The training state beside it: whole numbers in range, or refused by name.
+set(k 0)
+foreach(edit "iter=4abc|'iter': value 4abc is not an integer in \\[0, 4\\]" "iter=5|'iter': value 5 "
+             "iter=-1|'iter': value -1 " "batch_generator_offset=-1|'batch_generator_offset': value -1 "
+             "dropout_generator_offset=1e3|'dropout_generator_offset': value 1e3 "
+             "train_seconds=-2|'train_seconds': -2 is not a number of seconds")
+  math(EXPR k "${k} + 1")
+  string(REPLACE "|" ";" parts "${edit}")
+  list(GET parts 0 e)
+  list(GET parts 1 pattern)
+  rewrite("${gck}" "${OUT}/gpt_s${k}.safetensors" "meta:${e}")
+  expect("gpt --resume with ${e}" 1 "gpt_s${k}.safetensors: metadata ${pattern}" "${GPT}" --resume
+         "${OUT}/gpt_s${k}.safetensors" --out "${OUT}/gpt_r" --check)
+endforeach()
+
+# Broken weights: --eval-only and --generate refuse them by name; --force-eval
+# scores them after a warning, and a non-finite loss exits 1.
+rewrite("${OUT}/gpt/model.safetensors" "${OUT}/gpt_nan.safetensors" "nan:ln_f.weight")
+rewrite("${OUT}/gpt/model.safetensors" "${OUT}/gpt_huge.safetensors" "set:wte.weight=3e38")
+foreach(kind nan huge)
+  expect("gpt --eval-only on ${kind} weights" 1
+         "gpt_${kind}.safetensors: tensor .*; refusing to evaluate it \\(--force-eval evaluates it anyway\\)" "${GPT}"
+         --eval-only --weights "${OUT}/gpt_${kind}.safetensors" --data "${OUT}/corpus.txt" --out "${OUT}/gpt_eval")
+  expect("gpt --generate on ${kind} weights" 1 "gpt_${kind}.safetensors: tensor .*; refusing" "${GPT}" --generate
+         --weights "${OUT}/gpt_${kind}.safetensors")
+endforeach()
+expect_warned("gpt --eval-only --force-eval on NaN weights" 1 "warning: .*ln_f.weight \\(NaN or Inf\\)"
+              "test loss of .*gpt_nan.safetensors is NaN" "${GPT}" --eval-only --force-eval
+              --weights "${OUT}/gpt_nan.safetensors" --data "${OUT}/corpus.txt" --out "${OUT}/gpt_eval" --threads 1)
+expect("gpt --force-eval without --eval-only" 2 "--force-eval is for --eval-only and --generate" "${GPT}" --force-eval
+       --data "${OUT}/corpus.txt" --out "${OUT}/gpt_eval")
 message(STATUS "damaged files: every case ended as expected")
