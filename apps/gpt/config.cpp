@@ -177,11 +177,13 @@ void finish_flags(const CLI::App& app, Config& c) {
   if (!c.gpt2() && (!c.hf.empty() || !c.init.empty()))
     throw app::UsageError(std::string(c.hf.empty() ? "--init" : "--hf") + " is GPT-2's vocabulary: --tokenizer gpt2");
   if (c.gpt2()) {
-    // The GPT-2 path (gpt2_run.h) has no resumable checkpoint and reads its model from --hf.
-    if (!c.resume.empty() || c.eval_only || c.stop_after)
+    // The GPT-2 path (gpt2_run.h) reads its model from --hf, --init or its own checkpoint (--resume).
+    if (c.eval_only)
       throw app::UsageError(
-          "--tokenizer gpt2 runs train or --generate; --resume, --stop-after and --eval-only are "
-          "for the character-level model");
+          "--tokenizer gpt2 trains, resumes or runs --generate; --eval-only is for the "
+          "character-level model");
+    if (!c.resume.empty() && (!c.hf.empty() || !c.init.empty()))
+      throw app::UsageError("--resume continues its checkpoint's model; --hf and --init start another");
     if (!c.weights.empty()) throw app::UsageError("--tokenizer gpt2 reads its model from --hf DIR, not --weights");
     if (!c.preset.empty()) throw app::UsageError("--preset is a character-level configuration; use --init");
   } else if (!c.tokenizer_dir.empty()) {
@@ -263,12 +265,10 @@ void export_onnx(const Config& c, nn::GPT& model, const std::vector<int64_t>& va
       c.onnx);
 }
 
-namespace {
-
 // A stored value as the command line would have spelled it, for the flags'
 // validators: a number as JSON writes it (1.5, 1e+300, 18446744073709551616),
 // anything else described (no dump(): it would recurse as deep as the file nests).
-std::string as_flag_text(const nlohmann::json& v) {
+std::string stored_text(const nlohmann::json& v) {
   if (v.is_number()) return v.dump();
   if (v.is_string()) {
     const std::string& t = v.get_ref<const std::string&>();
@@ -289,8 +289,6 @@ nlohmann::json bytes_json(const std::string& s) {
     return bytes;
   }
 }
-
-}  // namespace
 
 nlohmann::ordered_json config_json(const Config& c) {
   return {{"preset", c.preset},
@@ -326,10 +324,24 @@ void check_config(const Config& c, const std::function<void(const std::string&)>
                             " is not divisible by heads " + std::to_string(c.heads));
 }
 
+std::string bytes_from_json(const nlohmann::json& v, const std::string& where) {
+  if (v.is_string()) return v.get<std::string>();
+  std::string s;
+  if (v.is_array() && v.size() <= 65536) {
+    for (const nlohmann::json& b : v) {
+      if (!b.is_number_unsigned() || b.get<uint64_t>() > 255)
+        throw IOError(where + ": an array holding " + stored_text(b) + ", not a byte");
+      s += static_cast<char>(b.get<int>());
+    }
+    return s;
+  }
+  throw IOError(where + ": " + stored_text(v) + " is not a path");
+}
+
 Config config_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path) {
   if (!meta.count("config")) throw IOError(path + ": not a GPT model file (no 'config' in its metadata)");
   const nlohmann::json j = app::parse_stored_json(meta.at("config"), path, "metadata 'config'");
-  if (!j.is_object()) throw IOError(path + ": metadata 'config' is not a JSON object but " + as_flag_text(j));
+  if (!j.is_object()) throw IOError(path + ": metadata 'config' is not a JSON object but " + stored_text(j));
   const std::string where = path + ": stored configuration: ";
   const auto at = [&](const char* key) -> const nlohmann::json& {
     const auto it = j.find(key);
@@ -338,7 +350,7 @@ Config config_from_metadata(const std::map<std::string, std::string>& meta, cons
   };
   // Each number through its flag's validator (above): the same ranges and words.
   const auto check = [&](const char* key, const char* flag, const CLI::Validator& v) {
-    std::string text = as_flag_text(at(key));
+    std::string text = stored_text(at(key));
     const std::string err = v(text);
     if (!err.empty())
       throw IOError(where + key + ": " + err + (*flag ? " (the range of " + flag_name(flag) + ")" : std::string()));
@@ -358,24 +370,12 @@ Config config_from_metadata(const std::map<std::string, std::string>& meta, cons
       if (v.is_string() && v.get_ref<const std::string&>() == o) return std::string(o);
       list += (list.empty() ? "'" : "', '") + std::string(o);
     }
-    throw IOError(where + key + ": " + as_flag_text(v) + " is not one of " + list + "'");
+    throw IOError(where + key + ": " + stored_text(v) + " is not one of " + list + "'");
   };
   c.preset = choice("preset", {"", "nanogpt-cpu"});
-  if (!at("bias").is_boolean()) throw IOError(where + "bias: " + as_flag_text(at("bias")) + " is not true or false");
+  if (!at("bias").is_boolean()) throw IOError(where + "bias: " + stored_text(at("bias")) + " is not true or false");
   c.bias = at("bias").get<bool>();
-  // The corpus's path: a string, or its bytes where they are not UTF-8 (bytes_json).
-  const nlohmann::json& data = at("data");
-  if (data.is_string()) {
-    c.data = data.get<std::string>();
-  } else if (data.is_array() && data.size() <= 65536) {
-    for (const nlohmann::json& b : data) {
-      if (!b.is_number_unsigned() || b.get<uint64_t>() > 255)
-        throw IOError(where + "data: an array holding " + as_flag_text(b) + ", not a byte");
-      c.data += static_cast<char>(b.get<int>());
-    }
-  } else {
-    throw IOError(where + "data: " + as_flag_text(data) + " is not a path");
-  }
+  c.data = bytes_from_json(at("data"), where + "data");
   // Files from before --precision ran in fp32.
   c.precision = j.contains("precision") ? choice("precision", {"fp32", "bf16"}) : std::string("fp32");
   check_config(
@@ -534,7 +534,7 @@ int64_t restore(const StateDict& ckpt, const std::map<std::string, std::string>&
     default_generator().set_offset(dropout_offset);
     const nlohmann::json seconds = app::parse_stored_json(meta.at("train_seconds"), path, "metadata 'train_seconds'");
     if (!seconds.is_number() || !std::isfinite(seconds.get<double>()) || seconds.get<double>() < 0)
-      throw IOError(path + ": metadata 'train_seconds': " + as_flag_text(seconds) + " is not a number of seconds");
+      throw IOError(path + ": metadata 'train_seconds': " + stored_text(seconds) + " is not a number of seconds");
     train_seconds = seconds.get<double>();
     hist.from_json(app::parse_stored_json(meta.at("history"), path, "metadata 'history'"), {"train_loss", "val_loss"});
     return iter;

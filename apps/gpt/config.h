@@ -133,6 +133,15 @@ int64_t restore(const StateDict& ckpt, const std::map<std::string, std::string>&
 /// context. `what` starts the file's doc string (the model, its tokens).
 void export_onnx(const Config& c, nn::GPT& model, const std::vector<int64_t>& val, const std::string& what);
 
+/// A value from a file, spelled as a flag would be (a number as JSON writes
+/// it) or described ("a JSON object"), for messages.
+std::string stored_text(const nlohmann::json& v);
+/// A path or other bytes in stored JSON: a string where they are UTF-8, else
+/// the bytes as numbers (JSON strings hold nothing else); and back, IOError
+/// starting with `where` for anything else.
+nlohmann::json bytes_json(const std::string& s);
+std::string bytes_from_json(const nlohmann::json& v, const std::string& where);
+
 /// The run configuration and vocabulary a file's metadata records, every
 /// field checked against its flag's range (add_flags) with the flag's words,
 /// the file and the field named (IOError).

@@ -360,6 +360,12 @@ int main(int argc, char** argv) {
       "corpus, or --data FILE; or GPT-2 (--hf DIR, --init gpt2-124m) with its BPE tokenizer"};
   gpt::add_flags(app, c);
   return app::run_main("gpt", app, argc, argv, [&] {
+    // A GPT-2 checkpoint resumes on the GPT-2 path (its tokenizer is GPT-2's).
+    if (!c.resume.empty() && gpt::is_gpt2_checkpoint(c.resume)) {
+      if (c.tokenizer == "char")
+        throw app::UsageError("--resume " + c.resume + " is a GPT-2 checkpoint: --tokenizer char does not fit it");
+      c.tokenizer = "gpt2";
+    }
     gpt::finish_flags(app, c);
     if (c.gpt2()) return c.generate ? gpt::generate_gpt2(c) : gpt::train_gpt2(c, app);
     if (c.generate) return generate(c);

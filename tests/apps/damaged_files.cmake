@@ -18,8 +18,14 @@
 #     variance -> exit 1 naming T and the tensor; a distilled run resumed
 #     after its teacher file changed -> exit 2 naming both fingerprints;
 #   cnn on test images of another size than its training images -> exit 1;
-#   gpt --eval-only: metadata JSON nested 100,000 deep -> exit 1, one line.
-# Variables: SEQ2SEQ, VIT, CNN, GPT, MAKE_DATA, REWRITE, OUT.
+#   gpt --eval-only: metadata JSON nested 100,000 deep -> exit 1, one line;
+#   gpt's stored configuration: every number with the values its flag
+#     refuses, and absurd sizes, on --resume, --eval-only and --generate ->
+#     exit 1 naming the file, the field and the flag's range; the stored
+#     iteration and generator offsets; a GPT-2 checkpoint's model entry;
+#   gpt --eval-only / --generate on NaN or overflowing weights -> refused
+#     by name; with --force-eval a warning, then exit 1 on a NaN loss.
+# Variables: SEQ2SEQ, VIT, CNN, GPT, MAKE_DATA, REWRITE, TOKENIZER, OUT.
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
 function(expect what code pattern)
@@ -257,6 +263,28 @@ foreach(edit "iter=4abc|'iter': value 4abc is not an integer in \\[0, 4\\]" "ite
   rewrite("${gck}" "${OUT}/gpt_s${k}.safetensors" "meta:${e}")
   expect("gpt --resume with ${e}" 1 "gpt_s${k}.safetensors: metadata ${pattern}" "${GPT}" --resume
          "${OUT}/gpt_s${k}.safetensors" --out "${OUT}/gpt_r" --check)
+endforeach()
+
+# A GPT-2 checkpoint's model entry, checked likewise.
+execute_process(COMMAND "${GPT}" --init gpt2-124m --layers 1 --heads 2 --width 8 --context 16 --batch-size 2 --iters 4
+                        --eval-iters 1 --data "${OUT}/corpus.txt" --tokenizer-dir "${TOKENIZER}" --threads 1 --quiet
+                        --stop-after 2 --out "${OUT}/gpt2_stop" RESULT_VARIABLE rc OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "gpt --init (tiny GPT-2 run) exited with ${rc}")
+endif()
+set(k 0)
+foreach(edit "vocab_size=1e9|vocab_size: value 1000000000.0 is not an integer in \\[1, 1048576\\]"
+             "block_size=4|block_size: value 4 is not an integer in \\[16, 8192\\]" "dropout=-1|dropout: value -1 "
+             "layer_norm_eps=0|layer_norm_eps: value 0 " "gelu=\"relu\"|gelu: \"relu\" is not 'tanh' or 'none'"
+             "bias=1|bias: 1 is not true or false" "tokenizer_dir=[-1]|tokenizer_dir: an array holding -1, not a byte"
+             "init=null|init: a JSON null is not a string")
+  math(EXPR k "${k} + 1")
+  string(REPLACE "|" ";" parts "${edit}")
+  list(GET parts 0 e)
+  list(GET parts 1 pattern)
+  rewrite("${OUT}/gpt2_stop/checkpoint.safetensors" "${OUT}/gpt2_s${k}.safetensors" "json:gpt2.${e}")
+  expect("gpt --resume of a GPT-2 checkpoint with ${e}" 1 "gpt2_s${k}.safetensors: stored GPT-2 model: ${pattern}"
+         "${GPT}" --resume "${OUT}/gpt2_s${k}.safetensors" --out "${OUT}/gpt_r" --check)
 endforeach()
 
 # Broken weights: --eval-only and --generate refuse them by name; --force-eval
