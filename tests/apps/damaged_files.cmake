@@ -9,11 +9,12 @@
 #     moment, a NaN first moment, a step count of NaN, -5, 1e300 or 2.5, a
 #     negative lr or weight decay -> exit 1, one line naming the entry;
 #   vit --ema D --resume -> refused (the average is not in the checkpoint);
-#   NaN in the model's weights -> a warning naming the tensor, and the run
-#     goes on (--check); vit and seq2seq --eval-only over NaN weights -> the
+#   NaN in the model's weights -> on --resume a warning naming the tensor,
+#     and the run goes on (--check); vit, cnn and seq2seq --eval-only over
+#     NaN weights -> refused naming the tensor, and with --force-eval the
 #     warning, then exit 1 on the non-finite test loss;
 #   a FIFO as --weights / --resume -> exit 1 at once (no hang);
-#   seq2seq --beam 3 over NaN weights -> the warning, and the run ends;
+#   seq2seq --beam 3 --force-eval over NaN weights -> the warning, and the run ends;
 #   vit --teacher T: T with NaN weights or a negative BatchNorm running
 #     variance -> exit 1 naming T and the tensor; a distilled run resumed
 #     after its teacher file changed -> exit 2 naming both fingerprints;
@@ -75,12 +76,16 @@ foreach(edit "train_size=-1" "train_size=1000000000" "test_size=0" "test_size=-1
          --out "${OUT}/s2s_eval" --quiet)
 endforeach()
 rewrite("${model}" "${OUT}/s2s_nan.safetensors" "nan:decoder.dense.weight")
-expect("seq2seq --eval-only on NaN weights" 0 "warning: .*decoder.dense.weight \\(NaN or Inf\\)" "${SEQ2SEQ}"
-       --eval-only --weights "${OUT}/s2s_nan.safetensors" --out "${OUT}/s2s_eval" --quiet --check)
+expect("seq2seq --eval-only on NaN weights" 1
+       "s2s_nan.safetensors: tensor decoder.dense.weight \\(NaN or Inf\\); refusing to evaluate it \\(--force-eval"
+       "${SEQ2SEQ}" --eval-only --weights "${OUT}/s2s_nan.safetensors" --out "${OUT}/s2s_eval" --quiet --check)
+expect("seq2seq --eval-only --force-eval on NaN weights" 0 "warning: .*decoder.dense.weight \\(NaN or Inf\\)"
+       "${SEQ2SEQ}" --eval-only --force-eval --weights "${OUT}/s2s_nan.safetensors" --out "${OUT}/s2s_eval" --quiet
+       --check)
 # Beam search over NaN log-probabilities (once a SIGSEGV): NaN ranks last, the
 # run ends, and the NaN test loss is an error rather than a score.
 expect_warned("seq2seq --eval-only --beam 3 on NaN weights" 1 "warning: .*decoder.dense.weight \\(NaN or Inf\\)"
-              "test loss of .*s2s_nan.safetensors is NaN" "${SEQ2SEQ}" --eval-only --beam 3
+              "test loss of .*s2s_nan.safetensors is NaN" "${SEQ2SEQ}" --eval-only --force-eval --beam 3
               --weights "${OUT}/s2s_nan.safetensors" --out "${OUT}/s2s_eval_beam" --quiet)
 expect("seq2seq --eval-only --weights FIFO" 1 "FIFO" "${SEQ2SEQ}" --eval-only --weights "${OUT}/fifo" --out "${OUT}/s2s_eval")
 
@@ -120,8 +125,10 @@ endforeach()
 rewrite("${ckpt}" "${OUT}/vit_nan.safetensors" "nan:model.head.weight")
 expect("vit --resume with NaN weights" 0 "warning: .*model.head.weight \\(NaN or Inf\\)"
        "${VIT}" --resume "${OUT}/vit_nan.safetensors" --out "${OUT}/vit_r" --check)
-expect_warned("vit --eval-only on NaN weights" 1 "warning: .*model.head.weight \\(NaN or Inf\\)"
-              "test loss of .*vit_nan.safetensors is NaN" "${VIT}" --eval-only --weights "${OUT}/vit_nan.safetensors"
+expect("vit --eval-only on NaN weights" 1 "vit_nan.safetensors: tensor model.head.weight \\(NaN or Inf\\); refusing"
+       "${VIT}" --eval-only --weights "${OUT}/vit_nan.safetensors" --data-dir "${OUT}/data" --out "${OUT}/vit_e")
+expect_warned("vit --eval-only --force-eval on NaN weights" 1 "warning: .*model.head.weight \\(NaN or Inf\\)"
+              "test loss of .*vit_nan.safetensors is NaN" "${VIT}" --eval-only --force-eval --weights "${OUT}/vit_nan.safetensors"
               --data-dir "${OUT}/data" --out "${OUT}/vit_e" --threads 1 --quiet)
 expect("vit --ema with --resume" 2 "--ema does not resume" "${VIT}" --ema 0.9 --resume "${ckpt}" --out "${OUT}/vit_r")
 expect("vit --resume FIFO" 1 "FIFO" "${VIT}" --resume "${OUT}/fifo" --out "${OUT}/vit_r")
@@ -144,6 +151,13 @@ foreach(c "nan|fc.weight \\(NaN or Inf\\)" "negvar|bn1.running_var \\(negative r
   expect("vit --teacher with ${kind}" 1 "--teacher .*teacher_${kind}.safetensors: tensor ${pattern}" "${VIT}" ${tiny}
          --distill hard --teacher "${OUT}/teacher_${kind}.safetensors" --out "${OUT}/vit_t")
 endforeach()
+# cnn --eval-only of those files: refused by name, or with --force-eval a warning and exit 1 on the NaN loss.
+expect("cnn --eval-only on NaN weights" 1 "teacher_nan.safetensors: tensor fc.weight \\(NaN or Inf\\); refusing to evaluate"
+       "${CNN}" --eval-only --weights "${OUT}/teacher_nan.safetensors" --data-dir "${OUT}/data" --out "${OUT}/cnn_e")
+expect_warned("cnn --eval-only --force-eval on NaN weights" 1 "warning: .*fc.weight \\(NaN or Inf\\)"
+              "test loss of .*teacher_nan.safetensors is NaN" "${CNN}" --eval-only --force-eval
+              --weights "${OUT}/teacher_nan.safetensors" --data-dir "${OUT}/data" --out "${OUT}/cnn_e" --limit-test 32
+              --threads 1 --quiet)
 # A distilled run stopped after an epoch resumes with its teacher, not with another file.
 file(COPY_FILE "${teacher}" "${OUT}/teacher_copy.safetensors")
 execute_process(COMMAND "${VIT}" ${tiny} --distill hard --teacher "${OUT}/teacher_copy.safetensors" --out "${OUT}/vit_d"
