@@ -290,7 +290,7 @@ void write_files_together(const std::vector<std::pair<std::string, std::string>>
       remove_staged();
       std::string all;
       for (const auto& f : files) all += (all.empty() ? "" : ", ") + fs::path(f.first).filename().string();
-      throw IOError(std::string(e.what()) + "; none of " + all + " was written");
+      throw IOError(path + ": " + e.what() + "; none of " + all + " was written");
     }
     staged.push_back(tmp);
   }
