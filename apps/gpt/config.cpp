@@ -251,7 +251,7 @@ void export_onnx(const Config& c, nn::GPT& model, const std::vector<int64_t>& va
     const int64_t start = i * (n - T) / 3;
     ids.insert(ids.end(), val.begin() + start, val.begin() + start + T);
   }
-  const Tensor windows = from_vector(ids, {4, T});
+  const Tensor windows = from_vector(ids, {4, T}).to(model.wte->weight.device());
   app::export_onnx(
       "gpt", model, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{model(in[0])}; },
       {.inputs = {"tokens"},

@@ -39,7 +39,8 @@ double estimate_loss(nn::GPT& m, const std::vector<int64_t>& tokens, const Confi
   double total = 0;
   for (int64_t i = 0; i < c.eval_iters; ++i) {
     auto [x, y] = nn::random_batch(tokens, c.batch, c.context, g);
-    total += m.loss(x, y).item<double>();
+    const Device dev = m.wte->weight.device();
+    total += m.loss(x.to(dev), y.to(dev)).item<double>();
   }
   m.train();
   return total / static_cast<double>(c.eval_iters);
