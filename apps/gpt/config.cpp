@@ -17,10 +17,6 @@ using namespace ember;
 namespace {
 const char* kFortunes = "/usr/share/games/fortunes";
 
-}  // namespace
-
-namespace {
-
 // The configuration's numbers and their ranges, wherever a value comes from:
 // a flag is checked by CLI11 with the validator built here (app::int_range,
 // app::finite_range), a file's stored configuration by config_from_metadata
@@ -109,6 +105,7 @@ void add_flags(CLI::App& app, Config& c) {
   add_real(app, c, "temperature", "sampling temperature; 0 = greedy (default 0.8)");
   add_int(app, c, "top_k", "sample among the k most likely characters; 0 = all (default 0)");
   add_real(app, c, "top_p", "nucleus sampling mass in (0, 1] (default 1)");
+  // uint64_any refuses a sign (CLI11 alone would read "-1" as 2^64 - 1).
   app::add_seed(app, c.seed, "random seed (default 1337)");
   app::add_threads(app, c.threads);
   app::add_device(app, c.device, "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU)");
@@ -124,9 +121,10 @@ void add_flags(CLI::App& app, Config& c) {
   app.add_option("--prompt", c.prompt,
                  "text to continue with --generate (default a newline, or the model's first character where its "
                  "vocabulary has no newline)");
-  app.add_flag("--force-eval", c.force_eval,
-               "--eval-only / --generate a model whose weights hold NaN, Inf or overflowing values (refused "
-               "otherwise); a non-finite loss still exits 1");
+  app::add_force_eval(app, c.force_eval)
+      ->description(
+          "--eval-only / --generate a model whose weights hold NaN, Inf or overflowing values (refused "
+          "otherwise); a non-finite loss still exits 1");
   app.add_flag("--allow-data-change", c.allow_data_change,
                "--resume on a corpus other than the one the checkpoint was trained on (refused otherwise)");
   app::input_dir(app.add_option("--hf", c.hf,
