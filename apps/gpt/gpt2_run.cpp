@@ -354,6 +354,9 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
     const AutocastGuard region = mp.region();
     final_val = nn::split_loss(*model, val, c.context, 16);
   }
+  // The model first: whatever fails after it (a chart, a report), the run's work is kept.
+  nn::save_gpt2_hf(*model, (out / "hf").string());
+  copy_tokenizer_files(tdir, out / "hf");
   nn::SampleOptions so;
   so.temperature = c.temperature, so.top_k = c.top_k, so.top_p = c.top_p, so.seed = c.seed;
   const int64_t eot = tok.token_id("<|endoftext|>");
@@ -376,8 +379,6 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
       {.x = hist.x(), .y = hist.at("train_loss"), .label = "train", .color = 0, .line = true, .marker_radius = 3},
       {.x = hist.x(), .y = hist.at("val_loss"), .label = "validation", .color = 1, .line = true, .marker_radius = 3}};
   plot::render(lc).save_png((out / "loss.png").string());
-  nn::save_gpt2_hf(*model, (out / "hf").string());
-  copy_tokenizer_files(tdir, out / "hf");
   const double tps = tokens_per_step * static_cast<double>(c.iters) / std::max(clock.seconds(), 1e-9);
   nlohmann::ordered_json cj = config_json(c);
   cj["hf"] = c.hf, cj["init"] = c.init, cj["tokenizer"] = c.tokenizer, cj["tokenizer_dir"] = tdir;
