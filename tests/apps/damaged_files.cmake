@@ -199,7 +199,7 @@ expect("gpt --eval-only with config nested 100,000 deep" 1 "metadata 'config' is
        --out "${OUT}/gpt_eval" --threads 1)
 
 # The stored configuration goes through the flags' validators: every number
-# of it with the values the flags refuse, and the issue's absurd ones, on
+# of it with the values the flags refuse, and absurd sizes and counts, on
 # --resume (a checkpoint stopped half-way), --eval-only and --generate; exit 1
 # and one line naming the file, the field and the flag's range, quickly.
 execute_process(COMMAND "${GPT}" --data "${OUT}/corpus.txt" --layers 1 --heads 2 --width 8 --context 16 --batch-size 2
