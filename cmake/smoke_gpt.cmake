@@ -1,9 +1,13 @@
 # CTest smoke run (cmake -P) of the GPT demo on a small generated corpus (no
 # downloaded data): a tiny model trains a few steps and leaves well-formed
 # outputs; a run stopped half-way and resumed ends exactly where the
-# uninterrupted one did; --eval-only reproduces the recorded loss;
-# --generate continues a prompt; bad flags exit 2 and bad files exit 1, each
-# with one line. Variables: APP (the executable), OUT (a scratch directory).
+# uninterrupted one did, also when it stopped before its first evaluation;
+# --eval-only reproduces the recorded loss; --generate continues a prompt;
+# a resume on a changed corpus is refused unless --allow-data-change; corpora
+# of any bytes (multi-byte UTF-8, UTF-16, every byte value, a file name that
+# is not UTF-8) train, and what they leave reads back; bad flags exit 2 and
+# bad files exit 1, each with one line. Variables: APP (the executable), OUT
+# (a scratch directory).
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
 set(text "")
@@ -65,6 +69,64 @@ file(SHA256 "${OUT}/b/model.safetensors" hb)
 if(NOT ha STREQUAL hb)
   message(FATAL_ERROR "resumed run's model.safetensors differs")
 endif()
+
+# Stopped before its first evaluation (an empty history), then resumed: the same run.
+run_ok(${model} --out "${OUT}/c" --stop-after 2)
+run_ok(--resume "${OUT}/c/checkpoint.safetensors" --out "${OUT}/c" --threads 1 --quiet)
+file(SHA256 "${OUT}/c/model.safetensors" hc)
+if(NOT ha STREQUAL hc)
+  message(FATAL_ERROR "the run resumed from before its first evaluation differs")
+endif()
+
+# The corpus changed under a stopped run: refused with both fingerprints, or trained on with --allow-data-change.
+file(WRITE "${OUT}/changing.txt" "${text}")
+string(REPLACE "${OUT}/corpus.txt" "${OUT}/changing.txt" model_d "${model}")
+run_ok(${model_d} --out "${OUT}/d" --stop-after 3)
+file(APPEND "${OUT}/changing.txt" "To be, or not to be.\n")
+execute_process(COMMAND "${APP}" --resume "${OUT}/d/checkpoint.safetensors" --out "${OUT}/d" --quiet RESULT_VARIABLE rc
+                OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "changing.txt\\) changed since .*checkpoint.safetensors was written: it is now [0-9]+ bytes, fnv1a64 [0-9a-f]+, the checkpoint recorded 5155 bytes, fnv1a64 [0-9a-f]+ \\(--allow-data-change")
+  message(FATAL_ERROR "--resume on a changed corpus: exit ${rc}, ${err}")
+endif()
+execute_process(COMMAND "${APP}" --resume "${OUT}/d/checkpoint.safetensors" --out "${OUT}/d" --quiet --allow-data-change
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT err MATCHES "note: the corpus .* changed since")
+  message(FATAL_ERROR "--resume --allow-data-change on a changed corpus: exit ${rc}, ${err}")
+endif()
+
+# Text is bytes: each corpus trains to the end and leaves its model, --eval-only reproduces the
+# recorded loss from it, and --generate without --prompt samples (a vocabulary without a newline too).
+string(ASCII 255 ff)
+set(utf8 "")
+set(utf16 "\\377\\376")
+set(every "")
+foreach(i RANGE 1 40)
+  string(APPEND utf8 "Größe ${i}: 東京 — naïve café ✓ 🙂\n")
+  string(APPEND utf16 "G\\000r\\000\\366\\000\\337\\000e\\000 \\000\\034\\147")
+endforeach()
+foreach(i RANGE 0 255)
+  math(EXPR hi "${i} / 64")
+  math(EXPR mid "${i} / 8 % 8")
+  math(EXPR lo "${i} % 8")
+  string(APPEND every "\\${hi}${mid}${lo}")
+endforeach()
+file(WRITE "${OUT}/utf8.txt" "${utf8}")
+execute_process(COMMAND printf "${utf16}" OUTPUT_FILE "${OUT}/utf16.txt")
+execute_process(COMMAND printf "${every}${every}${every}${every}${every}${every}${every}${every}" OUTPUT_FILE "${OUT}/bytes${ff}.bin")
+foreach(corpus utf8.txt utf16.txt bytes${ff}.bin)
+  run_ok(--data "${OUT}/${corpus}" --layers 1 --heads 2 --width 16 --context 16 --batch-size 4 --iters 3 --eval-interval 2
+         --eval-iters 1 --sample-tokens 40 --threads 1 --quiet --out "${OUT}/bytes")
+  file(READ "${OUT}/bytes/metrics.json" mx)
+  string(JSON val_x GET "${mx}" final_val_loss)
+  run_ok(--eval-only --weights "${OUT}/bytes/model.safetensors" --data "${OUT}/${corpus}" --out "${OUT}/bytes_e" --threads 1)
+  file(READ "${OUT}/bytes_e/eval.json" me)
+  string(JSON val_e GET "${me}" final_val_loss)
+  if(NOT val_e STREQUAL val_x)
+    message(FATAL_ERROR "${corpus}: --eval-only gave ${val_e}, the run recorded ${val_x}")
+  endif()
+  run_ok(--resume "${OUT}/bytes/checkpoint.safetensors" --out "${OUT}/bytes" --check)
+  run_ok(--generate --weights "${OUT}/bytes/model.safetensors" --sample-tokens 8 --threads 1)
+endforeach()
 
 run_ok(--eval-only --weights "${OUT}/a/model.safetensors" --data "${OUT}/corpus.txt" --out "${OUT}/e" --threads 1)
 file(READ "${OUT}/e/eval.json" me)

@@ -3,7 +3,10 @@
 # tokens, 40 merges, <|endoftext|>) and a tiny --init model fine-tune a few
 # steps on a generated text with BPE tokens; the Hugging Face directory it
 # writes is read back by --hf ... --generate (KV cache) and fine-tuned
-# again; the character-level path runs and resumes in bf16; bad invocations end in one line with the expected exit code.
+# again; a fine-tune from --init and one from --hf, stopped half-way and
+# resumed, end where the uninterrupted ones did; --device refuses what this
+# build cannot run; the character-level path runs and resumes in bf16; bad
+# invocations end in one line with the expected exit code.
 # Variables: APP (the executable), TOKENIZER (the fixture directory), TINY
 # (tests/fixtures/gpt2_tiny, a 96-token HF model), OUT (a scratch directory).
 file(REMOVE_RECURSE "${OUT}")
@@ -61,6 +64,44 @@ if(NOT EXISTS "${OUT}/b/hf/model.safetensors")
   message(FATAL_ERROR "no hf/model.safetensors after fine-tuning --hf")
 endif()
 
+# Stopped and resumed (model, AdamW, schedule, the batches' position): the same curves, sample and weights,
+# from --init (with dropout: the dropout stream resumes too) and from --hf.
+function(check_same a b what)
+  file(READ "${a}/metrics.json" ja)
+  file(READ "${b}/metrics.json" jb)
+  foreach(key final_val_loss train_loss val_loss sample)
+    string(JSON x GET "${ja}" ${key})
+    string(JSON y GET "${jb}" ${key})
+    if(NOT x STREQUAL y)
+      message(FATAL_ERROR "${what}: the resumed run differs in ${key}: ${x} against ${y}")
+    endif()
+  endforeach()
+  file(SHA256 "${a}/hf/model.safetensors" ha)
+  file(SHA256 "${b}/hf/model.safetensors" hb)
+  if(NOT ha STREQUAL hb)
+    message(FATAL_ERROR "${what}: the resumed run's hf/model.safetensors differs")
+  endif()
+endfunction()
+set(init --init gpt2-124m ${small} --dropout 0.1 --data "${OUT}/corpus.txt" --tokenizer-dir "${TOKENIZER}")
+run_ok(${init} --out "${OUT}/r1")
+run_ok(${init} --out "${OUT}/r2" --stop-after 1)
+run_ok(--resume "${OUT}/r2/checkpoint.safetensors" --out "${OUT}/r2")
+check_same("${OUT}/r1" "${OUT}/r2" "--init")
+set(hf --hf "${OUT}/a/hf" --data "${OUT}/corpus.txt" --context 16 --batch-size 2 --iters 4 --eval-interval 2
+       --eval-iters 1 --sample-tokens 4)
+run_ok(${hf} --out "${OUT}/r3")
+run_ok(${hf} --out "${OUT}/r4" --stop-after 3)
+run_ok(--resume "${OUT}/r4/checkpoint.safetensors" --out "${OUT}/r4")
+check_same("${OUT}/r3" "${OUT}/r4" "--hf")
+# --device cuda: runs where this build has the backend and a GPU, else one line naming the flag, exit 2.
+foreach(path "--init;gpt2-124m;--layers;1;--width;16;--heads;2;--context;8;--tokenizer-dir;${TOKENIZER}" "--layers;1")
+  execute_process(COMMAND "${APP}" ${path} --data "${OUT}/corpus.txt" --device cuda --check --quiet --out "${OUT}/dev"
+                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err TIMEOUT 60)
+  if(NOT rc EQUAL 0 AND (NOT rc EQUAL 2 OR NOT err MATCHES "^gpt: --device cuda: [^\n]*\n$"))
+    message(FATAL_ERROR "gpt ${path} --device cuda: exit ${rc}, ${err}")
+  endif()
+endforeach()
+
 # The character-level path in bf16 autocast, stopped and resumed in it (the precision is in the checkpoint).
 set(char --data "${OUT}/corpus.txt" --layers 1 --heads 2 --width 16 --context 16 --batch-size 2 --iters 4
          --eval-interval 2 --eval-iters 1 --sample-tokens 4 --precision bf16)
@@ -86,7 +127,11 @@ set(cases
     "1|--hf,${TINY},--generate,--tokenizer-dir,${TOKENIZER}"
     "2|--init,gpt2-9b" "2|--init,gpt2-124m,--hf,${OUT}/a/hf" "2|--hf,${OUT}/a/hf,--tokenizer,char"
     "2|--hf,${OUT}/a/hf,--resume,${OUT}/a/metrics.json" "2|--precision,fp16" "2|--tokenizer-dir,${TOKENIZER}"
-    "2|--init,gpt2-124m,--generate")
+    "2|--init,gpt2-124m,--generate" "2|--resume,${OUT}/r2/checkpoint.safetensors,--hf,${OUT}/a/hf"
+    "2|--resume,${OUT}/r2/checkpoint.safetensors,--init,gpt2-124m"
+    "2|--resume,${OUT}/r2/checkpoint.safetensors,--tokenizer,char" "2|--device,tpu" "2|--device,cuda:x"
+    "1|--tokenizer,gpt2,--resume,${OUT}/d/checkpoint.safetensors,--tokenizer-dir,${TOKENIZER}"
+    "1|--resume,${OUT}/r2/checkpoint.safetensors,--tokenizer-dir,${OUT}/empty")
 foreach(case ${cases})
   string(REPLACE "|" ";" parts "${case}")
   string(REPLACE "," ";" parts "${parts}")

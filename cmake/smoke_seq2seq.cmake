@@ -1,6 +1,8 @@
 # CTest smoke run (cmake -P): a tiny seq2seq run (few seconds) must succeed
-# and leave well-formed outputs. Variables: APP (the executable), OUT (a
-# scratch directory).
+# and leave well-formed outputs; on a disk that fills while it writes its
+# charts (a file size limit between the sizes of its PNGs), the model and the
+# reports are there, none of the charts is, and the one line says so.
+# Variables: APP (the executable), OUT (a scratch directory).
 file(REMOVE_RECURSE "${OUT}")
 execute_process(COMMAND "${APP}" --epochs 2 --train-size 256 --test-size 64 --hidden 16 --heatmaps 2 --quiet
                         --threads 1 --out "${OUT}" RESULT_VARIABLE rc)
@@ -83,4 +85,37 @@ execute_process(COMMAND "${APP}" --epochs 1 --train-size 64 --test-size 16 --hid
                         --out "${OUT}/cuda" RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
 if(NOT rc EQUAL 0 AND NOT (rc EQUAL 1 AND err MATCHES "no CUDA device available|no cuda backend"))
   message(FATAL_ERROR "seq2seq --device cuda: exit ${rc}, message: ${err}")
+endif()
+
+# A full disk during the charts: RLIMIT_FSIZE (bash's ulimit -f, in KiB; SIGXFSZ ignored, so a write past it
+# fails with EFBIG as on a full disk) just above the model's size, with some charts above it and some below.
+set(tiny --epochs 2 --train-size 256 --test-size 64 --hidden 4 --heatmaps 2 --quiet --threads 1)
+execute_process(COMMAND "${APP}" ${tiny} --out "${OUT}/fits" RESULT_VARIABLE rc OUTPUT_QUIET)
+file(SIZE "${OUT}/fits/model.safetensors" model_bytes)
+math(EXPR limit_kib "(${model_bytes} + 1023) / 1024")
+math(EXPR limit "${limit_kib} * 1024")
+set(above 0)
+set(below 0)
+set(charts loss.png exact_match.png attention_0.png attention_1.png attention_longest.png)
+foreach(png ${charts})
+  file(SIZE "${OUT}/fits/${png}" n)
+  if(n GREATER limit)
+    math(EXPR above "${above} + 1")
+  else()
+    math(EXPR below "${below} + 1")
+  endif()
+endforeach()
+if(above EQUAL 0 OR below EQUAL 0)
+  message(FATAL_ERROR "a limit of ${limit_kib} KiB no longer falls between the charts' sizes (${above} above, ${below} "
+                      "below): choose another --hidden for this case")
+endif()
+execute_process(COMMAND bash -c "ulimit -f ${limit_kib}; trap '' XFSZ; exec \"$@\"" _ "${APP}" ${tiny} --out "${OUT}/full"
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+string(STRIP "${err}" err)
+if(NOT rc EQUAL 1 OR err MATCHES "\n" OR NOT err MATCHES "File too large; none of attention_0.png, attention_1.png, attention_longest.png, loss.png, exact_match.png was written$")
+  message(FATAL_ERROR "seq2seq with a full disk during its charts: exit ${rc}, stderr: ${err}")
+endif()
+file(GLOB left RELATIVE "${OUT}/full" "${OUT}/full/*.png" "${OUT}/full/.*")
+if(left OR NOT EXISTS "${OUT}/full/model.safetensors" OR NOT EXISTS "${OUT}/full/metrics.json")
+  message(FATAL_ERROR "seq2seq with a full disk during its charts left ${left} (model and metrics expected, no chart)")
 endif()

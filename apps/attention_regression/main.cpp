@@ -50,7 +50,7 @@ struct Config {
   double lr = 0;
   int threads = 0;
   uint64_t seed = 4;  // see apps/attention_regression/README.md: the figures are quoted for this seed
-  bool quiet = false, check = false, eval_only = false;
+  bool quiet = false, check = false, eval_only = false, force_eval = false;
   app::OnnxExportFlags onnx;  // --export-onnx FILE [--export-onnx-check]
 };
 
@@ -255,7 +255,7 @@ int eval_only(Config c) {
                   ": not a model.safetensors of attention_regression's trained models (its metadata "
                   "\"model\" is not single-head, transformer or encoder)");
   c.model = kind->second;
-  app::warn_suspicious("attention_regression", sd, c.weights);
+  app::check_eval_weights("attention_regression", sd, c.weights, c.force_eval);
   const std::unique_ptr<ar::AttentionModel> model = make_model(c.model);
   try {
     model->load_state_dict(sd, /*strict=*/true);
@@ -386,6 +386,7 @@ int main(int argc, char** argv) {
                                         "model.safetensors of a single-head, transformer or encoder run, for "
                                         "--eval-only (the model comes from its metadata)"))
       ->needs(eval_only_flag);
+  ember::app::add_force_eval(cli, c.force_eval)->needs(eval_only_flag);
   ember::app::add_export_onnx(cli, c.onnx, "x (batch, points) -> y (batch, points); the trained models only");
   return ember::app::run_main("attention_regression", cli, argc, argv, [&] {
     if (c.eval_only && c.weights.empty()) throw ember::app::UsageError("--eval-only needs --weights MODEL");

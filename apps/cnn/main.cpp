@@ -48,7 +48,7 @@ struct Config {
   std::string hflip = "on";
   uint64_t seed = 0;
   int threads = 0;
-  bool quiet = false, check = false, eval_only = false;
+  bool quiet = false, check = false, eval_only = false, force_eval = false;
   app::OnnxExportFlags onnx;  // --export-onnx FILE [--export-onnx-check]
 };
 
@@ -84,7 +84,7 @@ void export_resnet(const Config& c, nn::ResNet& model, const data::DataLoader& t
 // --eval-only: a saved teacher (its sizes and normalisation from the file)
 // scored on the test split of the data set it was trained on.
 int eval_only(Config c, const CLI::App& cli) {
-  app::Teacher t = app::load_teacher(c.weights);
+  app::Teacher t = app::load_teacher(c.weights, "cnn", c.force_eval);
   if (cli.count("--data") && c.data != t.config.data)
     throw UsageError("--data " + c.data + ": " + c.weights + " was trained on " + t.config.data);
   c.data = t.config.data;
@@ -307,6 +307,7 @@ int main(int argc, char** argv) {
                                  "model.safetensors written by cnn, for --eval-only (its sizes, data set and "
                                  "normalisation come from its metadata)"))
       ->needs(eval_only);
+  app::add_force_eval(cli, c.force_eval)->needs(eval_only);
   app::add_export_onnx(cli, c.onnx, "images (batch, channels, height, width), normalised as in training -> logits");
   return app::run_main("cnn", cli, argc, argv, [&] {
     if (c.eval_only && c.weights.empty()) throw UsageError("--eval-only needs --weights MODEL");

@@ -267,9 +267,43 @@ nlohmann::json parse_stored_json(const std::string& text, const std::string& fil
   }
 }
 
-void write_json(const std::string& path, const nlohmann::ordered_json& j) { write_file_atomic(path, j.dump(2) + "\n"); }
+void write_json(const std::string& path, const nlohmann::ordered_json& j) {
+  write_file_atomic(path, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+}
 
 void write_text(const std::string& path, const std::string& text) { write_file_atomic(path, text); }
+
+void write_files_together(const std::vector<std::pair<std::string, std::string>>& files) {
+  // Temporaries beside their targets (the same file system, so that rename
+  // moves no data and needs no space), each complete and synced by
+  // write_file_atomic before the first rename.
+  std::vector<std::string> staged;
+  const auto remove_staged = [&] {
+    for (const std::string& t : staged) ::unlink(t.c_str());
+  };
+  for (const auto& [path, bytes] : files) {
+    const fs::path p(path);
+    const std::string tmp = (p.parent_path() / ("." + p.filename().string() + ".together")).string();
+    try {
+      write_file_atomic(tmp, bytes);
+    } catch (const Error& e) {
+      remove_staged();
+      std::string all;
+      for (const auto& f : files) all += (all.empty() ? "" : ", ") + fs::path(f.first).filename().string();
+      throw IOError(path + ": " + e.what() + "; none of " + all + " was written");
+    }
+    staged.push_back(tmp);
+  }
+  for (size_t i = 0; i < files.size(); ++i)
+    if (::rename(staged[i].c_str(), files[i].first.c_str()) != 0) {
+      const std::string err = std::strerror(errno);
+      std::string done;
+      for (size_t k = 0; k < i; ++k) done += (done.empty() ? "" : ", ") + files[k].first;
+      for (size_t k = i; k < files.size(); ++k) ::unlink(staged[k].c_str());
+      throw IOError(files[i].first + ": cannot move it into place: " + err +
+                    "; written: " + (done.empty() ? std::string("none") : done));
+    }
+}
 
 void warn_suspicious(const char* app, const StateDict& tensors, const std::string& file) {
   const std::vector<std::string> bad = nn::suspicious_tensors(tensors);
@@ -280,26 +314,61 @@ void warn_suspicious(const char* app, const StateDict& tensors, const std::strin
   std::fprintf(stderr, "%s: warning: %s holds suspicious values: %s\n", app, file.c_str(), list.c_str());
 }
 
+CLI::Option* add_force_eval(CLI::App& cli, bool& force) {
+  return cli.add_flag("--force-eval", force,
+                      "evaluate --weights even when they hold NaN, Inf or overflowing values (refused otherwise); a "
+                      "non-finite loss still exits 1");
+}
+
+void check_eval_weights(const char* app, const StateDict& tensors, const std::string& file, bool force) {
+  if (force) return warn_suspicious(app, tensors, file);
+  const std::vector<std::string> bad = nn::suspicious_tensors(tensors);
+  if (!bad.empty())
+    throw IOError(file + ": tensor " + bad[0] +
+                  (bad.size() > 1 ? " (and " + std::to_string(bad.size() - 1) + " more)" : "") +
+                  "; refusing to evaluate it (--force-eval evaluates it anyway)");
+}
+
 void refuse_suspicious(const StateDict& tensors, const std::string& file, const std::string& what) {
   const std::vector<std::string> bad = nn::suspicious_tensors(tensors);
   if (!bad.empty()) throw IOError(what + " " + file + ": tensor " + bad[0] + "; refusing to train from it");
 }
 
+namespace {
+
+// FNV-1a 64 over bytes fed in pieces: the offset basis, then per byte xor and * prime.
+struct Fnv1a64 {
+  uint64_t h = 14695981039346656037ull, size = 0;
+  void add(const char* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 1099511628211ull;
+    size += n;
+  }
+  std::string str() const {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    return std::to_string(size) + " bytes, fnv1a64 " + hex;
+  }
+};
+
+}  // namespace
+
 std::string file_fingerprint(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IOError("cannot read " + path + ": " + std::strerror(errno));
-  uint64_t h = 14695981039346656037ull, size = 0;  // FNV-1a 64: offset basis, then per byte xor, * prime
+  Fnv1a64 f;
   std::vector<char> buf(size_t{1} << 20);
   while (in) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    const auto n = static_cast<size_t>(in.gcount());
-    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(buf[i])) * 1099511628211ull;
-    size += n;
+    f.add(buf.data(), static_cast<size_t>(in.gcount()));
   }
   if (in.bad()) throw IOError("error reading " + path);
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return std::to_string(size) + " bytes, fnv1a64 " + hex;
+  return f.str();
+}
+
+std::string bytes_fingerprint(std::string_view bytes) {
+  Fnv1a64 f;
+  f.add(bytes.data(), bytes.size());
+  return f.str();
 }
 
 void check_eval_loss(double loss, const std::string& file) {

@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -104,9 +105,19 @@ void prepare_out_dir(const std::string& dir, const std::string& flag = "--out");
 void check_output_file(const std::string& path, const std::string& flag);
 
 // Outputs, written atomically (ember::write_file_atomic) and checked: a
-// failure throws ember::IOError naming the path.
+// failure throws ember::IOError naming the path. write_json writes bytes that
+// are not UTF-8 inside strings (a path, a sample of a binary corpus) as
+// U+FFFD: a report must not fail at the end of a run for the bytes of a name.
 void write_json(const std::string& path, const nlohmann::ordered_json& j);
 void write_text(const std::string& path, const std::string& text);
+
+// Outputs of one run that appear together or not at all (a run's charts):
+// each is written in full beside its path under a temporary name, then all
+// are renamed into place. A failure while writing (a full disk) removes the
+// temporaries and throws ember::IOError naming the file that failed and
+// saying that none of the set was written; the files already in place from
+// an earlier run are left as they were.
+void write_files_together(const std::vector<std::pair<std::string, std::string>>& files);
 
 // JSON stored in a file the app reads back (checkpoint metadata), parsed
 // after a scan of its text: more than max_bytes, or brackets nested more than
@@ -124,6 +135,17 @@ nlohmann::json parse_stored_json(const std::string& text, const std::string& fil
 // wants to look at (a diverged run), but its figures will say little.
 void warn_suspicious(const char* app, const ember::StateDict& tensors, const std::string& file);
 
+// --force-eval: evaluate (or sample from) weights that check_eval_weights
+// would refuse. The same flag in every app that evaluates a saved model.
+CLI::Option* add_force_eval(CLI::App& cli, bool& force);
+
+// Weights about to be evaluated (--eval-only): when nn::suspicious_tensors
+// names any (NaN, Inf, values that overflow in the forward pass, a negative
+// variance), an ember::IOError naming `file` and the first of them, unless
+// force, which prints warn_suspicious's warning instead and goes on (the
+// loss is then checked by check_eval_loss).
+void check_eval_weights(const char* app, const ember::StateDict& tensors, const std::string& file, bool force);
+
 // Weights a run builds on (a distillation teacher): the first tensor
 // nn::suspicious_tensors names is an ember::IOError naming `file` and it.
 // Training from NaN or overflowing weights would only spread them.
@@ -139,6 +161,8 @@ void check_eval_loss(double loss, const std::string& file);
 // started with. FNV-1a reads a few MB in milliseconds; it guards against a
 // file replaced by mistake, not against a forged one. IOError if unreadable.
 std::string file_fingerprint(const std::string& path);
+// The same of bytes in memory (a corpus read from several files).
+std::string bytes_fingerprint(std::string_view bytes);
 
 // A stopwatch.
 class Timer {

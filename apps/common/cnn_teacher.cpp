@@ -53,7 +53,7 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
   return out;
 }
 
-Teacher load_teacher(const std::string& path) {
+Teacher load_teacher(const std::string& path, const char* eval_app, bool force_eval) {
   std::map<std::string, std::string> meta;
   StateDict tensors = load_safetensors(path, &meta);
   const auto bad = [&](const std::string& why) -> UsageError {
@@ -112,7 +112,10 @@ Teacher load_teacher(const std::string& path) {
   // A teacher with NaN, Inf or overflowing weights, or a negative BatchNorm
   // running variance (rsqrt of a negative number is NaN), would give NaN
   // logits and so a NaN distillation loss from the first step.
-  app::refuse_suspicious(tensors, path, "--teacher");
+  if (eval_app)
+    app::check_eval_weights(eval_app, tensors, path, force_eval);
+  else
+    app::refuse_suspicious(tensors, path, "--teacher");
   out.model = std::make_shared<nn::ResNet>(c.resnet);
   // strict: every parameter and buffer must come from the file with its shape.
   try {

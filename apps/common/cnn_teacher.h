@@ -36,7 +36,9 @@ struct Teacher {
 };
 
 // Reads and checks a teacher file (UsageError naming it and the field).
-Teacher load_teacher(const std::string& path);
+// Weights with NaN, Inf or overflow are refused for training from them; with
+// eval_app (--eval-only of that app) app::check_eval_weights decides instead.
+Teacher load_teacher(const std::string& path, const char* eval_app = nullptr, bool force_eval = false);
 
 // "16,32,64" -> {16, 32, 64}, each in [lo, hi], 1 to 8 entries (UsageError naming flag).
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag, int64_t lo, int64_t hi);

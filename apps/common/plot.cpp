@@ -94,16 +94,17 @@ int Canvas::text_width(const std::string& s, int scale) {
   return stb_easy_font_width(copy.data()) * scale;
 }
 
-void Canvas::save_png(const std::string& path) const {
-  std::vector<unsigned char> png;
+std::string Canvas::png(const std::string& what) const {
+  std::string png;
   auto sink = [](void* ctx, void* data, int size) {
-    auto* out = static_cast<std::vector<unsigned char>*>(ctx);
-    out->insert(out->end(), static_cast<unsigned char*>(data), static_cast<unsigned char*>(data) + size);
+    static_cast<std::string*>(ctx)->append(static_cast<const char*>(data), static_cast<size_t>(size));
   };
   EMBER_CHECK(stbi_write_png_to_func(sink, &png, w_, h_, 3, px_.data(), w_ * 3) != 0, IOError,
-              "plot: could not encode ", path, " as PNG");
-  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
+              "plot: could not encode ", what, " as PNG");
+  return png;
 }
+
+void Canvas::save_png(const std::string& path) const { write_file_atomic(path, png(path)); }
 
 namespace {
 

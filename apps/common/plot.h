@@ -36,6 +36,9 @@ class Canvas {
   // Writes the PNG atomically (a temporary file renamed into place); throws
   // ember::IOError naming the path when it cannot.
   void save_png(const std::string& path) const;
+  // The PNG's bytes, for outputs written as a set (app::write_files_together);
+  // `what` names it in the error when it cannot be encoded.
+  std::string png(const std::string& what) const;
 
  private:
   int w_, h_;

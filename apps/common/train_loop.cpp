@@ -60,7 +60,8 @@ void MetricsHistory::from_json(const nlohmann::json& j, const std::vector<std::s
   std::vector<double> x = j.at(x_name_).get<std::vector<double>>();
   std::vector<std::pair<std::string, std::vector<double>>> series;
   for (const std::string& n : names) {
-    series.emplace_back(n, j.at(n).get<std::vector<double>>());
+    // A run saved before its first evaluation recorded no point and no series.
+    series.emplace_back(n, x.empty() && !j.contains(n) ? std::vector<double>() : j.at(n).get<std::vector<double>>());
     if (series.back().second.size() != x.size())
       throw std::out_of_range("series '" + n + "' has " + std::to_string(series.back().second.size()) + " values for " +
                               std::to_string(x.size()) + " points");

@@ -33,6 +33,7 @@ struct Config {
   int threads = 0;
   bool eval_only = false, quiet = false;
   bool check = false;        // --check: validate and build, then exit (not stored)
+  bool force_eval = false;   // --force-eval: evaluate weights that hold NaN, Inf or overflow (not stored)
   bool distributed = false;  // data-parallel over the launcher's processes (not stored)
   // model
   int64_t patch = 7, width = 64, depth = 4, heads = 4, mlp = 128, stem = 0;

@@ -17,6 +17,69 @@ using namespace ember;
 namespace {
 const char* kFortunes = "/usr/share/games/fortunes";
 
+// The configuration's numbers and their ranges, wherever a value comes from:
+// a flag is checked by CLI11 with the validator built here (app::int_range,
+// app::finite_range), a file's stored configuration by config_from_metadata
+// with the same validator, so the same values are refused with the same
+// words, the file and the field named instead of the flag.
+struct IntSetting {
+  const char* key;   // in the stored configuration (config_json)
+  const char* flag;  // "" for a setting no flag sets
+  int64_t Config::*field;
+  int64_t lo, hi;
+};
+struct RealSetting {
+  const char* key;
+  const char* flag;
+  double Config::*field;
+  double lo, hi;
+};
+constexpr IntSetting kInts[] = {
+    {"layers", "--layers", &Config::layers, 1, 64},
+    {"heads", "--heads", &Config::heads, 1, 64},
+    {"width", "--width", &Config::width, 1, 4096},
+    {"context", "--context", &Config::context, 1, 8192},
+    {"batch_size", "--batch-size", &Config::batch, 1, 4096},
+    {"iters", "--iters", &Config::iters, 1, 10000000},
+    {"warmup", "--warmup", &Config::warmup, 0, 1000000000},
+    {"eval_interval", "--eval-interval", &Config::eval_interval, 0, 1000000000},
+    {"eval_iters", "--eval-iters", &Config::eval_iters, 1, 100000},
+    {"sample_tokens", "--sample-tokens,--max-new-tokens", &Config::sample_tokens, 0, 1000000},
+    {"top_k", "--top-k", &Config::top_k, 0, 1000000000}};
+// beta2 and clip have no flag: a file holding another value than the
+// defaults' is still read, within what AdamW and clipping accept.
+constexpr RealSetting kReals[] = {{"lr", "--lr", &Config::lr, 1e-12, 10.0},
+                                  {"min_lr", "--min-lr", &Config::min_lr, 0.0, 10.0},
+                                  {"weight_decay", "--weight-decay", &Config::weight_decay, 0.0, 100.0},
+                                  {"dropout", "--dropout", &Config::dropout, 0.0, 0.95},
+                                  {"temperature", "--temperature", &Config::temperature, 0.0, 100.0},
+                                  {"top_p", "--top-p", &Config::top_p, 1e-9, 1.0},
+                                  {"beta2", "", &Config::beta2, 0.0, 0.999999},
+                                  {"clip", "", &Config::clip, 0.0, 1e6}};
+
+template <class Setting, size_t N>
+const Setting& setting(const Setting (&table)[N], const std::string& key) {
+  for (const Setting& s : table)
+    if (key == s.key) return s;
+  throw std::logic_error("gpt: no setting " + key);
+}
+
+CLI::Option* add_int(CLI::App& app, Config& c, const char* key, const std::string& help) {
+  const IntSetting& s = setting(kInts, key);
+  return app.add_option(s.flag, c.*s.field, help)->check(app::int_range(s.lo, s.hi));
+}
+
+CLI::Option* add_real(CLI::App& app, Config& c, const char* key, const std::string& help) {
+  const RealSetting& s = setting(kReals, key);
+  return app.add_option(s.flag, c.*s.field, help)->check(app::finite_range(s.lo, s.hi));
+}
+
+// The first name of a flag ("--sample-tokens" of "--sample-tokens,--max-new-tokens").
+std::string flag_name(const char* flag) {
+  const std::string f(flag);
+  return f.substr(0, f.find(','));
+}
+
 }  // namespace
 
 void add_flags(CLI::App& app, Config& c) {
@@ -25,34 +88,27 @@ void add_flags(CLI::App& app, Config& c) {
                  "context 64, batch 12, 2000 iterations, lr 1e-3 -> 1e-4, 100 warm-up, no dropout)")
       ->check(CLI::IsMember({"nanogpt-cpu"}));
   app::input_file(app.add_option("--data", c.data, "a text file to train on (default: the fortunes corpus)"));
-  app.add_option("--layers", c.layers, "transformer blocks (default 4)")->check(app::int_range(1, 64));
-  app.add_option("--heads", c.heads, "attention heads; must divide --width (default 4)")->check(app::int_range(1, 64));
-  app.add_option("--width", c.width, "embedding width (default 192)")->check(app::int_range(1, 4096));
-  app.add_option("--context", c.context, "context length in characters (default 128)")->check(app::int_range(1, 8192));
-  app.add_option("--batch-size", c.batch, "windows per step (default 12)")->check(app::int_range(1, 4096));
-  app.add_option("--iters", c.iters, "training steps (default 1500)")->check(app::int_range(1, 10000000));
-  app.add_option("--lr", c.lr, "AdamW's peak learning rate (default 1e-3)")->check(app::finite_range(1e-12, 10.0));
-  app.add_option("--min-lr", c.min_lr, "learning rate at the end of the cosine (default 1e-4)")
-      ->check(app::finite_range(0.0, 10.0));
-  app.add_option("--warmup", c.warmup, "linear warm-up steps (default 100)")->check(app::int_range(0, 1000000000));
-  app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay on 2-D weights (default 0.1)")
-      ->check(app::finite_range(0.0, 100.0));
-  app.add_option("--dropout", c.dropout, "dropout (default 0)")->check(app::finite_range(0.0, 0.95));
-  app.add_option("--eval-interval", c.eval_interval, "steps between loss estimates (default 250; 0: at the end only)")
-      ->check(app::int_range(0, 1000000000));
-  app.add_option("--eval-iters", c.eval_iters, "batches per loss estimate (default 20)")
-      ->check(app::int_range(1, 100000));
-  app.add_option("--sample-tokens,--max-new-tokens", c.sample_tokens, "tokens to generate (default 600)")
-      ->check(app::int_range(0, 1000000));
-  app.add_option("--temperature", c.temperature, "sampling temperature; 0 = greedy (default 0.8)")
-      ->check(app::finite_range(0.0, 100.0));
-  app.add_option("--top-k", c.top_k, "sample among the k most likely characters; 0 = all (default 0)")
-      ->check(app::int_range(0, 1000000000));
-  app.add_option("--top-p", c.top_p, "nucleus sampling mass in (0, 1] (default 1)")
-      ->check(app::finite_range(1e-9, 1.0));
+  add_int(app, c, "layers", "transformer blocks (default 4)");
+  add_int(app, c, "heads", "attention heads; must divide --width (default 4)");
+  add_int(app, c, "width", "embedding width (default 192)");
+  add_int(app, c, "context", "context length in characters (default 128)");
+  add_int(app, c, "batch_size", "windows per step (default 12)");
+  add_int(app, c, "iters", "training steps (default 1500)");
+  add_real(app, c, "lr", "AdamW's peak learning rate (default 1e-3)");
+  add_real(app, c, "min_lr", "learning rate at the end of the cosine (default 1e-4)");
+  add_int(app, c, "warmup", "linear warm-up steps (default 100)");
+  add_real(app, c, "weight_decay", "AdamW weight decay on 2-D weights (default 0.1)");
+  add_real(app, c, "dropout", "dropout (default 0)");
+  add_int(app, c, "eval_interval", "steps between loss estimates (default 250; 0: at the end only)");
+  add_int(app, c, "eval_iters", "batches per loss estimate (default 20)");
+  add_int(app, c, "sample_tokens", "tokens to generate (default 600)");
+  add_real(app, c, "temperature", "sampling temperature; 0 = greedy (default 0.8)");
+  add_int(app, c, "top_k", "sample among the k most likely characters; 0 = all (default 0)");
+  add_real(app, c, "top_p", "nucleus sampling mass in (0, 1] (default 1)");
   // uint64_any refuses a sign (CLI11 alone would read "-1" as 2^64 - 1).
   app::add_seed(app, c.seed, "random seed (default 1337)");
   app::add_threads(app, c.threads);
+  app::add_device(app, c.device, "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU)");
   app::add_out(app, c.out);
   app::input_file(app.add_option("--resume", c.resume,
                                  "continue the run saved in this checkpoint.safetensors (its configuration)"));
@@ -62,7 +118,15 @@ void add_flags(CLI::App& app, Config& c) {
   app.add_flag("--generate", c.generate, "sample --sample-tokens characters from --weights after --prompt");
   app::input_file(app.add_option("--weights", c.weights,
                                  "model.safetensors (or checkpoint.safetensors) for --eval-only / --generate"));
-  app.add_option("--prompt", c.prompt, "text to continue with --generate (default a newline)");
+  app.add_option("--prompt", c.prompt,
+                 "text to continue with --generate (default a newline, or the model's first character where its "
+                 "vocabulary has no newline)");
+  app::add_force_eval(app, c.force_eval)
+      ->description(
+          "--eval-only / --generate a model whose weights hold NaN, Inf or overflowing values (refused "
+          "otherwise); a non-finite loss still exits 1");
+  app.add_flag("--allow-data-change", c.allow_data_change,
+               "--resume on a corpus other than the one the checkpoint was trained on (refused otherwise)");
   app::input_dir(app.add_option("--hf", c.hf,
                                 "a Hugging Face GPT-2 directory (config.json + model.safetensors) to fine-tune on "
                                 "--data, or to sample from with --generate"));
@@ -93,17 +157,17 @@ void finish_flags(const CLI::App& app, Config& c) {
     c.lr = 1e-3, c.min_lr = 1e-4, c.warmup = 100, c.weight_decay = 0.1, c.dropout = 0.0, c.beta2 = 0.99, c.clip = 1.0;
     c.eval_interval = 250, c.eval_iters = 20;
   }
-  for (double v : {c.lr, c.min_lr, c.weight_decay, c.dropout, c.temperature, c.top_p})
-    if (!std::isfinite(v)) throw app::UsageError("a numeric flag is not finite");
-  if (c.width % c.heads != 0)
-    throw app::UsageError("--width " + std::to_string(c.width) + " is not divisible by --heads " +
-                          std::to_string(c.heads));
+  check_config(
+      c, [](const std::string& why) { throw app::UsageError(why); }, "");
   if (c.eval_only + c.generate + !c.resume.empty() > 1)
     throw app::UsageError("--eval-only, --generate and --resume are separate modes; give one");
   if (c.eval_only && c.weights.empty()) throw app::UsageError("--eval-only needs --weights MODEL");
   if (!c.eval_only && !c.generate && !c.weights.empty())
     throw app::UsageError("--weights is for --eval-only and --generate (use --resume to continue training)");
   if (!c.prompt.empty() && !c.generate) throw app::UsageError("--prompt is for --generate");
+  if (c.force_eval && !c.eval_only && !c.generate)
+    throw app::UsageError("--force-eval is for --eval-only and --generate");
+  if (c.allow_data_change && c.resume.empty()) throw app::UsageError("--allow-data-change is for --resume");
   if (c.generate && c.onnx.enabled())
     throw app::UsageError("--export-onnx is for training and --eval-only, not --generate");
   if (!c.hf.empty() && !c.init.empty()) throw app::UsageError("--hf and --init are two starting points; give one");
@@ -111,11 +175,13 @@ void finish_flags(const CLI::App& app, Config& c) {
   if (!c.gpt2() && (!c.hf.empty() || !c.init.empty()))
     throw app::UsageError(std::string(c.hf.empty() ? "--init" : "--hf") + " is GPT-2's vocabulary: --tokenizer gpt2");
   if (c.gpt2()) {
-    // The GPT-2 path (gpt2_run.h) has no resumable checkpoint and reads its model from --hf.
-    if (!c.resume.empty() || c.eval_only || c.stop_after)
+    // The GPT-2 path (gpt2_run.h) reads its model from --hf, --init or its own checkpoint (--resume).
+    if (c.eval_only)
       throw app::UsageError(
-          "--tokenizer gpt2 runs train or --generate; --resume, --stop-after and --eval-only are "
-          "for the character-level model");
+          "--tokenizer gpt2 trains, resumes or runs --generate; --eval-only is for the "
+          "character-level model");
+    if (!c.resume.empty() && (!c.hf.empty() || !c.init.empty()))
+      throw app::UsageError("--resume continues its checkpoint's model; --hf and --init start another");
     if (!c.weights.empty()) throw app::UsageError("--tokenizer gpt2 reads its model from --hf DIR, not --weights");
     if (!c.preset.empty()) throw app::UsageError("--preset is a character-level configuration; use --init");
   } else if (!c.tokenizer_dir.empty()) {
@@ -123,6 +189,18 @@ void finish_flags(const CLI::App& app, Config& c) {
   }
   if (c.generate && c.weights.empty() && c.hf.empty())
     throw app::UsageError("--generate needs --weights MODEL (or --hf DIR)");
+}
+
+Device run_device(const Config& c) {
+  const Device dev(c.device);
+  if (!dev.is_cpu()) {
+    try {
+      (void)zeros({1}, TensorOptions(DType::Float32, dev));
+    } catch (const Error& e) {
+      throw app::UsageError("--device " + c.device + ": " + e.what());
+    }
+  }
+  return dev;
 }
 
 Corpus read_corpus(const Config& c) {
@@ -171,7 +249,7 @@ void export_onnx(const Config& c, nn::GPT& model, const std::vector<int64_t>& va
     const int64_t start = i * (n - T) / 3;
     ids.insert(ids.end(), val.begin() + start, val.begin() + start + T);
   }
-  const Tensor windows = from_vector(ids, {4, T});
+  const Tensor windows = from_vector(ids, {4, T}).to(model.wte->weight.device());
   app::export_onnx(
       "gpt", model, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{model(in[0])}; },
       {.inputs = {"tokens"},
@@ -183,6 +261,31 @@ void export_onnx(const Config& c, nn::GPT& model, const std::vector<int64_t>& va
               std::to_string(model.cfg.block_size) + "; output logits (batch, sequence, " +
               std::to_string(model.cfg.vocab_size) + "): the next token's scores after each position."},
       c.onnx);
+}
+
+// A stored value as the command line would have spelled it, for the flags'
+// validators: a number as JSON writes it (1.5, 1e+300, 18446744073709551616),
+// anything else described (no dump(): it would recurse as deep as the file nests).
+std::string stored_text(const nlohmann::json& v) {
+  if (v.is_number()) return v.dump();
+  if (v.is_string()) {
+    const std::string& t = v.get_ref<const std::string&>();
+    return "\"" + t.substr(0, 40) + (t.size() > 40 ? "...\"" : "\"");
+  }
+  return std::string("a JSON ") + v.type_name();
+}
+
+// A path or other bytes in stored JSON: a string where the bytes are UTF-8
+// (JSON strings cannot hold anything else), else the bytes as numbers.
+nlohmann::json bytes_json(const std::string& s) {
+  try {
+    (void)nlohmann::json(s).dump();
+    return s;
+  } catch (const nlohmann::json::type_error&) {
+    std::vector<int> bytes;
+    for (char ch : s) bytes.push_back(static_cast<unsigned char>(ch));
+    return bytes;
+  }
 }
 
 nlohmann::ordered_json config_json(const Config& c) {
@@ -208,32 +311,87 @@ nlohmann::ordered_json config_json(const Config& c) {
           {"top_k", c.top_k},
           {"top_p", c.top_p},
           {"seed", c.seed},
-          {"data", c.data},
+          {"data", bytes_json(c.data)},
           {"precision", c.precision}};
+}
+
+void check_config(const Config& c, const std::function<void(const std::string&)>& fail, const std::string& file) {
+  if (c.width % c.heads != 0)
+    fail(file.empty() ? "--width " + std::to_string(c.width) + " is not divisible by --heads " + std::to_string(c.heads)
+                      : file + ": stored configuration: width " + std::to_string(c.width) +
+                            " is not divisible by heads " + std::to_string(c.heads));
+}
+
+std::string bytes_from_json(const nlohmann::json& v, const std::string& where) {
+  if (v.is_string()) return v.get<std::string>();
+  std::string s;
+  if (v.is_array() && v.size() <= 65536) {
+    for (const nlohmann::json& b : v) {
+      if (!b.is_number_unsigned() || b.get<uint64_t>() > 255)
+        throw IOError(where + ": an array holding " + stored_text(b) + ", not a byte");
+      s += static_cast<char>(b.get<int>());
+    }
+    return s;
+  }
+  throw IOError(where + ": " + stored_text(v) + " is not a path");
 }
 
 Config config_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path) {
   if (!meta.count("config")) throw IOError(path + ": not a GPT model file (no 'config' in its metadata)");
+  const nlohmann::json j = app::parse_stored_json(meta.at("config"), path, "metadata 'config'");
+  if (!j.is_object()) throw IOError(path + ": metadata 'config' is not a JSON object but " + stored_text(j));
+  const std::string where = path + ": stored configuration: ";
+  const auto at = [&](const char* key) -> const nlohmann::json& {
+    const auto it = j.find(key);
+    if (it == j.end()) throw IOError(where + "no field '" + key + "'");
+    return *it;
+  };
+  // Each number through its flag's validator (above): the same ranges and words.
+  const auto check = [&](const char* key, const char* flag, const CLI::Validator& v) {
+    std::string text = stored_text(at(key));
+    const std::string err = v(text);
+    if (!err.empty())
+      throw IOError(where + key + ": " + err + (*flag ? " (the range of " + flag_name(flag) + ")" : std::string()));
+    return text;
+  };
   Config c;
-  try {
-    const nlohmann::json j = app::parse_stored_json(meta.at("config"), path, "metadata 'config'");
-    c.preset = j.at("preset"), c.layers = j.at("layers"), c.heads = j.at("heads"), c.width = j.at("width");
-    c.context = j.at("context"), c.batch = j.at("batch_size"), c.iters = j.at("iters"), c.lr = j.at("lr");
-    c.min_lr = j.at("min_lr"), c.warmup = j.at("warmup"), c.weight_decay = j.at("weight_decay");
-    c.beta2 = j.at("beta2"), c.clip = j.at("clip"), c.dropout = j.at("dropout"), c.bias = j.at("bias");
-    c.eval_interval = j.at("eval_interval"), c.eval_iters = j.at("eval_iters");
-    c.sample_tokens = j.at("sample_tokens"), c.temperature = j.at("temperature"), c.top_k = j.at("top_k");
-    c.top_p = j.at("top_p"), c.seed = j.at("seed"), c.data = j.at("data");
-    c.precision = j.value("precision", std::string("fp32"));  // files from before --precision ran in fp32
-  } catch (const nlohmann::json::exception& e) {
-    throw IOError(path + ": bad 'config' metadata: " + e.what());
+  for (const IntSetting& s : kInts) c.*s.field = std::stoll(check(s.key, s.flag, app::int_range(s.lo, s.hi)));
+  for (const RealSetting& s : kReals) {
+    check(s.key, s.flag, app::finite_range(s.lo, s.hi));
+    c.*s.field = at(s.key).get<double>();
   }
-  if (c.precision != "fp32" && c.precision != "bf16")
-    throw IOError(path + ": 'config' metadata names precision '" + c.precision + "', neither fp32 nor bf16");
-  if (c.layers < 1 || c.heads < 1 || c.width < 1 || c.context < 1 || c.width % c.heads != 0 || c.batch < 1 ||
-      c.iters < 1 || c.eval_iters < 1)
-    throw IOError(path + ": 'config' metadata holds impossible sizes");
+  c.seed = std::stoull(check("seed", "--seed", app::uint64_any()));
+  const auto choice = [&](const char* key, std::initializer_list<const char*> options) {
+    const nlohmann::json& v = at(key);
+    std::string list;
+    for (const char* o : options) {
+      if (v.is_string() && v.get_ref<const std::string&>() == o) return std::string(o);
+      list += (list.empty() ? "'" : "', '") + std::string(o);
+    }
+    throw IOError(where + key + ": " + stored_text(v) + " is not one of " + list + "'");
+  };
+  c.preset = choice("preset", {"", "nanogpt-cpu"});
+  if (!at("bias").is_boolean()) throw IOError(where + "bias: " + stored_text(at("bias")) + " is not true or false");
+  c.bias = at("bias").get<bool>();
+  c.data = bytes_from_json(at("data"), where + "data");
+  // Files from before --precision ran in fp32.
+  c.precision = j.contains("precision") ? choice("precision", {"fp32", "bf16"}) : std::string("fp32");
+  check_config(
+      c, [](const std::string& why) { throw IOError(why); }, path);
   return c;
+}
+
+void check_model_size(const Config& c, const StateDict& tensors, const std::string& path) {
+  // Per block at least the attention's 4 w^2 weights and the MLP's 8 w^2; in
+  // double, exact far beyond the ranges above. Refused before anything is built.
+  const double w = static_cast<double>(c.width), need = static_cast<double>(c.layers) * 12 * w * w;
+  double stored = 0;
+  for (const auto& [k, t] : tensors)
+    if (k.rfind("optimizer.", 0) != 0) stored += static_cast<double>(t.numel());
+  if (need > stored)
+    throw IOError(path + ": stored configuration: " + std::to_string(c.layers) + " layers of width " +
+                  std::to_string(c.width) + " need at least " + app::fmt("%.0f", need) +
+                  " parameters, but the file holds " + app::fmt("%.0f", stored) + " values");
 }
 
 nn::CharTokenizer vocab_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path) {
@@ -278,11 +436,11 @@ bool shared_layout(const StateDict& sd) {
 }
 
 std::unique_ptr<nn::GPT> load_model(const std::string& path, nn::CharTokenizer& vocab,
-                                    std::map<std::string, std::string>& meta) {
+                                    std::map<std::string, std::string>& meta, bool force_eval) {
   require_regular_file(path);
   StateDict sd = load_safetensors(path, &meta);
-  app::warn_suspicious("gpt", sd, path);  // NaN/Inf named on stderr; the run goes on (apps/common/README.md)
   const Config c = config_from_metadata(meta, path);
+  check_model_size(c, sd, path);
   vocab = vocab_from_metadata(meta, path);
   // model.safetensors and the older checkpoints hold the model unprefixed; the shared layout under "model.".
   StateDict model_sd;
@@ -291,6 +449,8 @@ std::unique_ptr<nn::GPT> load_model(const std::string& path, nn::CharTokenizer& 
   else
     for (auto& [k, t] : sd)
       if (k.rfind("optimizer.", 0) != 0) model_sd.emplace_back(k, t);
+  // NaN, Inf or overflow: refused, or named on stderr with --force-eval (apps/common/README.md).
+  app::check_eval_weights("gpt", model_sd, path, force_eval);
   for (auto& [k, t] : model_sd)
     if (k == "wte.weight" && (t.dim() != 2 || t.size(0) != vocab.size()))
       throw IOError(path + ": the vocabulary in its metadata has " + std::to_string(vocab.size()) +
@@ -307,25 +467,53 @@ std::unique_ptr<nn::GPT> load_model(const std::string& path, nn::CharTokenizer& 
 
 void save_checkpoint(const fs::path& path, const Config& c, const nn::CharTokenizer& vocab, const nn::GPT& model,
                      const optim::AdamW& opt, const optim::LRScheduler& sched, const Generator& batches, int64_t iter,
-                     double train_seconds, const app::MetricsHistory& hist) {
+                     double train_seconds, const app::MetricsHistory& hist, const std::string& data_fingerprint) {
   auto meta = base_metadata(c, vocab);
-  meta["iter"] = std::to_string(iter);
-  meta["batch_generator_offset"] = std::to_string(batches.offset());
-  meta["dropout_generator_offset"] = std::to_string(default_generator().offset());
-  meta["train_seconds"] = nlohmann::json(train_seconds).dump();
-  meta["history"] = hist.to_json().dump();
+  meta.merge(training_metadata(batches, iter, train_seconds, hist, data_fingerprint));
   nn::save_training_checkpoint(path.string(), model, opt, sched, meta);
+}
+
+std::map<std::string, std::string> training_metadata(const Generator& batches, int64_t iter, double train_seconds,
+                                                     const app::MetricsHistory& hist,
+                                                     const std::string& data_fingerprint) {
+  return {{kDataKey, data_fingerprint},
+          {"iter", std::to_string(iter)},
+          {"batch_generator_offset", std::to_string(batches.offset())},
+          {"dropout_generator_offset", std::to_string(default_generator().offset())},
+          {"train_seconds", nlohmann::json(train_seconds).dump()},
+          {"history", hist.to_json().dump()}};
+}
+
+void check_resume_data(const Config& c, const std::map<std::string, std::string>& meta, const Corpus& corpus,
+                       const std::string& now) {
+  const auto it = meta.find(kDataKey);
+  if (it == meta.end() || it->second == now) return;
+  const std::string what = "the corpus (" + corpus.description + ") changed since " + c.resume +
+                           " was written: it is now " + now + ", the checkpoint recorded " + it->second.substr(0, 80);
+  if (!c.allow_data_change) throw app::UsageError(what + " (--allow-data-change trains on it anyway)");
+  std::fprintf(stderr, "gpt: note: %s; training on it (--allow-data-change)\n", what.c_str());
 }
 
 int64_t restore(const StateDict& ckpt, const std::map<std::string, std::string>& meta, const std::string& path,
                 nn::GPT& model, optim::AdamW& opt, optim::LRScheduler& sched, Generator& batches, double& train_seconds,
-                app::MetricsHistory& hist) {
+                app::MetricsHistory& hist, int64_t total_iters) {
   bool has_optimizer = false;
   for (auto& [k, t] : ckpt) has_optimizer = has_optimizer || k.rfind("optimizer.", 0) == 0;
   if (!has_optimizer || !meta.count("iter"))
     throw IOError(path + ": not a checkpoint (no optimizer state or iteration; a model.safetensors is for --weights)");
+  // Counts as the whole string, in range ("4abc" is not 4).
+  const auto count = [&](const char* key, const CLI::Validator& v) {
+    const auto it = meta.find(key);
+    if (it == meta.end()) throw IOError(path + ": no '" + key + "' in its metadata");
+    std::string text = it->second.substr(0, 64);
+    const std::string err = v(text);
+    if (!err.empty()) throw IOError(path + ": metadata '" + key + "': " + err);
+    return text;
+  };
+  const int64_t iter = std::stoll(count("iter", app::int_range(0, total_iters)));
+  const uint64_t batch_offset = std::stoull(count("batch_generator_offset", app::uint64_any()));
+  const uint64_t dropout_offset = std::stoull(count("dropout_generator_offset", app::uint64_any()));
   try {
-    const int64_t iter = std::stoll(meta.at("iter"));
     if (shared_layout(ckpt)) {
       nn::load_training_checkpoint(ckpt, path, model, opt, sched);
     } else {
@@ -340,9 +528,12 @@ int64_t restore(const StateDict& ckpt, const std::map<std::string, std::string>&
                    "writes have the shared layout (model., optimizer., scheduler.)\n",
                    path.c_str());
     }
-    batches.set_offset(std::stoull(meta.at("batch_generator_offset")));
-    default_generator().set_offset(std::stoull(meta.at("dropout_generator_offset")));
-    train_seconds = app::parse_stored_json(meta.at("train_seconds"), path, "metadata 'train_seconds'").get<double>();
+    batches.set_offset(batch_offset);
+    default_generator().set_offset(dropout_offset);
+    const nlohmann::json seconds = app::parse_stored_json(meta.at("train_seconds"), path, "metadata 'train_seconds'");
+    if (!seconds.is_number() || !std::isfinite(seconds.get<double>()) || seconds.get<double>() < 0)
+      throw IOError(path + ": metadata 'train_seconds': " + stored_text(seconds) + " is not a number of seconds");
+    train_seconds = seconds.get<double>();
     hist.from_json(app::parse_stored_json(meta.at("history"), path, "metadata 'history'"), {"train_loss", "val_loss"});
     return iter;
   } catch (const IOError&) {

@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -38,8 +39,10 @@ struct Config {
   bool bias = true;
   uint64_t seed = 1337;
   int threads = 0;
-  std::string preset, data, out = "out/gpt", resume, weights, prompt;
+  std::string preset, data, out = "out/gpt", resume, weights, prompt, device = "cpu";
   bool eval_only = false, generate = false, quiet = false, check = false;
+  bool force_eval = false;         // --force-eval: score or sample from broken weights
+  bool allow_data_change = false;  // --allow-data-change: resume on another corpus
   // GPT-2 (apps/gpt/gpt2_run.h): a Hugging Face directory or a GPT-2 shape
   // to start from, the tokenizer (resolved by finish_flags: gpt2 with --hf or
   // --init, char otherwise) and where its files are.
@@ -57,6 +60,22 @@ void add_flags(CLI::App& app, Config& c);
 /// After parsing: applies --preset, checks what CLI11 cannot (finite
 /// values, heads dividing width, the modes' companions); app::UsageError.
 void finish_flags(const CLI::App& app, Config& c);
+/// What the flags' ranges cannot say (heads dividing width), for a
+/// configuration from the flags (file empty) or from `file`'s metadata;
+/// fail gets the message and throws.
+void check_config(const Config& c, const std::function<void(const std::string&)>& fail, const std::string& file);
+/// A stored configuration describing a model larger than the file's tensors
+/// is refused (IOError naming the file) before anything is built.
+void check_model_size(const Config& c, const StateDict& tensors, const std::string& path);
+
+/// The metadata key under which a checkpoint records the corpus's
+/// fingerprint (app::bytes_fingerprint of its text), checked by --resume.
+inline constexpr const char* kDataKey = "data_fingerprint";
+
+/// --device (parsed by its validator) as a device; a CUDA device in a build
+/// without the backend, or one that is not there, is an app::UsageError
+/// naming the flag, before any work.
+ember::Device run_device(const Config& c);
 
 /// The training text and where it came from.
 struct Corpus {
@@ -73,24 +92,40 @@ nlohmann::ordered_json config_json(const Config& c);
 void save_model(const std::filesystem::path& path, const Config& c, const nn::CharTokenizer& vocab,
                 const nn::GPT& model, double final_val_loss);
 /// A model.safetensors or checkpoint.safetensors: the model it holds and its
-/// vocabulary; IOError when the metadata is missing or disagrees with the tensors.
+/// vocabulary; IOError when the metadata is missing or disagrees with the
+/// tensors, or when the weights hold NaN, Inf or overflowing values (with
+/// force_eval a warning on stderr instead).
 std::unique_ptr<nn::GPT> load_model(const std::string& path, nn::CharTokenizer& vocab,
-                                    std::map<std::string, std::string>& meta);
+                                    std::map<std::string, std::string>& meta, bool force_eval = false);
 
 /// checkpoint.safetensors: nn::save_training_checkpoint's model, AdamW and LR
 /// schedule, with the configuration, vocabulary, iteration, the batch and
-/// dropout generators' positions, the training clock and the curves in the metadata.
+/// dropout generators' positions, the training clock, the curves and the
+/// corpus's fingerprint (kDataKey) in the metadata.
 void save_checkpoint(const std::filesystem::path& path, const Config& c, const nn::CharTokenizer& vocab,
                      const nn::GPT& model, const optim::AdamW& opt, const optim::LRScheduler& sched,
                      const Generator& batches, int64_t iter, double train_seconds,
-                     const ember::app::MetricsHistory& hist);
+                     const ember::app::MetricsHistory& hist, const std::string& data_fingerprint);
+/// What a checkpoint of either path records beside the configuration: the
+/// iteration, the generators' positions, the clock, the curves, the corpus's fingerprint.
+std::map<std::string, std::string> training_metadata(const Generator& batches, int64_t iter, double train_seconds,
+                                                     const ember::app::MetricsHistory& hist,
+                                                     const std::string& data_fingerprint);
+/// A resumed run trains on the corpus its checkpoint was made with: one whose
+/// fingerprint (`now`) differs from the stored one is named with both and
+/// refused (app::UsageError) unless --allow-data-change, which notes it on
+/// stderr. Checkpoints from before the fingerprint was stored resume as they did.
+void check_resume_data(const Config& c, const std::map<std::string, std::string>& meta, const Corpus& corpus,
+                       const std::string& now);
+
 /// Puts a checkpoint's state back exactly (nn::load_training_checkpoint, IOError
 /// naming what would differ); returns the iteration to continue from. A file
 /// in the older GPT layout (model tensors without a prefix, no schedule: the
-/// schedule is a function of the iteration) is converted, with a note on stderr.
+/// schedule is a function of the iteration) is converted, with a note on
+/// stderr. The stored iteration must be a whole number in [0, total_iters].
 int64_t restore(const StateDict& ckpt, const std::map<std::string, std::string>& meta, const std::string& path,
                 nn::GPT& model, optim::AdamW& opt, optim::LRScheduler& sched, Generator& batches, double& train_seconds,
-                ember::app::MetricsHistory& hist);
+                ember::app::MetricsHistory& hist, int64_t total_iters);
 /// --export-onnx (apps/common/onnx_export.h): the model as a graph from
 /// "tokens" (batch, sequence) to "logits" (batch, sequence, vocabulary),
 /// both axes dynamic (the sequence up to the model's context); traced on 2
@@ -98,7 +133,18 @@ int64_t restore(const StateDict& ckpt, const std::map<std::string, std::string>&
 /// context. `what` starts the file's doc string (the model, its tokens).
 void export_onnx(const Config& c, nn::GPT& model, const std::vector<int64_t>& val, const std::string& what);
 
-/// The run configuration and vocabulary a file's metadata records.
+/// A value from a file, spelled as a flag would be (a number as JSON writes
+/// it) or described ("a JSON object"), for messages.
+std::string stored_text(const nlohmann::json& v);
+/// A path or other bytes in stored JSON: a string where they are UTF-8, else
+/// the bytes as numbers (JSON strings hold nothing else); and back, IOError
+/// starting with `where` for anything else.
+nlohmann::json bytes_json(const std::string& s);
+std::string bytes_from_json(const nlohmann::json& v, const std::string& where);
+
+/// The run configuration and vocabulary a file's metadata records, every
+/// field checked against its flag's range (add_flags) with the flag's words,
+/// the file and the field named (IOError).
 Config config_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);
 nn::CharTokenizer vocab_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path);
 

@@ -2,11 +2,16 @@
 // Face directory (nn/gpt2_checkpoint.h) or GPT-2's initialisation in one of
 // the family's shapes, text through GPT-2's byte-level BPE
 // (nn/gpt2_tokenizer.h), the shared loop (apps/common/train_loop.h) with the
-// character path's optimizer and schedule, and bf16 autocast on request.
+// character path's optimizer and schedule, bf16 autocast on request, and a
+// checkpoint at --stop-after that --resume continues (model, AdamW, schedule,
+// the batches' position: the model's shape and where it came from in its
+// metadata, every field checked).
 #include "gpt2_run.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <fstream>
 
 #include <ember/nn/gpt2_checkpoint.h>
 #include <ember/nn/gpt2_tokenizer.h>
@@ -34,7 +39,8 @@ double estimate_loss(nn::GPT& m, const std::vector<int64_t>& tokens, const Confi
   double total = 0;
   for (int64_t i = 0; i < c.eval_iters; ++i) {
     auto [x, y] = nn::random_batch(tokens, c.batch, c.context, g);
-    total += m.loss(x, y).item<double>();
+    const Device dev = m.wte->weight.device();
+    total += m.loss(x.to(dev), y.to(dev)).item<double>();
   }
   m.train();
   return total / static_cast<double>(c.eval_iters);
@@ -122,27 +128,139 @@ void check_vocab(const nn::GPT& m, const nn::GPT2Tokenizer& tok, const std::stri
                   " tokens, more than the model's " + std::to_string(m.cfg.vocab_size));
 }
 
+// What a GPT-2 checkpoint records beside the run's configuration: the model's
+// shape where the configuration does not hold it, and where the run started.
+nlohmann::ordered_json gpt2_json(const Config& c, const nn::GPTConfig& g, const std::string& tdir) {
+  return {{"vocab_size", g.vocab_size},
+          {"block_size", g.block_size},
+          {"dropout", g.dropout},
+          {"bias", g.bias},
+          {"gelu", g.gelu == GeluApproximation::Tanh ? "tanh" : "none"},
+          {"layer_norm_eps", g.layer_norm_eps},
+          {"hf", bytes_json(c.hf)},
+          {"init", c.init},
+          {"tokenizer_dir", bytes_json(tdir)}};
+}
+
+void save_gpt2_checkpoint(const fs::path& path, const Config& c, const std::string& tdir, const nn::GPT& model,
+                          const optim::AdamW& opt, const optim::LRScheduler& sched, const Generator& batches,
+                          int64_t iter, double train_seconds, const app::MetricsHistory& hist,
+                          const std::string& fingerprint) {
+  std::map<std::string, std::string> meta = {
+      {"format", kGpt2Format}, {"config", config_json(c).dump()}, {"gpt2", gpt2_json(c, model.cfg, tdir).dump()}};
+  meta.merge(training_metadata(batches, iter, train_seconds, hist, fingerprint));
+  nn::save_training_checkpoint(path.string(), model, opt, sched, meta);
+}
+
+// --resume of a GPT-2 checkpoint: its configuration (config_from_metadata:
+// the flags' ranges) with this run's paths and verbosity, and the model's
+// shape from its "gpt2" entry, each field checked (IOError naming the file
+// and the field).
+nn::GPTConfig resume_gpt2(Config& c, const std::map<std::string, std::string>& meta, const StateDict& ckpt) {
+  const std::string path = c.resume;
+  Config saved = config_from_metadata(meta, path);
+  check_model_size(saved, ckpt, path);
+  saved.out = c.out, saved.threads = c.threads, saved.quiet = c.quiet, saved.stop_after = c.stop_after;
+  saved.resume = c.resume, saved.check = c.check, saved.onnx = c.onnx, saved.device = c.device;
+  saved.allow_data_change = c.allow_data_change, saved.tokenizer = "gpt2";
+  if (!c.data.empty()) saved.data = c.data;  // the corpus moved: its fingerprint is still checked
+  if (!meta.count("gpt2")) throw IOError(path + ": not a GPT-2 checkpoint (no 'gpt2' in its metadata)");
+  const nlohmann::json j = app::parse_stored_json(meta.at("gpt2"), path, "metadata 'gpt2'");
+  const std::string where = path + ": stored GPT-2 model: ";
+  if (!j.is_object()) throw IOError(where + "not a JSON object but " + stored_text(j));
+  const auto at = [&](const char* key) -> const nlohmann::json& {
+    const auto it = j.find(key);
+    if (it == j.end()) throw IOError(where + "no field '" + key + "'");
+    return *it;
+  };
+  const auto check = [&](const char* key, const CLI::Validator& v) {
+    std::string text = stored_text(at(key));
+    const std::string err = v(text);
+    if (!err.empty()) throw IOError(where + key + ": " + err);
+  };
+  nn::GPTConfig g;
+  g.n_layer = saved.layers, g.n_head = saved.heads, g.n_embd = saved.width;
+  check("vocab_size", app::int_range(1, 1 << 20));
+  check("block_size", app::int_range(saved.context, 8192));  // at least the training window
+  check("dropout", app::finite_range(0, 0.95));
+  check("layer_norm_eps", app::finite_range(1e-12, 1));
+  g.vocab_size = at("vocab_size").get<int64_t>(), g.block_size = at("block_size").get<int64_t>();
+  g.dropout = at("dropout").get<double>(), g.layer_norm_eps = at("layer_norm_eps").get<double>();
+  if (!at("bias").is_boolean()) throw IOError(where + "bias: " + stored_text(at("bias")) + " is not true or false");
+  g.bias = at("bias").get<bool>();
+  const nlohmann::json& gelu = at("gelu");
+  if (gelu != "tanh" && gelu != "none")
+    throw IOError(where + "gelu: " + stored_text(gelu) + " is not 'tanh' or 'none'");
+  g.gelu = gelu == "tanh" ? GeluApproximation::Tanh : GeluApproximation::None;
+  saved.hf = bytes_from_json(at("hf"), where + "hf");
+  if (!at("init").is_string()) throw IOError(where + "init: " + stored_text(at("init")) + " is not a string");
+  saved.init = at("init").get<std::string>();
+  const std::string tdir = bytes_from_json(at("tokenizer_dir"), where + "tokenizer_dir");
+  saved.tokenizer_dir = c.tokenizer_dir.empty() ? tdir : c.tokenizer_dir;  // the tokenizer moved: --tokenizer-dir
+  c = saved;
+  return g;
+}
+
 }  // namespace
+
+bool is_gpt2_checkpoint(const std::string& path) {
+  // The safetensors header alone (8 bytes of length, then JSON): a FIFO or a
+  // damaged file says no here and is refused by the reader that follows.
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  unsigned char len[8];
+  if (!in.read(reinterpret_cast<char*>(len), 8)) return false;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
+  if (n > (uint64_t{64} << 20)) return false;
+  std::string header(static_cast<size_t>(n), '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(n))) return false;
+  try {
+    const nlohmann::json j = app::parse_stored_json(header, path, "header", 64, header.size());
+    const auto m = j.find("__metadata__");
+    return m != j.end() && m->is_object() && m->value("format", nlohmann::json()) == kGpt2Format;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
 
 int train_gpt2(const Config& c0, const CLI::App& app) {
   Config c = c0;
   app::apply_threads(c.threads);
   app::prepare_out_dir(c.out);
   app::check_export_onnx(c.onnx);
-  std::shared_ptr<nn::GPT> model = c.hf.empty() ? nullptr : load_hf(c.hf);
+  std::map<std::string, std::string> meta;
+  StateDict ckpt;
+  std::shared_ptr<nn::GPT> model;
+  if (!c.resume.empty()) {
+    ckpt = load_safetensors(c.resume, &meta);
+    app::warn_suspicious("gpt", ckpt, c.resume);  // NaN/Inf or negative second moments named on stderr
+    const nn::GPTConfig g = resume_gpt2(c, meta, ckpt);
+    manual_seed(c.seed + 1);  // as init_model; the weights and the dropout stream come from the checkpoint
+    model = std::make_shared<nn::GPT>(g);
+  } else if (!c.hf.empty()) {
+    model = load_hf(c.hf);
+  }
+  const Device dev = run_device(c);
   const std::string tdir = tokenizer_dir(c);
   const nn::GPT2Tokenizer tok = load_tokenizer(tdir);
   if (!model) model = init_model(c, app, tok.vocab_size());
   check_vocab(*model, tok, tdir);
-  // The training window: --context, at most the model's positions (an
-  // --init model's context is its window unless the shape set 1,024).
-  if (!app.count("--context")) c.context = std::min<int64_t>(c.context, model->cfg.block_size);
-  if (c.context > model->cfg.block_size)
-    throw app::UsageError("--context " + std::to_string(c.context) + " is more than the model's " +
-                          std::to_string(model->cfg.block_size) + " positions");
-  c.layers = model->cfg.n_layer, c.heads = model->cfg.n_head, c.width = model->cfg.n_embd;
+  if (c.resume.empty()) {
+    // The training window: --context, at most the model's positions (an
+    // --init model's context is its window unless the shape set 1,024).
+    if (!app.count("--context")) c.context = std::min<int64_t>(c.context, model->cfg.block_size);
+    if (c.context > model->cfg.block_size)
+      throw app::UsageError("--context " + std::to_string(c.context) + " is more than the model's " +
+                            std::to_string(model->cfg.block_size) + " positions");
+    c.layers = model->cfg.n_layer, c.heads = model->cfg.n_head, c.width = model->cfg.n_embd;
+  }
+  model->to(dev);  // before the optimizer takes its handles
 
   const Corpus corpus = read_corpus(c);
+  const std::string fingerprint = app::bytes_fingerprint(corpus.text);
+  if (!c.resume.empty()) check_resume_data(c, meta, corpus, fingerprint);
   const app::Timer tt;
   const std::vector<int64_t> ids = tok.encode(corpus.text);
   const double tokenize_seconds = tt.seconds();
@@ -160,17 +278,17 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
   if (!c.quiet)
     std::printf(
         "model: %lld parameters, %lld layers x %lld heads, width %lld, %lld positions (%s); window %lld, "
-        "%s, %d threads\n",
+        "%s, %d threads, %s\n",
         static_cast<long long>(model->num_parameters()), static_cast<long long>(model->cfg.n_layer),
         static_cast<long long>(model->cfg.n_head), static_cast<long long>(model->cfg.n_embd),
         static_cast<long long>(model->cfg.block_size), c.hf.empty() ? "initialised" : c.hf.c_str(),
-        static_cast<long long>(c.context), c.precision.c_str(), num_threads());
+        static_cast<long long>(c.context), c.precision.c_str(), num_threads(), dev.str().c_str());
   if (c.check) {
     std::printf("gpt: check ok\n");
     return 0;
   }
 
-  app::MixedPrecision mp(c.precision, DeviceType::CPU);
+  app::MixedPrecision mp(c.precision, dev.type);
   std::vector<Tensor> decay, no_decay;
   for (auto& [n, p] : model->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   optim::AdamWOptions ao;
@@ -179,21 +297,32 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
   optim::NanoGPTCosineLR sched(opt, c.warmup, c.iters, c.min_lr);
   Generator batches(c.seed);
   app::MetricsHistory hist = make_history();
+  int64_t start = 0;
+  double train_seconds = 0;
+  if (!c.resume.empty())
+    start = restore(ckpt, meta, c.resume, *model, opt, sched, batches, train_seconds, hist, c.iters);
   const double tokens_per_step = static_cast<double>(c.batch * c.context);
-  app::Stopwatch clock;
+  app::Stopwatch clock(train_seconds);
   auto tps_of = [&](const app::LoopStatus& s) {
     return tokens_per_step * static_cast<double>(s.run_steps) / std::max(s.clock->seconds(), 1e-9);
   };
   model->train();
-  app::run_loop(
-      {.total = c.iters, .eval_every = c.eval_interval, .unit = "iter", .progress = !c.quiet, .scheduler = &sched},
+  const fs::path out(c.out);
+  const app::LoopEnd end = app::run_loop(
+      {.start = start,
+       .total = c.iters,
+       .eval_every = c.eval_interval,
+       .stop_after = c.stop_after,
+       .unit = "iter",
+       .progress = !c.quiet,
+       .scheduler = &sched},
       {.train_step =
            [&](int64_t) {
              auto [x, y] = nn::random_batch(train, c.batch, c.context, batches);
              Tensor loss;
              {
                const AutocastGuard region = mp.region();
-               loss = model->loss(x, y);
+               loss = model->loss(x.to(dev), y.to(dev));
              }
              opt.zero_grad();
              mp.backward_step(loss, opt, model->parameters(), c.clip);
@@ -209,14 +338,25 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
                std::printf("iter %5lld  train loss %.4f  val loss %.4f  %.1fs, %.0f tok/s\n",
                            static_cast<long long>(s.done), tl, vl, s.clock->seconds(), tps_of(s));
              std::fflush(stdout);
+           },
+       .save_and_stop =
+           [&](const app::LoopStatus& s) {
+             save_gpt2_checkpoint(out / "checkpoint.safetensors", c, tdir, *model, opt, sched, batches, s.done,
+                                  s.clock->seconds(), hist, fingerprint);
+             std::printf("gpt: stopped after iteration %lld (--stop-after); continue with --resume %s\n",
+                         static_cast<long long>(s.done), (out / "checkpoint.safetensors").c_str());
            }},
       clock);
+  if (end == app::LoopEnd::Stopped) return 0;
 
   double final_val;
   {
     const AutocastGuard region = mp.region();
     final_val = nn::split_loss(*model, val, c.context, 16);
   }
+  // The model first: whatever fails after it (a chart, a report), the run's work is kept.
+  nn::save_gpt2_hf(*model, (out / "hf").string());
+  copy_tokenizer_files(tdir, out / "hf");
   nn::SampleOptions so;
   so.temperature = c.temperature, so.top_k = c.top_k, so.top_p = c.top_p, so.seed = c.seed;
   const int64_t eot = tok.token_id("<|endoftext|>");
@@ -229,7 +369,6 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
   }
   const double gen_tps = static_cast<double>(c.sample_tokens) / std::max(tg.seconds(), 1e-9);
   const std::string sample = tok.decode(std::vector<int64_t>(sampled.begin() + 1, sampled.end()));
-  const fs::path out(c.out);
   app::write_text((out / "samples.txt").string(), sample + "\n");
   plot::LineChart lc;
   lc.title = "GPT-2 on " + corpus.name + ": cross-entropy per BPE token";
@@ -240,11 +379,10 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
       {.x = hist.x(), .y = hist.at("train_loss"), .label = "train", .color = 0, .line = true, .marker_radius = 3},
       {.x = hist.x(), .y = hist.at("val_loss"), .label = "validation", .color = 1, .line = true, .marker_radius = 3}};
   plot::render(lc).save_png((out / "loss.png").string());
-  nn::save_gpt2_hf(*model, (out / "hf").string());
-  copy_tokenizer_files(tdir, out / "hf");
   const double tps = tokens_per_step * static_cast<double>(c.iters) / std::max(clock.seconds(), 1e-9);
   nlohmann::ordered_json cj = config_json(c);
   cj["hf"] = c.hf, cj["init"] = c.init, cj["tokenizer"] = c.tokenizer, cj["tokenizer_dir"] = tdir;
+  cj["resumed_from"] = c.resume;
   cj["precision"] = c.precision;
   nlohmann::ordered_json m = {{"task", "GPT-2 language model (byte-level BPE)"},
                               {"data", corpus.description},
@@ -258,6 +396,7 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
                               {"train_tokens", train.size()},
                               {"val_tokens", val.size()},
                               {"threads", num_threads()},
+                              {"device", dev.str()},
                               {"configuration", cj},
                               {"eval_iters_at", hist.x()},
                               {"train_loss", hist.at("train_loss")},
@@ -278,6 +417,8 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
 int generate_gpt2(const Config& c) {
   app::apply_threads(c.threads);
   std::shared_ptr<nn::GPT> model = load_hf(c.hf);
+  const Device dev = run_device(c);
+  model->to(dev);
   const std::string tdir = tokenizer_dir(c);
   const nn::GPT2Tokenizer tok = load_tokenizer(tdir);
   check_vocab(*model, tok, tdir);
@@ -295,7 +436,7 @@ int generate_gpt2(const Config& c) {
   }
   nn::SampleOptions so;
   so.temperature = c.temperature, so.top_k = c.top_k, so.top_p = c.top_p, so.seed = c.seed;
-  app::MixedPrecision mp(c.precision, DeviceType::CPU);
+  app::MixedPrecision mp(c.precision, dev.type);
   const app::Timer t;
   std::vector<int64_t> ids;
   {

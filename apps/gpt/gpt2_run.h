@@ -4,16 +4,26 @@
 // Face directory with the KV cache. Apart from the character-level path in
 // main.cpp, whose runs and figures it leaves as they were: its model comes
 // from nn/gpt2_checkpoint.h rather than a model.safetensors with a character
-// vocabulary, and it writes no resumable checkpoint.
+// vocabulary, and its checkpoint (at --stop-after) records the model's shape
+// and where it started instead of a vocabulary.
 #pragma once
 
 #include "config.h"
 
 namespace gpt {
 
+/// The "format" in a GPT-2 checkpoint's metadata.
+inline constexpr const char* kGpt2Format = "ember gpt2";
+
+/// Whether the file is a checkpoint of this path (its safetensors header
+/// alone is read; false for anything else, which the reader then refuses).
+bool is_gpt2_checkpoint(const std::string& path);
+
 /// Fine-tunes (or trains from --init) on the corpus; writes metrics.json,
 /// loss.png, samples.txt and hf/ (config.json, model.safetensors and the
-/// tokenizer's two files as vocab.json + merges.txt) into --out.
+/// tokenizer's two files as vocab.json + merges.txt) into --out; with
+/// --stop-after, checkpoint.safetensors, which --resume continues exactly
+/// (model, AdamW, schedule, the batches' position, the curves).
 int train_gpt2(const Config& c, const CLI::App& app);
 
 /// --hf DIR --generate: the prompt and --max-new-tokens more on stdout, the

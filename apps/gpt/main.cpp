@@ -61,7 +61,10 @@ void save_attention(nn::GPT& m, const nn::CharTokenizer& tok, const std::string&
   m.eval();
   const std::vector<int64_t> ids = tok.encode(line);
   const int64_t T = static_cast<int64_t>(ids.size()), H = m.cfg.n_head;
-  const Tensor w = m.attention_weights(from_vector(ids, {1, T}), m.cfg.n_layer - 1).to(DType::Float64).contiguous();
+  const Tensor w = m.attention_weights(from_vector(ids, {1, T}).to(m.wte->weight.device()), m.cfg.n_layer - 1)
+                       .cpu()
+                       .to(DType::Float64)
+                       .contiguous();
   const std::vector<double> v = w.to_vector<double>();
   plot::Heatmap hm;
   hm.title = "last layer's attention, heads 1-" + std::to_string(H) + " left to right";
@@ -125,11 +128,17 @@ int train(gpt::Config c) {
     ckpt = load_safetensors(c.resume, &meta);
     app::warn_suspicious("gpt", ckpt, c.resume);  // NaN/Inf or negative second moments named on stderr
     gpt::Config saved = gpt::config_from_metadata(meta, c.resume);
+    gpt::check_model_size(saved, ckpt, c.resume);
     saved.out = c.out, saved.threads = c.threads, saved.quiet = c.quiet, saved.stop_after = c.stop_after;
-    saved.resume = c.resume, saved.check = c.check, saved.onnx = c.onnx;
+    saved.resume = c.resume, saved.check = c.check, saved.onnx = c.onnx, saved.device = c.device;
+    saved.allow_data_change = c.allow_data_change;
+    if (!c.data.empty()) saved.data = c.data;  // the corpus moved: its fingerprint is still checked
     c = saved;
   }
+  const Device dev = gpt::run_device(c);
   const gpt::Corpus corpus = gpt::read_corpus(c);
+  const std::string fingerprint = app::bytes_fingerprint(corpus.text);
+  if (!c.resume.empty()) gpt::check_resume_data(c, meta, corpus, fingerprint);
   const nn::CharTokenizer vocab = c.resume.empty() ? nn::CharTokenizer() : gpt::vocab_from_metadata(meta, c.resume);
   const nn::TextDataset data =
       nn::TextDataset::from_text(corpus.text, c.context, corpus.name, c.resume.empty() ? nullptr : &vocab);
@@ -139,6 +148,7 @@ int train(gpt::Config c) {
 
   manual_seed(c.seed + 1);  // initialisation, then dropout
   nn::GPT model(gpt::model_config(c, data.tokenizer.size()));
+  model.to(dev);  // initialised on the CPU (the same weights on every device), moved before the optimizer's handles
   std::vector<Tensor> decay, no_decay;
   for (auto& [n, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   optim::AdamWOptions ao;
@@ -152,14 +162,15 @@ int train(gpt::Config c) {
   app::MetricsHistory hist = gpt::make_history();
   int64_t start = 0;
   double train_seconds = 0;
-  if (!c.resume.empty()) start = gpt::restore(ckpt, meta, c.resume, model, opt, sched, batches, train_seconds, hist);
+  if (!c.resume.empty())
+    start = gpt::restore(ckpt, meta, c.resume, model, opt, sched, batches, train_seconds, hist, c.iters);
   if (!c.quiet)
     std::printf(
         "model: %lld parameters (%lld without positions), %d layers x %d heads, width %lld, context %lld; "
-        "%d threads\n",
+        "%d threads, %s\n",
         static_cast<long long>(model.num_parameters()), static_cast<long long>(model.num_parameters_non_embedding()),
         static_cast<int>(c.layers), static_cast<int>(c.heads), static_cast<long long>(c.width),
-        static_cast<long long>(c.context), num_threads());
+        static_cast<long long>(c.context), num_threads(), dev.str().c_str());
   if (c.check) return check_done();
 
   const fs::path out(c.out);
@@ -170,7 +181,7 @@ int train(gpt::Config c) {
     return tokens_per_step * static_cast<double>(s.run_steps) / std::max(s.clock->seconds(), 1e-9);
   };
   // fp32: the region is off and the step is the one the README's figures come from.
-  const app::MixedPrecision mp(c.precision, DeviceType::CPU);
+  const app::MixedPrecision mp(c.precision, dev.type);
   model.train();
   const app::LoopEnd end = app::run_loop(
       {.start = start,
@@ -186,7 +197,7 @@ int train(gpt::Config c) {
              Tensor loss;
              {
                const AutocastGuard region = mp.region();
-               loss = model.loss(x, y);
+               loss = model.loss(x.to(dev), y.to(dev));
              }
              opt.zero_grad();
              loss.backward();
@@ -216,7 +227,7 @@ int train(gpt::Config c) {
        .save_and_stop =
            [&](const app::LoopStatus& s) {
              gpt::save_checkpoint(out / "checkpoint.safetensors", c, data.tokenizer, model, opt, sched, batches, s.done,
-                                  s.clock->seconds(), hist);
+                                  s.clock->seconds(), hist, fingerprint);
              std::printf("gpt: stopped after iteration %lld (--stop-after); continue with --resume %s\n",
                          static_cast<long long>(s.done), (out / "checkpoint.safetensors").c_str());
            }},
@@ -232,6 +243,10 @@ int train(gpt::Config c) {
     final_val = nn::split_loss(model, data.val, c.context, 64);
   }
   const double val_seconds = tv.seconds();
+  // The model first: whatever fails after it (a chart, a report), the run's work is kept.
+  gpt::save_model(out / "model.safetensors", c, data.tokenizer, model, final_val);
+  gpt::save_checkpoint(out / "checkpoint.safetensors", c, data.tokenizer, model, opt, sched, batches, c.iters,
+                       train_seconds, hist, fingerprint);
   const std::vector<int64_t> prompt = default_prompt(data);
   nn::SampleOptions so;
   so.temperature = c.temperature, so.top_k = c.top_k, so.top_p = c.top_p, so.seed = c.seed;
@@ -264,6 +279,7 @@ int train(gpt::Config c) {
                               {"train_tokens", data.train.size()},
                               {"val_tokens", data.val.size()},
                               {"threads", num_threads()},
+                              {"device", dev.str()},
                               {"configuration", gpt::config_json(c)},
                               {"eval_iters_at", hist.x()},
                               {"train_loss", hist.at("train_loss")},
@@ -273,9 +289,6 @@ int train(gpt::Config c) {
                               {"generation_tokens_per_second_uncached", gen_uncached},
                               {"sample", gpt::utf8_for_json(sample)}};
   app::write_json((out / "metrics.json").string(), m);
-  gpt::save_model(out / "model.safetensors", c, data.tokenizer, model, final_val);
-  gpt::save_checkpoint(out / "checkpoint.safetensors", c, data.tokenizer, model, opt, sched, batches, c.iters,
-                       train_seconds, hist);
   std::printf(
       "gpt: validation loss %.4f over the whole split (%zu tokens), %.1fs training (%lld iterations, %.0f "
       "tok/s, %d threads) -> %s\n",
@@ -292,12 +305,15 @@ int eval_only(gpt::Config c) {
   app::check_export_onnx(c.onnx);
   nn::CharTokenizer vocab;
   std::map<std::string, std::string> meta;
-  std::unique_ptr<nn::GPT> model = gpt::load_model(c.weights, vocab, meta);
+  std::unique_ptr<nn::GPT> model = gpt::load_model(c.weights, vocab, meta, c.force_eval);
   c.context = model->cfg.block_size;
+  const Device dev = gpt::run_device(c);
+  model->to(dev);
   const gpt::Corpus corpus = gpt::read_corpus(c);
   const nn::TextDataset data = nn::TextDataset::from_text(corpus.text, c.context, corpus.name, &vocab);
   if (c.check) return check_done();
   const double v = nn::split_loss(*model, data.val, c.context, 64);
+  app::check_eval_loss(v, c.weights);
   nlohmann::ordered_json m = {
       {"weights", c.weights},
       {"data", corpus.description},
@@ -319,13 +335,15 @@ int generate(const gpt::Config& c) {
   app::apply_threads(c.threads);  // writes nothing to --out: no prepare_out_dir
   nn::CharTokenizer vocab;
   std::map<std::string, std::string> meta;
-  std::unique_ptr<nn::GPT> model = gpt::load_model(c.weights, vocab, meta);
-  std::vector<int64_t> prompt;
-  try {
-    prompt = vocab.encode(c.prompt.empty() ? std::string("\n") : c.prompt);
-  } catch (const ValueError& e) {
-    throw ValueError(std::string("--prompt: ") + e.what() + " of " + c.weights);
-  }
+  std::unique_ptr<nn::GPT> model = gpt::load_model(c.weights, vocab, meta, c.force_eval);
+  model->to(gpt::run_device(c));
+  // Without --prompt: a newline, or the vocabulary's first character where it has none.
+  std::vector<int64_t> prompt = {0};
+  if (!c.prompt.empty() || vocab.chars().find('\n') != std::string::npos) try {
+      prompt = vocab.encode(c.prompt.empty() ? std::string("\n") : c.prompt);
+    } catch (const ValueError& e) {
+      throw ValueError(std::string("--prompt: ") + e.what() + " of " + c.weights);
+    }
   if (c.check) return check_done();
   nn::SampleOptions so;
   so.temperature = c.temperature, so.top_k = c.top_k, so.top_p = c.top_p, so.seed = c.seed;
@@ -342,6 +360,12 @@ int main(int argc, char** argv) {
       "corpus, or --data FILE; or GPT-2 (--hf DIR, --init gpt2-124m) with its BPE tokenizer"};
   gpt::add_flags(app, c);
   return app::run_main("gpt", app, argc, argv, [&] {
+    // A GPT-2 checkpoint resumes on the GPT-2 path (its tokenizer is GPT-2's).
+    if (!c.resume.empty() && gpt::is_gpt2_checkpoint(c.resume)) {
+      if (c.tokenizer == "char")
+        throw app::UsageError("--resume " + c.resume + " is a GPT-2 checkpoint: --tokenizer char does not fit it");
+      c.tokenizer = "gpt2";
+    }
     gpt::finish_flags(app, c);
     if (c.gpt2()) return c.generate ? gpt::generate_gpt2(c) : gpt::train_gpt2(c, app);
     if (c.generate) return generate(c);

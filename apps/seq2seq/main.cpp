@@ -62,7 +62,7 @@ struct Config {
   uint64_t seed = 0;
   int threads = 0;
   std::string device = "cpu", out = "out/seq2seq", weights;
-  bool eval_only = false;
+  bool eval_only = false, force_eval = false;
   int64_t train_size = 12000, test_size = 2000;  // validation: test_size as well
   int64_t hidden = 64, embed = 32;
   int heatmaps = 4;
@@ -139,9 +139,9 @@ std::vector<double> as_doubles(const Tensor& t) {
   return {f.begin(), f.end()};
 }
 
-// A heatmap of one test example: rows are the output characters (up to and
-// including <eos>), columns the source characters.
-void save_heatmap(const Tensor& w, const dates::Example& ex, const std::string& pred, const std::string& path) {
+// A heatmap of one test example as PNG bytes: rows are the output characters
+// (up to and including <eos>), columns the source characters.
+std::string heatmap_png(const Tensor& w, const dates::Example& ex, const std::string& pred, const std::string& path) {
   const int64_t rows = std::min<int64_t>(static_cast<int64_t>(pred.size()) + 1, kTargetSteps);
   const int64_t cols = static_cast<int64_t>(ex.source.size());
   plot::Heatmap hm;
@@ -156,7 +156,7 @@ void save_heatmap(const Tensor& w, const dates::Example& ex, const std::string& 
     hm.row_labels.push_back(r < static_cast<int64_t>(pred.size()) ? std::string(1, pred[r]) : "<eos>");
   hm.label_every = 1;
   const int width = std::max(560, 110 + 150 + 22 * static_cast<int>(cols));
-  plot::render(hm, width, 560).save_png(path);
+  return plot::render(hm, width, 560).png(path);
 }
 
 // --check: everything is validated and built; stop before the work.
@@ -245,7 +245,7 @@ int evaluate_saved(const Config& c, seq2seq_app::DatesModel& model, const Saved&
     throw IOError(c.weights + ": its tensors do not match the model its metadata describes (embed_size " +
                   std::to_string(c.embed) + ", num_hiddens " + std::to_string(c.hidden) + "): " + e.what());
   }
-  app::warn_suspicious("seq2seq", saved.weights, c.weights);
+  app::check_eval_weights("seq2seq", saved.weights, c.weights, c.force_eval);
   if (c.check) return check_done();
   const Evaluation e = evaluate(model, test, v, app::MixedPrecision(c.precision, Device(c.device).type));
   app::check_eval_loss(e.loss, c.weights);
@@ -327,12 +327,30 @@ std::set<int64_t> heatmap_examples(const Config& c, const Data& test, int64_t& l
   return shown;
 }
 
-// metrics.json, predictions.csv, the heatmaps, the curves and the model,
-// each written atomically.
+// model.safetensors: the weights, with what --eval-only needs in the metadata.
+void save_model(const Config& c, nn::Module& model, const Vocab& v, const Evaluation& te, const fs::path& out) {
+  nn::save(model, (out / "model.safetensors").string(),
+           {{"task", "dates -> ISO"},
+            {"model", c.model},
+            {"alphabet", v.alphabet},
+            {"target_chars", kTargetChars},
+            {"embed_size", std::to_string(c.embed)},
+            {"num_hiddens", std::to_string(c.hidden)},
+            {"seed", std::to_string(c.seed)},
+            {"train_size", std::to_string(c.train_size)},
+            {"test_size", std::to_string(c.test_size)},
+            {"test_exact_match", nlohmann::json(te.exact).dump()}});
+}
+
+// The model, metrics.json, predictions.csv, each written atomically, then
+// the heatmaps and the curves as one set (app::write_files_together: on a
+// full disk none of them appears, and the message says so). The model comes
+// first: whatever fails after it, the run's work is kept.
 void write_report(const Config& c, nn::Module& model, const Vocab& v, const Splits& sp, const History& h,
                   const Evaluation& te, int64_t longest) {
   const Data& test = sp.test;
   const fs::path out(c.out);
+  save_model(c, model, v, te, out);
   nlohmann::ordered_json examples = nlohmann::json::array();
   for (int64_t i = 0; i < std::min<int64_t>(10, test.size()); ++i)
     examples.push_back({{"source", test.examples[static_cast<size_t>(i)].source},
@@ -370,14 +388,16 @@ void write_report(const Config& c, nn::Module& model, const Vocab& v, const Spli
     csv += '"' + ex.source + "\"," + ex.target + ',' + p + ',' + (p == ex.target ? '1' : '0') + '\n';
   }
   app::write_text((out / "predictions.csv").string(), csv);
+  std::vector<std::pair<std::string, std::string>> charts;
   for (const auto& [k, w] : te.weights) {
     const std::string name = k < c.heatmaps ? "attention_" + std::to_string(k) + ".png" : "attention_longest.png";
-    save_heatmap(w, test.examples[static_cast<size_t>(k)], te.predictions[static_cast<size_t>(k)],
-                 (out / name).string());
+    charts.emplace_back((out / name).string(), heatmap_png(w, test.examples[static_cast<size_t>(k)],
+                                                           te.predictions[static_cast<size_t>(k)], name));
   }
   if (c.heatmaps > 0 && longest < c.heatmaps)  // the longest is also among the first: save it under both names
-    save_heatmap(te.weights.at(longest), test.examples[static_cast<size_t>(longest)],
-                 te.predictions[static_cast<size_t>(longest)], (out / "attention_longest.png").string());
+    charts.emplace_back((out / "attention_longest.png").string(),
+                        heatmap_png(te.weights.at(longest), test.examples[static_cast<size_t>(longest)],
+                                    te.predictions[static_cast<size_t>(longest)], "attention_longest.png"));
   std::vector<double> ep;
   for (int e = 1; e <= c.epochs; ++e) ep.push_back(e);
   plot::LineChart lc;
@@ -392,24 +412,14 @@ void write_report(const Config& c, nn::Module& model, const Vocab& v, const Spli
                 .color = 1,
                 .line = true,
                 .marker_radius = 3}};
-  plot::render(lc).save_png((out / "loss.png").string());
+  charts.emplace_back((out / "loss.png").string(), plot::render(lc).png("loss.png"));
   plot::LineChart ac;
   ac.title = "seq2seq: validation exact match (greedy)";
   ac.xlabel = "epoch";
   ac.ylabel = "fraction of dates exactly right";
   ac.series = {{.x = ep, .y = h.val_exact, .label = "validation", .color = 2, .line = true, .marker_radius = 3}};
-  plot::render(ac).save_png((out / "exact_match.png").string());
-  nn::save(model, (out / "model.safetensors").string(),
-           {{"task", "dates -> ISO"},
-            {"model", c.model},
-            {"alphabet", v.alphabet},
-            {"target_chars", kTargetChars},
-            {"embed_size", std::to_string(c.embed)},
-            {"num_hiddens", std::to_string(c.hidden)},
-            {"seed", std::to_string(c.seed)},
-            {"train_size", std::to_string(c.train_size)},
-            {"test_size", std::to_string(c.test_size)},
-            {"test_exact_match", nlohmann::json(te.exact).dump()}});
+  charts.emplace_back((out / "exact_match.png").string(), plot::render(ac).png("exact_match.png"));
+  app::write_files_together(charts);
 }
 
 // Load (--eval-only), generate the data, build the model; then train epoch
@@ -523,8 +533,9 @@ int main(int argc, char** argv) {
       cli.add_flag("--eval-only", c.eval_only, "score --weights on the test split again and exit (writes eval.json)");
   app::input_file(cli.add_option("--weights", c.weights,
                                  "model.safetensors for --eval-only (its metadata gives the model size, seed and split "
-                                 "sizes); NaN/Inf in it are reported as a warning"))
+                                 "sizes); NaN, Inf or overflowing weights in it are refused unless --force-eval"))
       ->needs(eval_only);
+  app::add_force_eval(cli, c.force_eval)->needs(eval_only);
   app::add_quiet(cli, c.quiet);
   cli.add_option("--model", c.model,
                  "gru (default: Bahdanau attention) or transformer (nn::Transformer; --hidden is d_model)")

@@ -73,9 +73,10 @@ inline void add_flags(CLI::App& cli, Config& c, std::string& randaugment) {
       "that would not resume exactly is refused, NaN/Inf in it are reported as a warning"));
   CLI::Option* eval_only = cli.add_flag("--eval-only", c.eval_only, "evaluate --weights on the test set and exit");
   app::input_file(cli.add_option("--weights", c.weights,
-                                 "checkpoint.safetensors or model.safetensors for --eval-only (NaN/Inf in it are "
-                                 "reported as a warning)"))
+                                 "checkpoint.safetensors or model.safetensors for --eval-only (NaN, Inf or "
+                                 "overflowing weights in it are refused unless --force-eval)"))
       ->needs(eval_only);
+  app::add_force_eval(cli, c.force_eval)->needs(eval_only);
   app::add_quiet(cli, c.quiet);
   app::add_check(cli, c.check);
   cli.add_flag("--distributed", c.distributed,

@@ -105,11 +105,12 @@ Loaded load_run(Config& c, const CLI::App& cli) {
   const std::string from = c.eval_only ? c.weights : c.resume;
   if (from.empty()) return l;
   l.tensors = load_safetensors(from, &l.meta);
-  // On --resume, Optimizer::load_state_dict refuses broken optimizer entries.
+  // On --resume, Optimizer::load_state_dict refuses broken optimizer entries and
+  // broken weights are a warning; --eval-only refuses them unless --force-eval.
   StateDict warn;
   for (const auto& kv : l.tensors)
     if (c.eval_only || kv.first.rfind("optimizer.", 0) != 0) warn.push_back(kv);
-  app::warn_suspicious("vit", warn, from);
+  app::check_eval_weights("vit", warn, from, /*force=*/c.force_eval || !c.eval_only);
   // A model larger than the file's tensors is refused before it is built.
   if (l.meta.count("config") || !c.eval_only) {
     int64_t stored_values = 0;

@@ -7,6 +7,8 @@
 //   neg:NAME         NAME's first value -1       set:NAME=V    every value of NAME V
 //   deep:KEY=N       set a metadata string to a JSON array nested N deep
 //                    (too long for a command-line argument)
+//   json:KEY.FIELD=V in the JSON object stored under metadata KEY, set
+//                    FIELD to the JSON value V (1e9, "abc", null, [1])
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 #include <string>
 
 #include <ember/ember.h>
+#include <nlohmann/json.hpp>
 
 using namespace ember;
 
@@ -29,6 +32,13 @@ int main(int argc, char** argv) {
       const std::string e = argv[i], op = e.substr(0, e.find(':')), arg = e.substr(e.find(':') + 1);
       if (op == "meta") {
         meta[arg.substr(0, arg.find('='))] = arg.substr(arg.find('=') + 1);
+        continue;
+      }
+      if (op == "json") {
+        const std::string key = arg.substr(0, arg.find('.')), rest = arg.substr(arg.find('.') + 1);
+        nlohmann::ordered_json j = nlohmann::ordered_json::parse(meta.at(key));
+        j[rest.substr(0, rest.find('='))] = nlohmann::ordered_json::parse(rest.substr(rest.find('=') + 1));
+        meta[key] = j.dump();
         continue;
       }
       if (op == "deep") {
@@ -67,7 +77,7 @@ int main(int argc, char** argv) {
       }
     }
     save_safetensors(argv[2], sd, meta);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "rewrite_safetensors: %s\n", e.what());
     return 1;
   }

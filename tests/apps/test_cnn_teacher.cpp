@@ -103,6 +103,40 @@ TEST_CASE("cnn teacher: broken weights refused by name, the file's fingerprint f
   fs::remove_all(dir);
 }
 
+TEST_CASE("app: a fingerprint of bytes in memory is the file's of the same bytes") {
+  const fs::path dir = fs::temp_directory_path() / "ember_test_bytes_fingerprint";
+  fs::create_directories(dir);
+  const std::string bytes = std::string("any bytes: \0\xff\xfe caf\xc3\xa9", 19);
+  app::write_text((dir / "f").string(), bytes);
+  CHECK(app::bytes_fingerprint(bytes) == app::file_fingerprint((dir / "f").string()));
+  CHECK(app::bytes_fingerprint(bytes) != app::bytes_fingerprint(bytes + "x"));
+  CHECK(app::bytes_fingerprint("") == "0 bytes, fnv1a64 cbf29ce484222325");  // FNV-1a's offset basis
+  fs::remove_all(dir);
+}
+
+TEST_CASE("app: outputs written together appear together, and evaluation refuses broken weights unless forced") {
+  const fs::path dir = fs::temp_directory_path() / "ember_test_write_together";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  app::write_files_together({{(dir / "a.png").string(), "A"}, {(dir / "b.png").string(), "BB"}});
+  CHECK(fs::file_size(dir / "a.png") == 1);
+  CHECK(fs::file_size(dir / "b.png") == 2);
+  // The second cannot be written (its directory is missing): neither appears, and the message says so.
+  CHECK_THROWS_WITH_AS(
+      app::write_files_together({{(dir / "c.png").string(), "C"}, {(dir / "missing" / "d.png").string(), "D"}}),
+      doctest::Contains("none of c.png, d.png was written"), IOError);
+  CHECK(!fs::exists(dir / "c.png"));
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
+  CHECK(files == 2);  // a.png and b.png; no temporary left behind
+  const StateDict broken = {{"w", from_vector(std::vector<float>{1, std::nanf("")}, {2})}};
+  CHECK_THROWS_WITH_AS(app::check_eval_weights("t", broken, "m.safetensors", false),
+                       doctest::Contains("m.safetensors: tensor w (NaN or Inf); refusing to evaluate it (--force-eval"),
+                       IOError);
+  CHECK_NOTHROW(app::check_eval_weights("t", broken, "m.safetensors", true));  // a warning on stderr
+  fs::remove_all(dir);
+}
+
 TEST_CASE("app: a non-finite evaluation loss is an error naming the file") {
   CHECK_NOTHROW(app::check_eval_loss(0.5, "m.safetensors"));
   CHECK_THROWS_WITH_AS(app::check_eval_loss(std::nan(""), "m.safetensors"),

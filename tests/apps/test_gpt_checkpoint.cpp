@@ -92,7 +92,7 @@ TEST_CASE("gpt checkpoint: the shared layout round trips, the older layout is re
   }
   const std::string shared = (dir / "shared.safetensors").string();
   gpt::save_checkpoint(shared, trained.c, trained.vocab, *trained.model, *trained.opt, *trained.sched, trained.batches,
-                       2, 1.5, hist);
+                       2, 1.5, hist, "1 bytes, fnv1a64 0");
 
   for (const std::string& file : {shared, older}) {
     CAPTURE(file);
@@ -101,8 +101,8 @@ TEST_CASE("gpt checkpoint: the shared layout round trips, the older layout is re
     Run fresh(0);
     double seconds = 0;
     app::MetricsHistory back = gpt::make_history();
-    const int64_t iter =
-        gpt::restore(ckpt, meta, file, *fresh.model, *fresh.opt, *fresh.sched, fresh.batches, seconds, back);
+    const int64_t iter = gpt::restore(ckpt, meta, file, *fresh.model, *fresh.opt, *fresh.sched, fresh.batches, seconds,
+                                      back, trained.c.iters);
     CHECK(iter == 2);
     CHECK(seconds == 1.5);
     CHECK(back.to_json() == hist.to_json());
@@ -133,8 +133,9 @@ TEST_CASE("gpt checkpoint: the shared layout round trips, the older layout is re
   Run fresh(0);
   double seconds = 0;
   app::MetricsHistory back = gpt::make_history();
-  const std::string err = error_of<IOError>(
-      [&] { gpt::restore(ckpt, meta, shared, *fresh.model, *fresh.opt, *fresh.sched, fresh.batches, seconds, back); });
+  const std::string err = error_of<IOError>([&] {
+    gpt::restore(ckpt, meta, shared, *fresh.model, *fresh.opt, *fresh.sched, fresh.batches, seconds, back, 10);
+  });
   CHECK(contains(err, shared));
   CHECK(contains(err, "last_epoch"));
   fs::remove_all(dir);

@@ -214,3 +214,13 @@ TEST_CASE("MetricsHistory: recorded series, JSON round trip, refused when damage
   CHECK_THROWS(back.from_json(j, {"train_loss", "accuracy"}));
   CHECK(back.to_json() == j);  // unchanged by a refused read
 }
+
+TEST_CASE("MetricsHistory: a history saved before its first evaluation reads back empty and grows") {
+  app::MetricsHistory h("iters");
+  h.from_json(app::MetricsHistory("iters").to_json(), {"train_loss", "val_loss"});
+  CHECK(h.x().empty());
+  CHECK(h.at("train_loss").empty());
+  h.record(3, {{"train_loss", 2.0}, {"val_loss", 2.5}});
+  CHECK(h.at("val_loss") == std::vector<double>{2.5});
+  CHECK_THROWS(h.from_json(nlohmann::json{{"iters", {1.0}}}, {"train_loss"}));  // points without their series
+}
