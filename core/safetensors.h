@@ -34,6 +34,20 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
 /// the file and the fault.
 StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
 
+/// load_safetensors with the file memory-mapped: every tensor whose data
+/// starts at an offset of the file aligned to its element size (the usual
+/// case; the format does not promise it) is a view of a private,
+/// copy-on-write mapping of its pages, which its storage owns: no copy is
+/// made, a page is read from the file when first touched, and an in-place
+/// write copies the page and never reaches the file. The other tensors, and
+/// BOOL ones (their bytes are checked), are read as load_safetensors reads
+/// them, as is every tensor where the system refuses a mapping. The same
+/// checks and errors as load_safetensors. Truncating or rewriting the file in
+/// place while its tensors live is undefined (a read may fault);
+/// save_safetensors replaces a file by renaming, which leaves the mapped one
+/// intact.
+StateDict map_safetensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+
 /// The same reader over bytes already in memory (a download, an archive
 /// member, a fuzzer's input); `name` stands for the file in error messages.
 StateDict load_safetensors_from_memory(const void* data, size_t size, const std::string& name = "<memory>",

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <new>
+#include <utility>
 
 #include <ember/core/caching_allocator.h>
 #include <ember/core/error.h>
@@ -50,8 +51,11 @@ Storage::Storage(size_t nbytes, Device device)
   data_ = allocator_->allocate(nbytes, device.index);
 }
 
+Storage::Storage(void* data, size_t nbytes, Device device, std::shared_ptr<const void> owner)
+    : data_(data), nbytes_(nbytes), device_(device), owner_(std::move(owner)) {}
+
 Storage::~Storage() {
-  if (data_) allocator_->deallocate(data_, nbytes_, device_.index);
+  if (data_ && allocator_) allocator_->deallocate(data_, nbytes_, device_.index);
 }
 
 }  // namespace ember

@@ -66,6 +66,11 @@ class Storage {
   /// Allocates nbytes on device (64-byte aligned on the CPU).
   ///@{
   Storage(size_t nbytes, Device device);
+  /// Memory that something else owns (a file mapped by
+  /// map_safetensors, core/safetensors.h): data stays valid while owner
+  /// lives, and the storage holds owner until it is destroyed. data may be
+  /// aligned to its elements only.
+  Storage(void* data, size_t nbytes, Device device, std::shared_ptr<const void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -88,7 +93,8 @@ class Storage {
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
-  Allocator* allocator_ = nullptr;
+  Allocator* allocator_ = nullptr;  // null: owner_ holds the memory
+  std::shared_ptr<const void> owner_;
   uint64_t version_ = 0;
 };
 

@@ -1,4 +1,5 @@
 // The GPT model of nn/gpt.h: blocks, the tied head, the KV cache and sampling.
+#include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
 #include <ember/nn/gpt.h>
 #include <ember/nn/init.h>
@@ -57,11 +58,17 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& k_cache, Ten
   v_cache.narrow(1, len, t).copy_(qkv.narrow(2, 2 * E, E));
   // The new queries at positions [len, len + t) against keys [0, len + t):
   // bottom-right aligned causal attention (a single new query sees them all).
-  // Under autocast qkv is bfloat16 while the cache keeps the weights' dtype
-  // (copy_ converted the new keys and values): the query joins them there.
-  Tensor q = qkv.narrow(2, 0, E);
-  if (q.dtype() != k_cache.dtype()) q = q.to(k_cache.dtype());
-  const Tensor y = causal_attention(q, k_cache.narrow(1, 0, len + t), v_cache.narrow(1, 0, len + t), n_head);
+  // Under autocast qkv is bfloat16 and so is the cache (make_cache): one new
+  // token attends over it as it is (causal_attention's bf16 decode loops,
+  // float32 arithmetic). A prompt's many positions attend in float32 on the
+  // fused kernel, as does a cache in any other dtype than qkv's.
+  Tensor q = qkv.narrow(2, 0, E), k = k_cache.narrow(1, 0, len + t), v = v_cache.narrow(1, 0, len + t);
+  const DType dt = q.dtype() == k.dtype() && t == 1 ? k.dtype()
+                   : k.dtype() == DType::BFloat16   ? DType::Float32
+                                                    : k.dtype();
+  if (q.dtype() != dt) q = q.to(dt);
+  if (k.dtype() != dt) k = k.to(dt), v = v.to(dt);
+  const Tensor y = causal_attention(q, k, v, n_head);
   return c_proj->forward(y);
 }
 
@@ -156,7 +163,13 @@ Tensor GPT::attention_weights(const Tensor& idx, int64_t layer) {
 
 KVCache GPT::make_cache(int64_t batch) const {
   KVCache c;
-  const TensorOptions o(wte->weight.dtype(), wte->weight.device());
+  // In a bfloat16 autocast region on the CPU c_attn's keys and values come
+  // out in bfloat16: the cache keeps them so, losing nothing, and each decoded
+  // token reads half the bytes of a float32 cache.
+  const Device dev = wte->weight.device();
+  const bool bf16 = dev.is_cpu() && wte->weight.dtype() == DType::Float32 && autocast_enabled(DeviceType::CPU) &&
+                    autocast_dtype(DeviceType::CPU) == DType::BFloat16;
+  const TensorOptions o(bf16 ? DType::BFloat16 : wte->weight.dtype(), dev);
   for (int64_t i = 0; i < cfg.n_layer; ++i) {
     c.k.push_back(empty({batch, cfg.block_size, cfg.n_embd}, o));
     c.v.push_back(empty({batch, cfg.block_size, cfg.n_embd}, o));
@@ -174,61 +187,113 @@ Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache) {
   return head(x);
 }
 
+namespace {
+
+// The sampler's order: larger logits first, ties by index, NaN after every
+// number (a strict total order over token indices).
+struct Ranks {
+  const std::vector<double>& logits;
+  bool operator()(int64_t a, int64_t b) const {
+    const double x = logits[a], y = logits[b];
+    const bool nx = std::isnan(x), ny = std::isnan(y);
+    if (nx || ny) return nx && ny ? a < b : !nx;
+    return x > y || (x == y && a < b);
+  }
+};
+
+// Among idx[0, n) (tokens with weights p), the first in `ranks` order at
+// which the running sum of weights exceeds t: its position, with every token
+// ranked before it moved to idx[0, position); n when the whole sum does not
+// exceed t. Quickselect on the mass, O(n) expected: a vocabulary of 50,257
+// is never sorted to draw one token.
+int64_t select_mass(std::vector<int64_t>& idx, int64_t n, const std::vector<double>& p, double t, const Ranks& ranks) {
+  int64_t lo = 0, hi = n;
+  while (hi - lo > 16) {
+    // Median of three as the pivot, moved to hi - 1.
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (ranks(idx[mid], idx[lo])) std::swap(idx[mid], idx[lo]);
+    if (ranks(idx[hi - 1], idx[lo])) std::swap(idx[hi - 1], idx[lo]);
+    if (ranks(idx[mid], idx[hi - 1])) std::swap(idx[mid], idx[hi - 1]);
+    const int64_t pivot = idx[hi - 1];
+    const auto first_after =
+        std::partition(idx.begin() + lo, idx.begin() + hi - 1, [&](int64_t a) { return ranks(a, pivot); });
+    const int64_t m = first_after - idx.begin();
+    std::swap(idx[m], idx[hi - 1]);  // the pivot between the two parts
+    double before = 0;
+    for (int64_t i = lo; i < m; ++i) before += p[idx[i]];
+    if (t < before) {
+      hi = m;
+      continue;
+    }
+    t -= before;
+    if (t < p[pivot]) return m;
+    t -= p[pivot];
+    lo = m + 1;
+  }
+  std::sort(idx.begin() + lo, idx.begin() + hi, ranks);
+  for (int64_t i = lo; i < hi; ++i) {
+    if (t < p[idx[i]]) return i;
+    t -= p[idx[i]];
+  }
+  return n;
+}
+
+}  // namespace
+
 int64_t sample_token(const std::vector<double>& logits, const SampleOptions& o, double u) {
   const int64_t V = static_cast<int64_t>(logits.size());
   EMBER_CHECK(V > 0, ValueError, "sample_token: no logits");
-  // Larger first, NaN after every number: a NaN logit is never drawn while a
-  // number is left, and the sort gets a strict weak order (`>` alone is not
-  // one once a NaN is among the values).
-  const auto ranks_before = [&](int64_t a, int64_t b) {
-    return !std::isnan(logits[a]) && (std::isnan(logits[b]) || logits[a] > logits[b]);
-  };
-  if (o.temperature == 0.0) {  // greedy: the first of the largest
-    int64_t best = 0;
-    for (int64_t i = 1; i < V; ++i)
-      if (ranks_before(i, best)) best = i;
-    return best;
-  }
-  // Tokens by decreasing logit (ties by index, so the order is fixed).
-  std::vector<int64_t> order(V);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), ranks_before);
-  int64_t k = o.top_k > 0 ? std::min(o.top_k, V) : V;
-  const double mx = logits[order[0]] / o.temperature;
+  const Ranks ranks{logits};
+  // The first of the largest (NaN after every number): greedy's token, and
+  // the first in the order the draw walks.
+  int64_t best = 0;
+  for (int64_t i = 1; i < V; ++i)
+    if (ranks(i, best)) best = i;
+  if (o.temperature == 0.0) return best;
+  const double mx = logits[best] / o.temperature;
   // All NaN, or all -inf: no distribution to draw from; the first token, as greedy.
-  if (std::isnan(mx) || mx == -std::numeric_limits<double>::infinity()) return order[0];
-  while (std::isnan(logits[order[k - 1]])) --k;
+  if (std::isnan(mx) || mx == -std::numeric_limits<double>::infinity()) return best;
+  // The candidates: every number (NaN is never drawn while a number is
+  // left), then the top_k most likely of them.
+  std::vector<int64_t> idx;
+  idx.reserve(static_cast<size_t>(V));
+  for (int64_t i = 0; i < V; ++i)
+    if (!std::isnan(logits[i])) idx.push_back(i);
+  int64_t k = static_cast<int64_t>(idx.size());
+  if (o.top_k > 0 && o.top_k < k) {
+    std::nth_element(idx.begin(), idx.begin() + o.top_k, idx.end(), ranks);
+    k = o.top_k;
+  }
   // exp(x - max), where a +inf maximum (an infinite logit, or one that
   // overflowed under a small temperature) shares all the mass among the
   // tokens at +inf, and exp(inf - inf) would be NaN.
-  std::vector<double> p(k);
+  std::vector<double> p(static_cast<size_t>(V), 0.0);
   double sum = 0;
   for (int64_t i = 0; i < k; ++i) {
-    const double x = logits[order[i]] / o.temperature;
-    sum += p[i] = std::isinf(mx) ? (x == mx ? 1.0 : 0.0) : std::exp(x - mx);
+    const double x = logits[idx[i]] / o.temperature;
+    sum += p[idx[i]] = std::isinf(mx) ? (x == mx ? 1.0 : 0.0) : std::exp(x - mx);
   }
-  // Nucleus: the fewest leading tokens whose probability reaches top_p.
+  // Nucleus: the fewest leading tokens whose probability reaches top_p (the
+  // first at which the running sum is >= top_p sum, i.e. > the double below it).
   int64_t keep = k;
   if (o.top_p < 1.0) {
-    double c = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      c += p[i] / sum;
-      if (c >= o.top_p) {
-        keep = i + 1;
-        break;
-      }
+    const double reach = std::nextafter(o.top_p * sum, -std::numeric_limits<double>::infinity());
+    const int64_t at = select_mass(idx, k, p, reach, ranks);
+    if (at < k) {
+      keep = at + 1;
+      sum = 0;
+      for (int64_t i = 0; i < keep; ++i) sum += p[idx[i]];
     }
-    sum = std::accumulate(p.begin(), p.begin() + keep, 0.0);
   }
-  // Tokens of probability 0 (-inf logits) at the end are never drawn, even
-  // when rounding leaves the cumulative sum short of u.
-  while (keep > 1 && p[keep - 1] == 0.0) --keep;
-  double c = 0;
-  for (int64_t i = 0; i < keep; ++i) {
-    c += p[i] / sum;
-    if (u < c) return order[i];
-  }
-  return order[keep - 1];
+  // The draw: the first token, in rank order, at which the running sum
+  // passes u sum. Where rounding leaves it short, the last token of positive
+  // probability (tokens at -inf are never drawn).
+  const int64_t at = select_mass(idx, keep, p, u * sum, ranks);
+  if (at < keep) return idx[at];
+  int64_t last = -1;
+  for (int64_t i = 0; i < keep; ++i)
+    if (p[idx[i]] > 0 && (last < 0 || ranks(last, idx[i]))) last = idx[i];
+  return last >= 0 ? last : best;
 }
 
 std::vector<int64_t> GPT::generate(const std::vector<int64_t>& prompt, int64_t max_new_tokens, const SampleOptions& o) {

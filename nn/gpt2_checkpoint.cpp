@@ -2,6 +2,7 @@
 // model.safetensors both ways, and llm.c's float32 file. The expected tensors
 // and shapes come from the config alone, so every mismatch is found before a
 // model is built and named with the file and the tensor.
+#include <ember/core/autograd.h>
 #include <ember/core/error.h>
 #include <ember/core/file_io.h>
 #include <ember/core/safetensors.h>
@@ -119,7 +120,11 @@ GPTConfig gpt2_config_from_json(const std::string& path) {
   return c;
 }
 
-StateDict gpt2_state_dict_from_hf(const StateDict& hf, const GPTConfig& cfg, const std::string& file) {
+namespace {
+
+// gpt2_state_dict_from_hf's checks and names, with each Conv1D weight as a
+// transposed view of the file's tensor (materialize: copied contiguous).
+StateDict hf_tensors(const StateDict& hf, const GPTConfig& cfg, const std::string& file, bool materialize) {
   std::map<std::string, Tensor> by_name;
   for (const auto& [key, t] : hf) {
     const std::string name = key.rfind("transformer.", 0) == 0 ? key.substr(12) : key;
@@ -138,7 +143,7 @@ StateDict gpt2_state_dict_from_hf(const StateDict& hf, const GPTConfig& cfg, con
                 t.shape().str(), " where the config gives ", want.str(), e.conv1d ? " (Conv1D: in, out)" : "");
     EMBER_CHECK(is_floating(t.dtype()), IOError, "GPT-2 checkpoint '", file, "': tensor '", e.name, "' is ",
                 dtype_name(t.dtype()), ", not floating point");
-    out.emplace_back(e.name, e.conv1d ? t.transpose(0, 1).contiguous() : t);
+    out.emplace_back(e.name, !e.conv1d ? t : materialize ? t.transpose(0, 1).contiguous() : t.transpose(0, 1));
     by_name.erase(it);
   }
   // The tied head, when the file spells it out, must be wte itself.
@@ -157,14 +162,56 @@ StateDict gpt2_state_dict_from_hf(const StateDict& hf, const GPTConfig& cfg, con
   return out;
 }
 
+// Each tensor of sd into the model's parameter of that name, one at a time,
+// each dropped as soon as it is in, so that a mapped original's pages go
+// back before the next is read. A contiguous tensor of the parameter's dtype
+// (wte, wpe, the norms and biases when they are mapped) becomes the
+// parameter's storage, swapped under its handle as Module::to(dtype) swaps
+// them: no copy, and the file's pages are read when first used. A
+// transposed Conv1D weight, or another dtype, is copied (converted) in.
+void adopt_state(GPT& model, StateDict& sd, const std::string& file) {
+  std::map<std::string, Tensor> own;
+  for (const auto& [name, t] : model.named_parameters()) own.emplace(name, t);
+  NoGradGuard no_grad;
+  for (auto& [name, t] : sd) {
+    const auto it = own.find(name);
+    EMBER_CHECK(it != own.end() && it->second.shape() == t.shape(), IOError, "GPT-2 checkpoint '", file, "': tensor '",
+                name, "' has no place of shape ", t.shape().str(), " in the model");
+    Tensor dst = it->second;
+    if (t.dtype() == dst.dtype() && t.device() == dst.device() && t.is_contiguous()) {
+      TensorImpl* impl = dst.unsafe_impl();
+      impl->storage = t.storage();
+      impl->strides = t.strides();
+      impl->offset = t.offset();
+    } else {
+      dst.copy_(t);
+    }
+    t = Tensor();
+    own.erase(it);
+  }
+  EMBER_CHECK(own.empty(), IOError, "GPT-2 checkpoint '", file, "': no tensor for the model's '",
+              own.empty() ? "" : own.begin()->first, "'");
+}
+
+}  // namespace
+
+StateDict gpt2_state_dict_from_hf(const StateDict& hf, const GPTConfig& cfg, const std::string& file) {
+  return hf_tensors(hf, cfg, file, true);
+}
+
 std::shared_ptr<GPT> load_gpt2_hf(const std::string& dir) {
   namespace fs = std::filesystem;
   const std::string config = (fs::path(dir) / "config.json").string();
   const std::string weights = (fs::path(dir) / "model.safetensors").string();
   const GPTConfig cfg = gpt2_config_from_json(config);
-  const StateDict sd = gpt2_state_dict_from_hf(load_safetensors(weights), cfg, weights);
+  // The file mapped (core/safetensors.h), and the model's tensors as views of
+  // it, Conv1D's transposed: nothing is read or copied yet.
+  StateDict sd = hf_tensors(map_safetensors(weights), cfg, weights, false);
   auto model = std::make_shared<GPT>(cfg);
-  model->load_state_dict(sd);
+  adopt_state(*model, sd, weights);
+  // The initial values of the parameters that took the file's storage go
+  // back to the system, not to the allocator's cache.
+  empty_cache(kCPU);
   return model;
 }
 

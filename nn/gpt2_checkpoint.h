@@ -41,7 +41,13 @@ GPTConfig gpt2_config_from_json(const std::string& config_json_path);
 /// source in errors.
 StateDict gpt2_state_dict_from_hf(const StateDict& hf, const GPTConfig& cfg, const std::string& file);
 
-/// A GPT built from a Hugging Face GPT-2 directory, in float32.
+/// A GPT built from a Hugging Face GPT-2 directory, in float32. The file is
+/// memory-mapped (map_safetensors, core/safetensors.h): the float32 tensors
+/// that need no transposition (wte, wpe, the norms, the biases) become the
+/// parameters' storage with no copy, as private copy-on-write mappings (an
+/// update, fine-tuning, never writes the file); each Conv1D weight is copied
+/// transposed straight from the mapping into its parameter, and its pages are
+/// unmapped before the next is read. So a load holds one copy of the weights.
 std::shared_ptr<GPT> load_gpt2_hf(const std::string& dir);
 
 /// Writes model as a Hugging Face GPT-2 directory (created if missing):

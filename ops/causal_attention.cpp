@@ -1,8 +1,9 @@
 // Causal multi-head attention (ops/causal_attention.h): the FlashAttention
-// forward and backward on the CPU for float32 and float64, through kernel
-// tables (cuda/causal_attention.cu fills them for CUDA); devices, dtypes and
-// head widths without a fused kernel run the composed multi_head_attention
-// with a mask.
+// forward and backward on the CPU for float32 and float64 (and, for a few
+// queries against a longer cache, decode_kernel's direct loops), through
+// kernel tables (cuda/causal_attention.cu fills them for CUDA); devices,
+// dtypes and head widths without a fused kernel run the composed
+// multi_head_attention with a mask.
 #include <ember/core/autograd.h>
 #include <ember/core/dispatch.h>
 #include <ember/core/op.h>
@@ -20,6 +21,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 namespace ember {
 
@@ -194,6 +196,78 @@ void forward_kernel(const Args& a, T* out, T* lse) {
   });
 }
 
+// A few queries against many keys without dropout (decoding with a KV
+// cache: one new token against the context): each query row on its own, its
+// scores against every visible key as dot products, one softmax over them,
+// then O = sum_j w_j V_j row by row of V. The same math as forward_kernel,
+// which at one query row would pack each 64-key block of K and of V for two
+// GEMMs of one row each; here K and V are read once, in place. The heads
+// are split into one group per thread and a group's heads are done side by
+// side, key by key: each key's row is read as one contiguous run of the
+// group's heads, not one 64-element run per head a row apart.
+constexpr int64_t kDecodeRows = 4;
+
+// T: the arithmetic (float32 for float32 and bfloat16 arrays, float64 for
+// float64); S: the arrays' element. lse may be null (no backward to feed).
+template <class T, class S = T>
+void decode_kernel(const Args& a, S* out, T* lse) {
+  const int64_t E = a.H * a.D, D = a.D, L = a.L;
+  const int64_t G = std::min<int64_t>(a.H, num_threads());  // head groups
+  parallel_for(0, a.N * G, 1, [&](int64_t lo, int64_t hi) {
+    // Per thread: the group's scores (S apiece per head), query and output rows in T.
+    thread_local std::vector<T> scores, qrow, acc;
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t n = t / G, g = t % G, h0 = g * a.H / G, nh = (g + 1) * a.H / G - h0, w = nh * D;
+      if (static_cast<int64_t>(scores.size()) < nh * a.S) scores.resize(static_cast<size_t>(nh * a.S));
+      if (static_cast<int64_t>(qrow.size()) < w)
+        qrow.resize(static_cast<size_t>(w)), acc.resize(static_cast<size_t>(w));
+      T *sc = scores.data(), *q = qrow.data(), *o = acc.data();
+      const S* K = static_cast<const S*>(a.k) + n * a.ks0 + h0 * D;
+      const S* V = static_cast<const S*>(a.v) + n * a.vs0 + h0 * D;
+      for (int64_t i = 0; i < L; ++i) {
+        const S* qs = static_cast<const S*>(a.q) + n * a.qs0 + i * a.qs1 + h0 * D;
+        for (int64_t e = 0; e < w; ++e) q[e] = static_cast<T>(qs[e]);
+        const int64_t nv = i + a.S - L + 1;  // keys 0 .. i + S - L
+        for (int64_t j = 0; j < nv; ++j) {
+          const S* kr = K + j * a.ks1;
+          for (int64_t hh = 0; hh < nh; ++hh) {
+            T dot = 0;
+#pragma omp simd reduction(+ : dot)
+            for (int64_t d = 0; d < D; ++d) dot += q[hh * D + d] * static_cast<T>(kr[hh * D + d]);
+            sc[hh * a.S + j] = dot * static_cast<T>(a.scale);
+          }
+        }
+        T sums[64];  // nh <= H <= 64 (more heads take the general kernel)
+        for (int64_t hh = 0; hh < nh; ++hh) {
+          T* r = sc + hh * a.S;
+          T mx = -std::numeric_limits<T>::infinity();
+          for (int64_t j = 0; j < nv; ++j) mx = r[j] > mx ? r[j] : mx;
+          T sum = 0;
+          for (int64_t j = 0; j < nv; ++j) sum += r[j] = exp_fast<T>(r[j] - mx);
+          sums[hh] = sum;
+          if (lse) lse[(n * a.H + h0 + hh) * L + i] = mx + std::log(sum);
+        }
+        std::fill(o, o + w, T(0));
+        for (int64_t j = 0; j < nv; ++j) {
+          const S* vr = V + j * a.vs1;
+          for (int64_t hh = 0; hh < nh; ++hh) {
+            const T wt = sc[hh * a.S + j];
+            T* oh = o + hh * D;
+            const S* vh = vr + hh * D;
+#pragma omp simd
+            for (int64_t d = 0; d < D; ++d) oh[d] += wt * static_cast<T>(vh[d]);
+          }
+        }
+        S* os = out + n * L * E + i * E + h0 * D;
+        for (int64_t hh = 0; hh < nh; ++hh) {
+          const T inv = T(1) / sums[hh];
+          for (int64_t d = 0; d < D; ++d) os[hh * D + d] = static_cast<S>(o[hh * D + d] * inv);
+        }
+      }
+    }
+  });
+}
+
 // g = dO and out = O (N, L, E), unit last stride; dq (N, L, E), dk and dv
 // (N, S, E): views with unit last stride, or null when not wanted.
 //
@@ -279,6 +353,13 @@ using Params = CausalAttentionParams;
 
 void cpu_causal_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Params& pr, Tensor& out, Tensor& lse) {
   const Args a = make_args(q, k, v, pr.heads, pr.scale, pr.p, pr.spec);
+  if (a.L <= kDecodeRows && a.S > a.L && a.p == 0 && a.H <= 64) {
+    if (q.dtype() == DType::Float32)
+      decode_kernel<float>(a, static_cast<float*>(out.data_ptr()), static_cast<float*>(lse.data_ptr()));
+    else
+      decode_kernel<double>(a, static_cast<double*>(out.data_ptr()), static_cast<double*>(lse.data_ptr()));
+    return;
+  }
   if (q.dtype() == DType::Float32)
     forward_kernel<float>(a, static_cast<float*>(out.data_ptr()), static_cast<float*>(lse.data_ptr()));
   else
@@ -425,6 +506,18 @@ namespace {
 Tensor causal_attention_body(const Tensor& q, const Tensor& k, const Tensor& v, int64_t num_heads, double dropout_p,
                              Generator* gen) {
   check("causal_attention", q, k, v, num_heads, dropout_p);
+  // bfloat16 queries, keys and values on the CPU without a graph (a KV cache
+  // kept in bfloat16 under autocast, decoding): the decode loops, in float32.
+  const bool bf16 = q.dtype() == DType::BFloat16 && k.dtype() == DType::BFloat16 && v.dtype() == DType::BFloat16;
+  if (bf16 && q.device().is_cpu() && q.size(1) <= kDecodeRows && k.size(1) > q.size(1) && dropout_p == 0 &&
+      num_heads <= 64 && !autograd::needs_grad({q, k, v})) {
+    const Tensor qp = detail::unit_last(q), kp = detail::unit_last(k), vp = detail::unit_last(v);
+    Tensor out = empty({q.size(0), q.size(1), q.size(2)}, TensorOptions(DType::BFloat16, q.device()));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2) / num_heads));
+    decode_kernel<float, bfloat16>(make_args(qp, kp, vp, num_heads, scale, 0.0, RandomSpec{}),
+                                   static_cast<bfloat16*>(out.data_ptr()), nullptr);
+    return out;
+  }
   if (!fused<causal_attention_op>(q, num_heads))
     return multi_head_attention(q, k, v, num_heads, causal_attention_mask(q.size(1), k.size(1), q.device()), dropout_p,
                                 gen);

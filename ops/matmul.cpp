@@ -19,6 +19,7 @@
 #include <climits>
 
 #include <ember/core/autocast.h>
+#include <ember/core/autocast_cache.h>
 #include <ember/core/autograd.h>
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/op.h>
@@ -494,9 +495,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       [](const Tensor& x, const Tensor& weight, const Tensor& bias) {
         if (auto ac = op::autocast_dtype<linear_op>(x)) {
           AutocastSuspend off;
-          if (autocast_bf16_form(*ac, x, weight)) return linear_impl(x, weight, bias, DType::BFloat16, true);
+          // With gradients off the parameters' casts come from the region's
+          // cache (core/autocast_cache.h): decoding reads a 16-bit weight
+          // per token instead of the float32 one.
+          const Tensor w = autocast_param_cast(weight, *ac), b = autocast_param_cast(bias, *ac);
+          if (autocast_bf16_form(*ac, x, w)) return linear_impl(x, w, b, DType::BFloat16, true);
           const Tensor cx = autocast_cast(x, *ac);
-          return linear_impl(cx, autocast_cast(weight, *ac), autocast_cast(bias, *ac), cx.dtype(), false);
+          return linear_impl(cx, autocast_cast(w, *ac), autocast_cast(b, *ac), cx.dtype(), false);
         }
         EMBER_CHECK(x.defined() && weight.defined(), ValueError, "linear: got an undefined tensor");
         return linear_impl(x, weight, bias, x.dtype(), false);

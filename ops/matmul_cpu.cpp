@@ -20,6 +20,7 @@
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/parallel.h>
 #include <ember/ops/bgemm_avx512.h>
+#include <ember/ops/gemv_avx512.h>
 #include <ember/ops/matmul.h>
 #include <ember/ops/sgemm_avx512.h>
 
@@ -198,6 +199,9 @@ void cpu_gemm_bf16(const GemmDesc& d) {
 }
 
 void cpu_gemm(const GemmDesc& d) {
+  // One row (decoding a token at batch 1): a matrix-vector product that reads
+  // B once, streaming, instead of packing it (ops/gemv_avx512.h).
+  if (cpu::gemv_gemm(d)) return;
   if (d.a.dtype() == DType::BFloat16 || d.b.dtype() == DType::BFloat16 || d.c.dtype() == DType::BFloat16)
     return cpu_gemm_bf16(d);
   for (int64_t v : {d.m, d.n, d.k, d.lda, d.ldb, d.ldc})

@@ -2,9 +2,12 @@
 // category (core/op.h) tested for it (lower-precision ops return the region's dtype from float32
 // inputs, float32 ops return float32 from 16-bit inputs), results close to
 // float32, float32 master weights with float32 gradients, nesting and
-// disabling, and no effect outside a region or on float64.
+// disabling, and no effect outside a region or on float64; the cast cache
+// (core/autocast_cache.h) that decoding in a region reads.
 #include <functional>
 #include <map>
+
+#include <ember/core/autocast_cache.h>
 
 #include "test_util.h"
 
@@ -198,4 +201,38 @@ TEST_CASE("autocast: nesting, enabled = false, other device types, and bad dtype
   CHECK_FALSE(autocast_enabled(DeviceType::CPU));
   CHECK(test::contains(test::error_of<DTypeError>([] { AutocastGuard g(DeviceType::CPU, kFloat32); }),
                        "bfloat16 or float16"));
+}
+
+TEST_CASE("autocast: with gradients off a region casts each parameter once, and an update casts it again") {
+  Generator gen(4);
+  nn::Linear lin(64, 32);
+  const Tensor x = randn({1, 64}, TensorOptions(), &gen);
+  const Tensor want =
+      linear(x.to(kBFloat16), lin.weight.detach().to(kBFloat16), lin.bias.detach().to(kBFloat16)).to(kFloat32);
+  {
+    AutocastGuard region(DeviceType::CPU, kBFloat16);
+    {
+      NoGradGuard ng;
+      const Tensor y1 = lin.forward(x);
+      CHECK(autocast_cache_size() == 2);  // weight and bias
+      const Tensor y2 = lin.forward(x);
+      CHECK(autocast_cache_size() == 2);
+      CHECK(y1.dtype() == kBFloat16);
+      CHECK(allclose(y1.to(kFloat32), want, 0, 0));
+      CHECK(allclose(y2.to(kFloat32), want, 0, 0));
+      // An in-place update of the weight is seen by the next forward.
+      mul_(lin.weight, 2.0);
+      const Tensor y3 = lin.forward(x).to(kFloat32);
+      const Tensor want3 =
+          linear(x.to(kBFloat16), lin.weight.detach().to(kBFloat16), lin.bias.detach().to(kBFloat16)).to(kFloat32);
+      CHECK(allclose(y3, want3, 0, 0));
+    }
+    // With gradients on nothing more is cached, and the gradient reaches the float32 weight.
+    const size_t before = autocast_cache_size();
+    sum(lin.forward(x).to(kFloat32)).backward();
+    CHECK(autocast_cache_size() == before);
+    CHECK(lin.weight.grad().defined());
+    CHECK(lin.weight.grad().dtype() == kFloat32);
+  }
+  CHECK(autocast_cache_size() == 0);  // emptied when the region ended
 }

@@ -18,10 +18,12 @@ TEST_CASE("causal_attention: the fused kernel equals the composed float64 path, 
   };
   // Sizes across the 64-row block: one row, a ragged single block, exactly
   // one block, one past it, several blocks with a tail; fewer queries than
-  // keys (a KV cache's chunk); head dims 1 to 48.
-  for (const Case c : {Case{2, 1, 1, 1, 1, true}, Case{2, 5, 5, 2, 4, true}, Case{1, 64, 64, 2, 16, true},
-                       Case{2, 65, 65, 3, 8, true}, Case{1, 130, 130, 2, 48, true}, Case{2, 3, 70, 2, 8, false},
-                       Case{1, 67, 131, 1, 16, false}, Case{2, 9, 9, 4, 4, false}}) {
+  // keys (a KV cache's chunk); one and four queries against a long cache
+  // (decoding: without dropout, the decode loops); head dims 1 to 64.
+  for (const Case c :
+       {Case{2, 1, 1, 1, 1, true}, Case{2, 5, 5, 2, 4, true}, Case{1, 64, 64, 2, 16, true}, Case{2, 65, 65, 3, 8, true},
+        Case{1, 130, 130, 2, 48, true}, Case{2, 3, 70, 2, 8, false}, Case{1, 67, 131, 1, 16, false},
+        Case{2, 9, 9, 4, 4, false}, Case{1, 1, 1030, 3, 16, false}, Case{2, 4, 200, 2, 64, false}}) {
     for (double p : {0.0, 0.3}) {
       CAPTURE(c.L);
       CAPTURE(c.S);
@@ -117,4 +119,21 @@ TEST_CASE("causal_attention: bad input is refused with the op named") {
   CHECK_THROWS_WITH_AS(causal_attention(randn({1, 4, 4}), randn({1, 3, 4}), randn({1, 3, 4}), 1),
                        doctest::Contains("causal_attention"), ShapeError);
   CHECK_THROWS_AS(causal_attention_mask(4, 3), ShapeError);
+}
+
+TEST_CASE("causal_attention: bfloat16 decoding without a graph equals float32 on the same values") {
+  // One and three new queries against a cache of 300 keys, 3 heads of 16:
+  // the bf16 decode loops read bfloat16 and compute in float32.
+  Generator gen(5);
+  for (int64_t L : {1, 3}) {
+    const Tensor q = randn({2, L, 48}, TensorOptions(), &gen).to(kBFloat16);
+    const Tensor k = randn({2, 300, 48}, TensorOptions(), &gen).to(kBFloat16);
+    const Tensor v = randn({2, 300, 48}, TensorOptions(), &gen).to(kBFloat16);
+    NoGradGuard ng;
+    const Tensor out = causal_attention(q, k, v, 3);
+    CHECK(out.dtype() == kBFloat16);
+    const Tensor want = causal_attention(q.to(kFloat32), k.to(kFloat32), v.to(kFloat32), 3);
+    CHECK(max_diff(out.to(DType::Float64), want.to(DType::Float64)) < 1e-2);
+    CHECK(max(abs(want)).item<double>() > 0.1);
+  }
 }

@@ -185,6 +185,41 @@ TEST_CASE("safetensors: the reader over memory gives what the file reader gives"
   CHECK(contains(error_of<IOError>([&] { load_safetensors_from_memory(bytes.data(), 20, "cut"); }), "'cut'"));
 }
 
+TEST_CASE("safetensors: map_safetensors gives the reader's tensors without copies, and writes stay in memory") {
+  // a: 64K float32 at an aligned offset (mapped); m: 3 bools, which put f's
+  // float32 data 3 bytes off alignment (copied); h: bfloat16 after it.
+  const Tensor a = randn({256, 256}), f = tensor({1.0, 2.0, 3.0}), h = randn({5}).to(kBFloat16);
+  const Tensor m = tensor({1.0, 0.0, 1.0}).to(kBool);
+  const std::string path = scratch("mapped.safetensors").string();
+  save_safetensors(path, {{"a", a}, {"m", m}, {"f", f}, {"h", h}}, {{"k", "v"}});
+  const StateDict read = load_safetensors(path);
+  const size_t before = memory_stats(kCPU).allocated;
+  std::map<std::string, std::string> meta;
+  StateDict mapped = map_safetensors(path, &meta);
+  const size_t held = memory_stats(kCPU).allocated - before;
+  CHECK(meta.at("k") == "v");
+  REQUIRE(mapped.size() == read.size());
+  for (size_t i = 0; i < read.size(); ++i) {
+    CHECK(mapped[i].first == read[i].first);
+    CHECK(mapped[i].second.dtype() == read[i].second.dtype());
+    CHECK(allclose(mapped[i].second.to(kFloat64), read[i].second.to(kFloat64), 0, 0));
+  }
+  // Only the small unaligned and BOOL tensors took memory of Ember's allocator; a's 256 KB are the file's pages.
+  CHECK(held < 1024);
+  // An in-place write changes the tensor, not the file.
+  Tensor mapped_a = find(mapped, "a");
+  mul_(mapped_a, 2.0);
+  CHECK(allclose(mapped_a, mul(a, 2.0), 0, 0));
+  CHECK(allclose(find(load_safetensors(path), "a"), a, 0, 0));
+  // Replacing the file (save_safetensors renames) leaves the mapped tensors as they were.
+  save_safetensors(path, {{"a", zeros({2})}});
+  CHECK(allclose(mapped_a, mul(a, 2.0), 0, 0));
+  CHECK(allclose(find(mapped, "f"), f, 0, 0));
+  // The reader's errors.
+  CHECK(contains(error_of<IOError>([&] { map_safetensors(scratch("absent.safetensors").string()); }),
+                 "absent.safetensors"));
+}
+
 // Inputs that once got past the reader (docs/RELIABILITY.md): each must be an
 // IOError naming the file and the tensor, not a ShapeError from deeper down or
 // undefined behaviour in the stride computation.

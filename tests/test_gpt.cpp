@@ -9,6 +9,8 @@
 
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <random>
 
 using namespace ember;
 
@@ -183,4 +185,109 @@ TEST_CASE("GPT: sample_token with NaN and infinite logits: NaN never drawn while
   // A temperature small enough to overflow every logit to +inf: still a token in range.
   const int64_t t = nn::sample_token({1e300, 2e300}, nn::SampleOptions{1e-10}, 0.5);
   CHECK((t == 0 || t == 1));
+}
+
+namespace {
+// sample_token as a sort of the whole vocabulary and a walk over it: the
+// reference the selection-based sampler must agree with.
+int64_t sample_token_by_sorting(const std::vector<double>& logits, const nn::SampleOptions& o, double u) {
+  const int64_t V = static_cast<int64_t>(logits.size());
+  const auto ranks_before = [&](int64_t a, int64_t b) {
+    return !std::isnan(logits[a]) && (std::isnan(logits[b]) || logits[a] > logits[b]);
+  };
+  std::vector<int64_t> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), ranks_before);
+  if (o.temperature == 0.0) return order[0];
+  int64_t k = o.top_k > 0 ? std::min(o.top_k, V) : V;
+  const double mx = logits[order[0]] / o.temperature;
+  if (std::isnan(mx) || mx == -std::numeric_limits<double>::infinity()) return order[0];
+  while (std::isnan(logits[order[k - 1]])) --k;
+  std::vector<double> p(k);
+  double sum = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    const double x = logits[order[i]] / o.temperature;
+    sum += p[i] = std::isinf(mx) ? (x == mx ? 1.0 : 0.0) : std::exp(x - mx);
+  }
+  int64_t keep = k;
+  if (o.top_p < 1.0) {
+    double c = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      c += p[i] / sum;
+      if (c >= o.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    sum = std::accumulate(p.begin(), p.begin() + keep, 0.0);
+  }
+  while (keep > 1 && p[keep - 1] == 0.0) --keep;
+  double c = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    c += p[i] / sum;
+    if (u < c) return order[i];
+  }
+  return order[keep - 1];
+}
+}  // namespace
+
+TEST_CASE("GPT: sample_token draws what sorting the whole vocabulary draws") {
+  // Random rows (ties, NaN, infinities, signed zeros, a GPT-2-sized one) and
+  // options; u kept away from the cumulative boundaries by a margin far
+  // above the rounding of the sums, which the two add in different orders.
+  std::mt19937 rng(11);
+  std::normal_distribution<double> normal(0.0, 2.0);
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  int compared = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int64_t V = trial == 0 ? 50257 : 1 + static_cast<int64_t>(rng() % 300);
+    std::vector<double> l(static_cast<size_t>(V));
+    for (double& x : l) {
+      const unsigned r = rng() % 40;
+      x = r == 0   ? nan
+          : r == 1 ? -inf
+          : r == 2 ? (trial % 7 == 0 ? inf : -0.0)
+          : r == 3 ? 0.0
+                   : std::round(normal(rng) * 4) / 4;
+    }
+    const nn::SampleOptions o{trial % 5 == 0 ? 0.0 : 0.5 + (rng() % 4) * 0.25,
+                              static_cast<int64_t>(rng() % 3 == 0 ? 1 + rng() % 50 : 0),
+                              rng() % 3 == 0 ? 0.3 + (rng() % 7) * 0.1 : 1.0};
+    for (int d = 0; d < 20; ++d) {
+      const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+      const int64_t want = sample_token_by_sorting(l, o, u);
+      // Skip a u within 1e-9 of a boundary: both samplers may round either way there.
+      if (sample_token_by_sorting(l, o, std::max(0.0, u - 1e-9)) != want ||
+          sample_token_by_sorting(l, o, std::min(1 - 1e-16, u + 1e-9)) != want)
+        continue;
+      INFO("trial ", trial, " V ", V, " u ", u);
+      CHECK(nn::sample_token(l, o, u) == want);
+      ++compared;
+    }
+  }
+  CHECK(compared > 7000);
+}
+
+TEST_CASE("GPT: a bfloat16 autocast region keeps the KV cache in bfloat16, with the float32 cache's logits") {
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 50, cfg.block_size = 32, cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 32;
+  Generator gen(5);
+  nn::GPT m(cfg, &gen);
+  m.eval();
+  nn::KVCache f32 = m.make_cache(1);  // outside a region: the weights' dtype
+  CHECK(f32.k[0].dtype() == kFloat32);
+  const AutocastGuard region(DeviceType::CPU, kBFloat16);
+  nn::KVCache b16 = m.make_cache(1);
+  CHECK(b16.k[0].dtype() == kBFloat16);
+  CHECK(b16.v[1].dtype() == kBFloat16);
+  // The keys and values are bfloat16 either way (c_attn's output), and one
+  // token's attention runs the same float32 loops over either cache: the
+  // same logits, bit for bit; a prompt of several tokens too.
+  const std::vector<std::vector<int64_t>> steps{{3, 1, 4}, {1}, {5}, {9}, {2}};
+  for (const auto& ids : steps) {
+    const Tensor x = from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+    const Tensor a = m.forward_cached(x, f32), b = m.forward_cached(x, b16);
+    CHECK(allclose(a.to(kFloat32), b.to(kFloat32), 0, 0));
+  }
+  CHECK(b16.len == 7);
 }

@@ -147,6 +147,39 @@ TEST_CASE("gpt2 checkpoint: keys under transformer., a tied lm_head, saved and l
   CHECK(test::contains(slurp((saved / "config.json").string()), "\"activation_function\": \"gelu_new\""));
 }
 
+TEST_CASE(
+    "gpt2 checkpoint: a loaded model's untransposed weights are the mapped file, and training does not write it") {
+  const auto dir = scratch("mapped");
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors"})
+    std::filesystem::copy_file(kDir + "/" + f, dir / f, std::filesystem::copy_options::overwrite_existing);
+  const std::string weights = (dir / "model.safetensors").string();
+  const StateDict file = load_safetensors(weights);
+  const size_t before = memory_stats(kCPU).allocated;
+  const auto model = nn::load_gpt2_hf(dir.string());
+  const size_t held = memory_stats(kCPU).allocated - before;
+  // Held by Ember's allocator: the transposed Conv1D weights alone; wte, wpe,
+  // the norms and the biases are the file's pages.
+  size_t params = 0, conv1d = 0;
+  for (const auto& [name, t] : model->named_parameters()) {
+    const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
+    params += bytes;
+    if (t.dim() == 2 && name != "wte.weight" && name != "wpe.weight") conv1d += bytes;
+  }
+  CHECK(conv1d > 0);
+  CHECK(held < params);
+  CHECK(held <= conv1d + 4096);
+  // The same values as a second load, and an in-place update (an optimizer
+  // step) leaves the file as it was.
+  check_same(nn::load_gpt2_hf(kDir)->state_dict(), model->state_dict());
+  {
+    NoGradGuard ng;
+    for (Tensor& p : model->parameters()) add_(p, 1.0);
+  }
+  CHECK(max_abs_diff(model->wte->weight, add(test::fixture_tensor(file, "wte.weight"), 1.0)) == 0);
+  check_same(file, load_safetensors(weights));
+}
+
 TEST_CASE("gpt2 checkpoint: broken files end in one error naming the file and the tensor") {
   const auto dir = scratch("broken");
   std::filesystem::create_directories(dir);

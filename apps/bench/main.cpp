@@ -20,7 +20,9 @@
 //                         from --gpt2-batch / --gpt2-seq: llm.c's settings), tokens/s
 //   gpt_generate          tokens/s of GPT::generate (nanoGPT's CPU model
 //                         size) at context 64 and 256, with and without the
-//                         KV cache
+//                         KV cache; GPT-2 124M's decoding at contexts 64,
+//                         256 and 1024 in fp32 and bf16 against its
+//                         bandwidth bound
 //   overhead              framework cost per op on 1-element tensors
 //
 // This file holds the flags and main(); the workloads are members of Bench

@@ -1,9 +1,11 @@
 // The bench's model workloads: training steps of the demo models (the
 // attention-regression transformer, the ViT, the CNN teacher with its
-// convolutions alone), a GPT-2 124M training step, GPT's generation speed,
+// convolutions alone), a GPT-2 124M training step, GPT's generation speed
+// (the small model's and GPT-2 124M's decoding against its bandwidth bound),
 // and one AdamW step over the ViT's parameters.
 #include <algorithm>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -133,11 +135,88 @@ void Bench::conv() {
   });
 }
 
+// GPT-2 124M (12 layers, 12 heads, width 768, vocabulary 50257, context
+// 1024, tanh GELU) decoding one token at a time with the KV cache, batch 1,
+// at contexts 64, 256 and 1024: the cache is filled with random keys and
+// values up to context - 16 positions (what a prefill would leave; the
+// speed does not depend on the values), then each timed step is one token's
+// forward, its logits read back and one draw (temperature 0.8, the gpt app's
+// default), at positions context - 16 .. context - 1 in turn. fp32 runs the
+// float32 model; bf16 runs it in a bfloat16 autocast region held across the
+// steps, as `gpt --generate --precision bf16` does. The bound: each token
+// reads every weight once (the position embedding one row), so at most
+// triad bandwidth / weight bytes tokens per second (float32: 4 bytes a
+// weight; bf16: 2); the KV cache's bytes are printed beside it.
+namespace {
+void gpt2_generate(Bench& b) {
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 50257, cfg.block_size = 1024, cfg.n_layer = 12, cfg.n_head = 12, cfg.n_embd = 768;
+  cfg.gelu = GeluApproximation::Tanh;
+  Generator gen(5);
+  nn::GPT m(cfg, &gen);
+  m.eval();
+  const int64_t weights = m.num_parameters() - m.wpe->weight.numel();
+  std::printf(
+      "\nGPT-2 124M generation, batch 1, KV cache (%.1fM weights read per token; bound: triad %.1f GB/s / "
+      "weight bytes)\n",
+      static_cast<double>(weights) * 1e-6, b.triad_gbs);
+  std::printf("%-28s %8s %9s %9s %9s %7s %9s\n", "workload", "context", "ms/token", "tokens/s", "bound", "% bound",
+              "KV MB");
+  const int64_t N = 16;  // timed positions per context
+  for (const std::string& prec : b.precisions) {
+    if (prec != "fp32" && prec != "bf16") continue;
+    app::MixedPrecision mp(prec, g_dev.type);
+    const AutocastGuard region = mp.region();  // one region for every step, as the gpt app holds it
+    const double weight_bytes = static_cast<double>(weights) * (prec == "bf16" ? 2.0 : 4.0);
+    const double bound = b.triad_gbs * 1e9 / weight_bytes;
+    for (int64_t C : {64, 256, 1024}) {
+      nn::KVCache cache = m.make_cache(1);
+      {
+        NoGradGuard ng;
+        for (Tensor& t : cache.k) t.copy_(randn(t.shape(), on_dev(), &gen));
+        for (Tensor& t : cache.v) t.copy_(randn(t.shape(), on_dev(), &gen));
+      }
+      cache.len = C - N;
+      nn::SampleOptions so;
+      so.temperature = 0.8;
+      std::mt19937_64 rng(1);
+      int64_t token = 0;
+      auto one = [&] {
+        if (cache.len == C) cache.len = C - N;
+        const Tensor logits = m.forward_cached(from_vector(std::vector<int64_t>{token}, {1, 1}).to(g_dev), cache);
+        const std::vector<double> row = logits.cpu().to_vector<double>();
+        token = nn::sample_token(row, so, static_cast<double>(rng() >> 11) * 0x1.0p-53);
+      };
+      const Timing t = time_steps(std::min(b.warmup, 5), std::max(b.steps, 2 * static_cast<int>(N)), one);
+      const double tps = 1e3 / t.median_ms;
+      const double kv_mb = 2.0 * static_cast<double>(cfg.n_layer * C * cfg.n_embd) *
+                           static_cast<double>(cache.k[0].element_size()) * 1e-6;
+      const std::string name = "gpt2 124M generate " + prec;
+      std::printf("%-28s %8lld %9.2f %9.1f %9.1f %6.0f%% %9.1f\n", name.c_str(), static_cast<long long>(C), t.median_ms,
+                  tps, bound, 100 * tps / bound, kv_mb);
+      b.records.push_back({{"workload", name},
+                           {"precision", prec},
+                           {"context", C},
+                           {"median_ms", t.median_ms},
+                           {"min_ms", t.min_ms},
+                           {"max_ms", t.max_ms},
+                           {"cpu_ms", t.cpu_ms},
+                           {"tokens_per_second", tps},
+                           {"bound_tokens_per_second", bound},
+                           {"fraction_of_bound", tps / bound},
+                           {"kv_cache_mb", kv_mb},
+                           {"threads", num_threads()}});
+      if (b.profile && C == 1024) b.profile_step(name + " context 1024", one);
+    }
+  }
+}
+}  // namespace
+
 // Generation speed of the nanogpt-cpu model size (4 layers, 4 heads,
 // width 128, vocabulary 65) from a one-token prompt to the full context:
 // with the KV cache each token is one position's work; without it every
-// token re-encodes the whole sequence so far. Untrained weights: the speed
-// does not depend on them.
+// token re-encodes the whole sequence so far. Then GPT-2 124M's decoding at
+// batch 1 (gpt2_generate). Untrained weights: the speed does not depend on them.
 void Bench::gpt_generate() {
   std::printf("\nGPT generation, tokens per second (4 layers, 4 heads, width 128), context - 1 new tokens\n");
   std::printf("%-34s %9s %9s %9s\n", "workload", "context", "ms", "tokens/s");
@@ -163,6 +242,7 @@ void Bench::gpt_generate() {
                          {"threads", num_threads()}});
     }
   }
+  gpt2_generate(*this);
 }
 
 // A GPT-2 124M training step (12 layers, 12 heads, width 768, vocabulary
