@@ -24,6 +24,7 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias = true, TensorOptions opts = {});
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Linear"; }
+  std::string extra_repr() const override;
   ///@{
   Tensor weight, bias;  ///< (out, in) and (out); bias undefined without one
   ///@}
@@ -41,6 +42,7 @@ class Embedding : public Module {
             TensorOptions opts = {});
   Tensor forward(const Tensor& indices) override;
   std::string type_name() const override { return "Embedding"; }
+  std::string extra_repr() const override;
   Tensor weight;                       ///< (num_embeddings, embedding_dim)
   std::optional<int64_t> padding_idx;  ///< the row that stays zero, if any
 };
@@ -54,6 +56,7 @@ class LayerNorm : public Module {
                      TensorOptions opts = {});
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
   ///@{
   Tensor weight, bias;  ///< undefined without elementwise_affine
   ///@}
@@ -70,6 +73,7 @@ class BatchNorm1d : public Module {
                        bool track_running_stats = true, TensorOptions opts = {});
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "BatchNorm1d"; }
+  std::string extra_repr() const override;
   /// Parameters (when affine) and buffers (when track_running_stats).
   ///@{
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
@@ -86,6 +90,7 @@ class Dropout : public Module {
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
   double p;  ///< the drop probability
 };
 
@@ -105,6 +110,7 @@ class GELU : public Module {
   explicit GELU(const std::string& approximate) : approximate(gelu_approximation(approximate)) {}
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "GELU"; }
+  std::string extra_repr() const override;
   GeluApproximation approximate;  ///< the form
 };
 

@@ -1,4 +1,4 @@
-// Transformer encoder layers, positional encodings, Conv2d, patch embedding
+// Transformer encoder layers, positional encodings, patch embedding
 // and the Vision Transformer, composed from nn layers and ops.
 #include <ember/nn/transformer.h>
 
@@ -105,22 +105,6 @@ Tensor LearnedPositionalEncoding::forward(const Tensor& x) {
               x.shape().str());
   return add(x, weight.narrow(1, 0, x.size(1)));
 }
-
-Conv2d::Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p,
-               bool has_bias)
-    : stride(s), padding(p) {
-  Tensor w = empty({out, in, k[0], k[1]});
-  init::kaiming_uniform_(w, std::sqrt(5.0));
-  weight = register_parameter("weight", w);
-  if (has_bias) {
-    const double bound = 1.0 / std::sqrt(static_cast<double>(in * k[0] * k[1]));
-    Tensor b = empty({out});
-    init::uniform_(b, -bound, bound);
-    bias = register_parameter("bias", b);
-  }
-}
-
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding); }
 
 PatchEmbedding::PatchEmbedding(std::array<int64_t, 2> img, std::array<int64_t, 2> patch, int64_t in_ch, int64_t e)
     : img_size(img) {

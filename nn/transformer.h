@@ -1,7 +1,8 @@
 /// \file
 /// Transformer building blocks with PyTorch's names and options:
 /// TransformerEncoderLayer / TransformerEncoder, sinusoidal and learned
-/// positional encodings, Conv2d, PatchEmbedding and a VisionTransformer.
+/// positional encodings, PatchEmbedding and a VisionTransformer (Conv2d,
+/// which PatchEmbedding uses, is in nn/conv.h, included here).
 #pragma once
 
 #include <array>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include <ember/nn/attention.h>
+#include <ember/nn/conv.h>
 #include <ember/nn/layers.h>
 #include <ember/nn/regularize.h>
 
@@ -115,22 +117,6 @@ class LearnedPositionalEncoding : public Module {
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "LearnedPositionalEncoding"; }
   Tensor weight;  ///< (1, max_len, d_model)
-};
-
-/// torch.nn.Conv2d without dilation or groups; PyTorch's default init.
-class Conv2d : public Module {
- public:
-  /// kernel, stride and padding as (height, width).
-  Conv2d(int64_t in_channels, int64_t out_channels, std::array<int64_t, 2> kernel,
-         std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0}, bool bias = true);
-  Tensor forward(const Tensor& x) override;
-  std::string type_name() const override { return "Conv2d"; }
-  ///@{
-  Tensor weight, bias;  ///< (out, in, kh, kw) and (out); bias undefined without one
-  ///@}
-  ///@{
-  std::array<int64_t, 2> stride, padding;  ///< (height, width)
-  ///@}
 };
 
 /// (N, C, H, W) -> (N, num_patches, embed_dim) through a strided Conv2d
