@@ -38,7 +38,7 @@ Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const Tensor& mask, co
 }
 
 Tensor detail::transformer_feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2,
-                                        Dropout& dropout_out, Activation activation) {
+                                        Dropout& dropout_out, const Activation& activation) {
   return dropout_out(linear2(dropout(activation(linear1(x)))));
 }
 
@@ -46,7 +46,15 @@ Tensor TransformerEncoderLayer::ff_block(const Tensor& x) {
   return detail::transformer_feed_forward(x, *linear1, *dropout, *linear2, *dropout2, opts.activation);
 }
 
+Tensor detail::padding_mask_of_one(const Tensor& kpm) {
+  return kpm.defined() && kpm.dim() == 1 ? kpm.unsqueeze(0) : kpm;
+}
+
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& kpm, bool is_causal) {
+  if (src.dim() == 2) {  // unbatched (S, E): a batch of one at the batch dim
+    const int64_t b = opts.batch_first ? 0 : 1;
+    return forward(src.unsqueeze(b), src_mask, detail::padding_mask_of_one(kpm), is_causal).squeeze(b);
+  }
   Tensor x = src;
   // Stochastic depth drops a whole residual branch per sample (timm's Block).
   const auto branch = [](const std::shared_ptr<DropPath>& dp, const Tensor& y) { return dp ? (*dp)(y) : y; };
