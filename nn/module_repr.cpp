@@ -17,6 +17,7 @@
 #include <ember/nn/conv.h>
 #include <ember/nn/layers.h>
 #include <ember/nn/module.h>
+#include <ember/nn/rnn.h>
 
 namespace ember::nn {
 namespace {
@@ -165,5 +166,24 @@ std::string AvgPool2d::extra_repr() const {
 }
 
 std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + pair_or_int(output_size); }
+
+// torch.nn.RNNBase.extra_repr: the options that differ from the defaults.
+std::string RNNBase::extra_repr() const {
+  std::string s = std::to_string(input_size) + ", " + std::to_string(hidden_size);
+  if (opts.num_layers != 1) s += ", num_layers=" + std::to_string(opts.num_layers);
+  if (!opts.bias) s += ", bias=False";
+  if (opts.batch_first) s += ", batch_first=True";
+  if (opts.dropout != 0) s += ", dropout=" + py_float(opts.dropout);
+  if (opts.bidirectional) s += ", bidirectional=True";
+  return s;
+}
+
+// torch.nn.RNNCellBase.extra_repr.
+std::string GRUCell::extra_repr() const {
+  return std::to_string(input_size) + ", " + std::to_string(hidden_size) + (bias_ih.defined() ? "" : ", bias=False");
+}
+std::string LSTMCell::extra_repr() const {
+  return std::to_string(input_size) + ", " + std::to_string(hidden_size) + (bias_ih.defined() ? "" : ", bias=False");
+}
 
 }  // namespace ember::nn

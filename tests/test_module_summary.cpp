@@ -58,7 +58,10 @@ TEST_CASE("module summary: the built-in layers' arguments as PyTorch writes them
       std::make_shared<nn::AdaptiveAvgPool2d>(1), std::make_shared<nn::Dropout>(0.25),
       std::make_shared<nn::Embedding>(10, 4, 0), std::make_shared<nn::LayerNorm>(Shape{64}),
       std::make_shared<nn::LayerNorm>(Shape{4, 5}, 1e-6, false), std::make_shared<nn::GELU>("tanh"),
-      std::make_shared<nn::Linear>(4, 2, false)});
+      std::make_shared<nn::Linear>(4, 2, false), std::make_shared<nn::GRU>(3, 4),
+      std::make_shared<nn::LSTM>(
+          3, 4, nn::RNNOptions{.num_layers = 2, .batch_first = true, .dropout = 0.5, .bidirectional = true}),
+      std::make_shared<nn::GRUCell>(3, 4, false)});
   const std::string want =
       "Sequential(\n"
       "  (0): Conv2d(3, 8, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)\n"
@@ -72,9 +75,13 @@ TEST_CASE("module summary: the built-in layers' arguments as PyTorch writes them
       "  (8): LayerNorm((4, 5), eps=1e-06, elementwise_affine=False)\n"
       "  (9): GELU(approximate='tanh')\n"
       "  (10): Linear(in_features=4, out_features=2, bias=False)\n"
+      "  (11): GRU(3, 4)\n"
+      "  (12): LSTM(3, 4, num_layers=2, batch_first=True, dropout=0.5, bidirectional=True)\n"
+      "  (13): GRUCell(3, 4, bias=False)\n"
       ")\n"
-      "Parameters: 408 (408 trainable)";
-  // 216 conv + 16 batch norm + 40 embedding + 128 layer norm + 8 linear.
+      "Parameters: 1,336 (1,336 trainable)";
+  // 216 conv + 16 batch norm + 40 embedding + 128 layer norm + 8 linear; GRU 12 (3 + 4 + 2) = 108; LSTM, two
+  // directions of 16 (3 + 4 + 2) in layer 0 and of 16 (8 + 4 + 2) in layer 1 = 736; GRUCell 12 (3 + 4) = 84.
   CHECK(printed(net) == want);
   // Nested: children's lines indented under their parent's.
   struct Net : nn::Module {
