@@ -23,6 +23,20 @@ foreach(h ember.h core/tensor.h core/version.h core/dispatch.h core/autograd.h n
     message(FATAL_ERROR "not installed: include/ember/${h}")
   endif()
 endforeach()
+# A program compiled with other flags than Ember's must see the same
+# headers: no installed header may choose code by the target's ISA macros
+# (__AVX512F__, __AVX2__, ...), or an inline function would have two
+# definitions. Kernels choose by CPUID at run time instead.
+file(GLOB_RECURSE installed "${PREFIX}/include/ember/*.h" "${PREFIX}/include/ember/*.cuh")
+foreach(h ${installed})
+  file(STRINGS "${h}" lines REGEX "^[ \t]*#[ \t]*(if|ifdef|ifndef|elif).*__(AVX|SSE|FMA|F16C|BMI|ARM_NEON|ARM_FEATURE)")
+  if(lines)
+    message(FATAL_ERROR "installed header ${h} depends on the target ISA: ${lines}")
+  endif()
+endforeach()
+if(EXISTS "${PREFIX}/include/ember/ops/sgemm_avx512.h")
+  message(FATAL_ERROR "ops/sgemm_avx512.h (compiled by the build's -march) is installed")
+endif()
 foreach(f EmberConfig.cmake EmberConfigVersion.cmake EmberTargets.cmake EmberCuda.cmake)
   if(NOT EXISTS "${PREFIX}/lib/cmake/Ember/${f}")
     message(FATAL_ERROR "not installed: lib/cmake/Ember/${f}")

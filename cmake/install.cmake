@@ -23,8 +23,11 @@ install(TARGETS ember ember_nn ember_optim ember_ops EXPORT EmberTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 foreach(part ${EMBER_HEADER_PARTS})
   if(EXISTS ${PROJECT_SOURCE_DIR}/${part})
+    # ops/sgemm_avx512.h is compiled by the build's -march (its kernel exists
+    # only under __AVX512F__): Ember's own sources use it, and it stays out of
+    # the package, so no installed header differs by a consumer's flags.
     install(DIRECTORY ${PROJECT_SOURCE_DIR}/${part}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember/${part}
-            FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
+            FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh" PATTERN "sgemm_avx512.h" EXCLUDE)
   endif()
 endforeach()
 install(FILES ${EMBER_INCLUDE_ROOT}/ember/ember.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember)
@@ -50,12 +53,9 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/EmberConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/EmberConfig.cmake ${PROJECT_BINARY_DIR}/EmberConfigVersion.cmake
               ${PROJECT_SOURCE_DIR}/cmake/EmberCuda.cmake DESTINATION ${EMBER_CMAKE_DIR})
 
-# pkg-config: the flags a consumer needs (C++20; -march=native when the
-# library was built with it, as its inline kernels assume the same target).
+# pkg-config: the flags a consumer needs, C++20 and nothing about the target
+# CPU (Ember's -march is its own; its installed headers do not depend on it).
 set(EMBER_PC_CFLAGS "-std=c++20")
-if(EMBER_NATIVE)
-  string(APPEND EMBER_PC_CFLAGS " -march=native")
-endif()
 # The prefix relative to the .pc file, so `cmake --install --prefix P` (which
 # picks the prefix after configuring) still gives correct paths.
 file(RELATIVE_PATH EMBER_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)

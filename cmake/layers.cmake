@@ -41,8 +41,11 @@ function(ember_layer target)
   # reductions (softmax, layer_norm, cross_entropy), which may then sum in
   # vector lanes; it needs no OpenMP runtime.
   target_compile_options(${target} PRIVATE -Wall -Wextra -fno-trapping-math -fno-math-errno -fopenmp-simd)
+  # -march=native is Ember's own (PRIVATE): a program that links Ember keeps
+  # its own flags. No installed header depends on the target's ISA, and the
+  # kernels that use AVX-512 whatever the flags choose it by CPUID at run time.
   if(EMBER_NATIVE)
-    target_compile_options(${target} PUBLIC $<$<COMPILE_LANGUAGE:CXX>:-march=native>
-                                            $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-march=native>)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=native>
+                                             $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-march=native>)
   endif()
 endfunction()

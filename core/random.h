@@ -11,10 +11,6 @@
 
 #include <cstdint>
 
-#if defined(__AVX512F__) && !defined(__CUDACC__)
-#include <immintrin.h>
-#endif
-
 #include <ember/core/hostdevice.h>
 
 namespace ember {
@@ -84,7 +80,10 @@ inline void philox_lanes(uint64_t seed, uint64_t c0, uint32_t (&out)[4][N]) {
 
 /// The 64 words of counters c0 .. c0+15 in element order: word j of counter
 /// c0+i at out[4i + j], as rand() assigns them to elements. Kernels that draw
-/// one word per element read this block front to back.
+/// one word per element read this block front to back. Ember's CPU kernels
+/// call cpu::philox_block16/64 (ops/philox_cpu.h) instead: the same words, by
+/// AVX-512 where the CPU has it. This header is the same whatever -march a
+/// program is compiled with (no code here depends on the target's ISA).
 template <int N = 16>
 inline void philox_block(uint64_t seed, uint64_t c0, uint32_t (&out)[4 * N]) {
   uint32_t r[4][N];
@@ -92,111 +91,6 @@ inline void philox_block(uint64_t seed, uint64_t c0, uint32_t (&out)[4 * N]) {
   for (int i = 0; i < N; ++i)
     for (int j = 0; j < 4; ++j) out[4 * i + j] = r[j][i];
 }
-
-#if defined(__AVX512F__) && !defined(__CUDACC__)
-// Sixteen lanes in one AVX-512 register. Each round needs the high and low
-// halves of two 32x32 -> 64-bit products per lane: the low half is vpmulld;
-// the high half comes from vpmuludq on the even lanes and on the odd lanes
-// shifted down, blended back into place. About 3x fewer instructions than
-// what the compiler makes of the generic loop (64-bit lanes and shuffles).
-// GCC 12's own intrinsics headers trip -Wmaybe-uninitialized (_mm512_undefined
-// in the shift and multiply wrappers): a known false positive, silenced here.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if defined(__GNUC__) && !defined(__clang__)  // GCC's name; clang has no such group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-namespace detail {
-// K chains of sixteen lanes (lane i of chain j: counter c0 + 16 j + i),
-// advanced together round by round. One chain's rounds are a serial chain of
-// multiplies; interleaving independent chains lets the core overlap their
-// latencies.
-template <int K>
-inline void philox16(uint64_t seed, uint64_t c0, __m512i (&a)[K], __m512i (&b)[K], __m512i (&c)[K], __m512i (&d)[K]) {
-  for (int j = 0; j < K; ++j) {
-    alignas(64) uint32_t lo[16], hi[16];
-    for (int i = 0; i < 16; ++i) {
-      const uint64_t ctr = c0 + static_cast<uint64_t>(16 * j + i);
-      lo[i] = static_cast<uint32_t>(ctr);
-      hi[i] = static_cast<uint32_t>(ctr >> 32);
-    }
-    a[j] = _mm512_load_si512(lo);
-    b[j] = _mm512_load_si512(hi);
-    c[j] = _mm512_setzero_si512();
-    d[j] = _mm512_setzero_si512();
-  }
-  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
-  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
-  // High 32 bits of x * m per 32-bit lane.
-  auto mulhi = [](__m512i x, __m512i m) {
-    const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(x, m), 32);
-    const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), m);
-    return _mm512_mask_blend_epi32(0xAAAA, even, odd);
-  };
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const __m512i key0 = _mm512_set1_epi32(static_cast<int>(k0)), key1 = _mm512_set1_epi32(static_cast<int>(k1));
-    for (int j = 0; j < K; ++j) {
-      const __m512i na = _mm512_xor_si512(_mm512_xor_si512(mulhi(c[j], m1), b[j]), key0);
-      const __m512i nc = _mm512_xor_si512(_mm512_xor_si512(mulhi(a[j], m0), d[j]), key1);
-      b[j] = _mm512_mullo_epi32(c[j], m1);
-      d[j] = _mm512_mullo_epi32(a[j], m0);
-      a[j] = na;
-      c[j] = nc;
-    }
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-}
-
-// Element order by a 4x16 transpose in registers: interleave words within
-// each 128-bit lane (unpack), then move the 128-bit lanes into place.
-inline void store_element_order(__m512i a, __m512i b, __m512i c, __m512i d, uint32_t* out) {
-  const __m512i t0 = _mm512_unpacklo_epi32(a, b), t1 = _mm512_unpackhi_epi32(a, b);
-  const __m512i t2 = _mm512_unpacklo_epi32(c, d), t3 = _mm512_unpackhi_epi32(c, d);
-  // u_r, 128-bit lane k: the four words of counter 4k + r.
-  const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
-  const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
-  const __m512i v0 = _mm512_shuffle_i32x4(u0, u1, 0x44), v1 = _mm512_shuffle_i32x4(u2, u3, 0x44);
-  const __m512i v2 = _mm512_shuffle_i32x4(u0, u1, 0xEE), v3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
-  _mm512_storeu_si512(out, _mm512_shuffle_i32x4(v0, v1, 0x88));
-  _mm512_storeu_si512(out + 16, _mm512_shuffle_i32x4(v0, v1, 0xDD));
-  _mm512_storeu_si512(out + 32, _mm512_shuffle_i32x4(v2, v3, 0x88));
-  _mm512_storeu_si512(out + 48, _mm512_shuffle_i32x4(v2, v3, 0xDD));
-}
-}  // namespace detail
-
-template <>
-inline void philox_lanes<16>(uint64_t seed, uint64_t c0, uint32_t (&out)[4][16]) {
-  __m512i a[1], b[1], c[1], d[1];
-  detail::philox16<1>(seed, c0, a, b, c, d);
-  _mm512_storeu_si512(out[0], a[0]);
-  _mm512_storeu_si512(out[1], b[0]);
-  _mm512_storeu_si512(out[2], c[0]);
-  _mm512_storeu_si512(out[3], d[0]);
-}
-
-/// Element order by a 4x16 transpose in registers per sixteen counters. 64
-/// counters run as four interleaved chains: the rounds' multiply latencies
-/// overlap, which makes dropout (one block per 256 elements) several times
-/// faster per element, its masks unchanged (docs/PERFORMANCE.md, "Figures
-/// behind the code's comments").
-///@{
-template <>
-inline void philox_block<16>(uint64_t seed, uint64_t c0, uint32_t (&out)[64]) {
-  __m512i a[1], b[1], c[1], d[1];
-  detail::philox16<1>(seed, c0, a, b, c, d);
-  detail::store_element_order(a[0], b[0], c[0], d[0], out);
-}
-template <>
-inline void philox_block<64>(uint64_t seed, uint64_t c0, uint32_t (&out)[256]) {
-  __m512i a[4], b[4], c[4], d[4];
-  detail::philox16<4>(seed, c0, a, b, c, d);
-  for (int j = 0; j < 4; ++j) detail::store_element_order(a[j], b[j], c[j], d[j], out + 64 * j);
-}
-///@}
-#pragma GCC diagnostic pop
-#endif
 
 /// Uniform float in [0, 1) from 24 random bits; double from 53.
 ///@{

@@ -156,6 +156,23 @@ class Tensor {
   /// to(the CPU).
   Tensor cpu() const { return to(Device(DeviceType::CPU)); }
 
+  // ---- reductions as methods, as libtorch's (ops/reduce.h) ------------------
+  /// sum(*this), sum(*this, dims, keepdim).
+  ///@{
+  Tensor sum() const;
+  Tensor sum(const Shape& dims, bool keepdim = false) const;
+  ///@}
+  /// mean(*this), mean(*this, dims, keepdim).
+  ///@{
+  Tensor mean() const;
+  Tensor mean(const Shape& dims, bool keepdim = false) const;
+  ///@}
+  /// argmax(*this) (the flat index), argmax(*this, dim, keepdim).
+  ///@{
+  Tensor argmax() const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  ///@}
+
   // ---- in place (bump the version counter) ----------------------------------
   // Not recorded by autograd: on a tensor that requires grad they throw
   // AutogradError unless grad mode is off (NoGradGuard).

@@ -18,15 +18,13 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   return BatchNorm1d::forward(x);
 }
 
-MaxPool2d::MaxPool2d(std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p)
-    : kernel(k), stride(s), padding(p) {}
+MaxPool2d::MaxPool2d(Size2 k, Size2 s, Size2 p) : kernel(k), stride(s), padding(p) {}
 Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, kernel, stride, padding); }
 
-AvgPool2d::AvgPool2d(std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p, bool cip)
-    : kernel(k), stride(s), padding(p), count_include_pad(cip) {}
+AvgPool2d::AvgPool2d(Size2 k, Size2 s, Size2 p, bool cip) : kernel(k), stride(s), padding(p), count_include_pad(cip) {}
 Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, kernel, stride, padding, count_include_pad); }
 
-AdaptiveAvgPool2d::AdaptiveAvgPool2d(std::array<int64_t, 2> o) : output_size(o) {}
+AdaptiveAvgPool2d::AdaptiveAvgPool2d(Size2 o) : output_size(o) {}
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, output_size); }
 
 BasicBlock::BasicBlock(int64_t in, int64_t ch, int64_t stride) {

@@ -1,13 +1,14 @@
 /// \file
 /// Convolutional layers with PyTorch's names, for a CNN teacher: BatchNorm2d,
 /// MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, torchvision's BasicBlock and a
-/// small ResNet for 28x28 images (Conv2d itself is in nn/transformer.h).
+/// small ResNet for 28x28 images (Conv2d itself is in nn/conv.h).
 #pragma once
 
 #include <array>
 #include <memory>
 #include <vector>
 
+#include <ember/nn/conv.h>
 #include <ember/nn/layers.h>
 #include <ember/nn/transformer.h>
 
@@ -29,10 +30,10 @@ class BatchNorm2d : public BatchNorm1d {
 class MaxPool2d : public Module {
  public:
   /// kernel, stride and padding as (height, width).
-  explicit MaxPool2d(std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {0, 0},
-                     std::array<int64_t, 2> padding = {0, 0});
+  explicit MaxPool2d(Size2 kernel, Size2 stride = 0, Size2 padding = 0);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "MaxPool2d"; }
+  std::string extra_repr() const override;
   ///@{
   std::array<int64_t, 2> kernel, stride, padding;  ///< (height, width)
   ///@}
@@ -42,10 +43,10 @@ class MaxPool2d : public Module {
 class AvgPool2d : public Module {
  public:
   /// kernel, stride and padding as (height, width).
-  explicit AvgPool2d(std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride = {0, 0},
-                     std::array<int64_t, 2> padding = {0, 0}, bool count_include_pad = true);
+  explicit AvgPool2d(Size2 kernel, Size2 stride = 0, Size2 padding = 0, bool count_include_pad = true);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "AvgPool2d"; }
+  std::string extra_repr() const override;
   ///@{
   std::array<int64_t, 2> kernel, stride, padding;  ///< (height, width)
   ///@}
@@ -56,9 +57,10 @@ class AvgPool2d : public Module {
 class AdaptiveAvgPool2d : public Module {
  public:
   /// The output's (height, width).
-  explicit AdaptiveAvgPool2d(std::array<int64_t, 2> output_size);
+  explicit AdaptiveAvgPool2d(Size2 output_size);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "AdaptiveAvgPool2d"; }
+  std::string extra_repr() const override;
   std::array<int64_t, 2> output_size;  ///< (height, width)
 };
 

@@ -97,7 +97,10 @@ Activation::Activation(const std::string& name) {
     throw ValueError("activation must be \"relu\" or \"gelu\", got \"" + name + "\"");
 }
 
-Tensor Activation::operator()(const Tensor& x) const { return kind_ == GELU ? gelu(x) : relu(x); }
+Tensor Activation::operator()(const Tensor& x) const {
+  if (kind_ == Custom) return fn_(x);
+  return kind_ == GELU ? gelu(x) : relu(x);
+}
 
 Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
 

@@ -4,11 +4,13 @@
 /// GELU, and the containers Sequential and ModuleList.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <ember/nn/module.h>
@@ -24,6 +26,7 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias = true, TensorOptions opts = {});
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Linear"; }
+  std::string extra_repr() const override;
   ///@{
   Tensor weight, bias;  ///< (out, in) and (out); bias undefined without one
   ///@}
@@ -41,6 +44,7 @@ class Embedding : public Module {
             TensorOptions opts = {});
   Tensor forward(const Tensor& indices) override;
   std::string type_name() const override { return "Embedding"; }
+  std::string extra_repr() const override;
   Tensor weight;                       ///< (num_embeddings, embedding_dim)
   std::optional<int64_t> padding_idx;  ///< the row that stays zero, if any
 };
@@ -54,6 +58,7 @@ class LayerNorm : public Module {
                      TensorOptions opts = {});
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
   ///@{
   Tensor weight, bias;  ///< undefined without elementwise_affine
   ///@}
@@ -70,6 +75,7 @@ class BatchNorm1d : public Module {
                        bool track_running_stats = true, TensorOptions opts = {});
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "BatchNorm1d"; }
+  std::string extra_repr() const override;
   /// Parameters (when affine) and buffers (when track_running_stats).
   ///@{
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
@@ -86,6 +92,7 @@ class Dropout : public Module {
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
   double p;  ///< the drop probability
 };
 
@@ -105,29 +112,39 @@ class GELU : public Module {
   explicit GELU(const std::string& approximate) : approximate(gelu_approximation(approximate)) {}
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "GELU"; }
+  std::string extra_repr() const override;
   GeluApproximation approximate;  ///< the form
 };
 
 /// The nonlinearity of a transformer layer's MLP: an enum, which also takes
 /// PyTorch's strings ("relu", "gelu") as flags and configs spell them, so
 /// `.activation = Activation::GELU` and `.activation = "gelu"` both work (an
-/// unknown name is a ValueError naming the choices).
+/// unknown name is a ValueError naming the choices), or any callable
+/// Tensor(const Tensor&), as PyTorch's `activation` takes a function:
+/// `.activation = [](const Tensor& x) { return gelu(x, GeluApproximation::Tanh); }`.
 class Activation {
  public:
-  enum Kind { ReLU, GELU };
-  constexpr Activation(Kind kind = ReLU) : kind_(kind) {}          // NOLINT: an enum value
+  enum Kind { ReLU, GELU, Custom };
+  Activation(Kind kind = ReLU) : kind_(kind) {}                    // NOLINT: an enum value
   Activation(const std::string& name);                             // NOLINT: "relu" or "gelu"
   Activation(const char* name) : Activation(std::string(name)) {}  // NOLINT
+  /// Any function of one tensor (kind() Custom).
+  template <class F>
+  requires(std::is_invocable_r_v<Tensor, const F&, const Tensor&> && !std::is_convertible_v<F, std::string> &&
+           !std::is_same_v<std::decay_t<F>, Kind> && !std::is_same_v<std::decay_t<F>, Activation>) Activation(F fn)
+      : kind_(Custom), fn_(std::move(fn)) {}  // NOLINT: a callable
   Kind kind() const { return kind_; }
-  /// "relu" or "gelu".
-  const char* name() const { return kind_ == GELU ? "gelu" : "relu"; }
+  /// "relu", "gelu" or "custom".
+  const char* name() const { return kind_ == GELU ? "gelu" : kind_ == Custom ? "custom" : "relu"; }
   /// The function on x.
   Tensor operator()(const Tensor& x) const;
-  friend bool operator==(Activation a, Activation b) { return a.kind_ == b.kind_; }
-  friend std::ostream& operator<<(std::ostream& os, Activation a) { return os << a.name(); }
+  /// The same built-in kind; a callable equals nothing (functions do not compare).
+  friend bool operator==(const Activation& a, const Activation& b) { return a.kind_ == b.kind_ && a.kind_ != Custom; }
+  friend std::ostream& operator<<(std::ostream& os, const Activation& a) { return os << a.name(); }
 
  private:
   Kind kind_;
+  std::function<Tensor(const Tensor&)> fn_;  // Custom's
 };
 
 /// Runs its children in order; they are named "0", "1", ... as in PyTorch.

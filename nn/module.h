@@ -5,7 +5,9 @@
 /// weights carry over from PyTorch by name.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <utility>
@@ -44,6 +46,13 @@ class Module {
   Tensor operator()(const Tensor& x) { return forward(x); }
   /// The class name shown in messages ("Linear", "Sequential", ...).
   virtual std::string type_name() const { return "Module"; }
+  /// The constructor's arguments as PyTorch's extra_repr() writes them
+  /// ("in_features=2, out_features=16, bias=True"); empty by default.
+  virtual std::string extra_repr() const { return ""; }
+  /// PyTorch's repr(module), what print(model) shows: the name, extra_repr(),
+  /// and each child as "(name): ..." indented below. A class that does not
+  /// override type_name() shows its C++ class name.
+  std::string str() const;
 
   // ---- registration (returns the stored handle) -----------------------------
   /// Adds a parameter named name (requires_grad unless told otherwise) and
@@ -133,5 +142,15 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };
+
+/// str(), then a line with the number of parameter elements ("Parameters:
+/// 26,496 (26,496 trainable)"): `std::cout << model`.
+std::ostream& operator<<(std::ostream& os, const Module& m);
+/// The same through a module's shared_ptr, so `std::cout << model` prints the
+/// model, not its address.
+template <class M>
+requires std::derived_from<M, Module> std::ostream& operator<<(std::ostream& os, const std::shared_ptr<M>& m) {
+  return os << static_cast<const Module&>(*m);
+}
 
 }  // namespace ember::nn

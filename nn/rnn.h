@@ -59,6 +59,7 @@ class RNNBase : public Module {
   /// Registers the parameters of every (layer, direction) with PyTorch's
   /// names and initialisation; gates: 3 (GRU) or 4 (LSTM).
   RNNBase(int64_t input_size, int64_t hidden_size, RNNOptions opts, int gates, TensorOptions topts);
+  std::string extra_repr() const override;
   ///@{
   int64_t input_size, hidden_size;  ///< the sizes of an input step and of the state
   ///@}
@@ -132,6 +133,7 @@ class GRUCell : public Module {
   Tensor forward(const Tensor& x, const Tensor& h);
   Tensor forward(const Tensor& x) override { return forward(x, Tensor()); }
   std::string type_name() const override { return "GRUCell"; }
+  std::string extra_repr() const override;
   ///@{
   int64_t input_size, hidden_size;  ///< the sizes of x and h
   ///@}
@@ -149,6 +151,7 @@ class LSTMCell : public Module {
   LSTMState forward(const Tensor& x, const LSTMState& state);
   Tensor forward(const Tensor& x) override { return forward(x, LSTMState{}).h; }
   std::string type_name() const override { return "LSTMCell"; }
+  std::string extra_repr() const override;
   ///@{
   int64_t input_size, hidden_size;  ///< the sizes of x and h
   ///@}

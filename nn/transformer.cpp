@@ -1,4 +1,4 @@
-// Transformer encoder layers, positional encodings, Conv2d, patch embedding
+// Transformer encoder layers, positional encodings, patch embedding
 // and the Vision Transformer, composed from nn layers and ops.
 #include <ember/nn/transformer.h>
 
@@ -38,7 +38,7 @@ Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const Tensor& mask, co
 }
 
 Tensor detail::transformer_feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2,
-                                        Dropout& dropout_out, Activation activation) {
+                                        Dropout& dropout_out, const Activation& activation) {
   return dropout_out(linear2(dropout(activation(linear1(x)))));
 }
 
@@ -46,7 +46,15 @@ Tensor TransformerEncoderLayer::ff_block(const Tensor& x) {
   return detail::transformer_feed_forward(x, *linear1, *dropout, *linear2, *dropout2, opts.activation);
 }
 
+Tensor detail::padding_mask_of_one(const Tensor& kpm) {
+  return kpm.defined() && kpm.dim() == 1 ? kpm.unsqueeze(0) : kpm;
+}
+
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& kpm, bool is_causal) {
+  if (src.dim() == 2) {  // unbatched (S, E): a batch of one at the batch dim
+    const int64_t b = opts.batch_first ? 0 : 1;
+    return forward(src.unsqueeze(b), src_mask, detail::padding_mask_of_one(kpm), is_causal).squeeze(b);
+  }
   Tensor x = src;
   // Stochastic depth drops a whole residual branch per sample (timm's Block).
   const auto branch = [](const std::shared_ptr<DropPath>& dp, const Tensor& y) { return dp ? (*dp)(y) : y; };
@@ -105,22 +113,6 @@ Tensor LearnedPositionalEncoding::forward(const Tensor& x) {
               x.shape().str());
   return add(x, weight.narrow(1, 0, x.size(1)));
 }
-
-Conv2d::Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p,
-               bool has_bias)
-    : stride(s), padding(p) {
-  Tensor w = empty({out, in, k[0], k[1]});
-  init::kaiming_uniform_(w, std::sqrt(5.0));
-  weight = register_parameter("weight", w);
-  if (has_bias) {
-    const double bound = 1.0 / std::sqrt(static_cast<double>(in * k[0] * k[1]));
-    Tensor b = empty({out});
-    init::uniform_(b, -bound, bound);
-    bias = register_parameter("bias", b);
-  }
-}
-
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding); }
 
 PatchEmbedding::PatchEmbedding(std::array<int64_t, 2> img, std::array<int64_t, 2> patch, int64_t in_ch, int64_t e)
     : img_size(img) {

@@ -1,7 +1,8 @@
 /// \file
 /// Transformer building blocks with PyTorch's names and options:
 /// TransformerEncoderLayer / TransformerEncoder, sinusoidal and learned
-/// positional encodings, Conv2d, PatchEmbedding and a VisionTransformer.
+/// positional encodings, PatchEmbedding and a VisionTransformer (Conv2d,
+/// which PatchEmbedding uses, is in nn/conv.h, included here).
 #pragma once
 
 #include <array>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include <ember/nn/attention.h>
+#include <ember/nn/conv.h>
 #include <ember/nn/layers.h>
 #include <ember/nn/regularize.h>
 
@@ -20,7 +22,7 @@ struct TransformerEncoderLayerOptions {
   int64_t nhead = 8;                         ///< attention heads
   int64_t dim_feedforward = 2048;            ///< the MLP's hidden width
   double dropout = 0.1;                      ///< after attention, in the MLP and after it
-  Activation activation = Activation::ReLU;  ///< Activation::ReLU or GELU (or "relu", "gelu")
+  Activation activation = Activation::ReLU;  ///< ReLU, GELU ("relu", "gelu") or any Tensor(const Tensor&)
   double layer_norm_eps = 1e-5;              ///< eps of both LayerNorms
   bool batch_first = false;                  ///< (N, L, E) rather than (L, N, E)
   bool norm_first = false;                   ///< pre-norm when true
@@ -38,6 +40,8 @@ class TransformerEncoderLayer : public Module {
   /// A layer with PyTorch's initialisation.
   explicit TransformerEncoderLayer(TransformerEncoderLayerOptions opts);
   /// src_mask (L, S) and src_key_padding_mask (N, S): see MultiheadAttention.
+  /// An unbatched src (S, E) with a key padding mask (S), as PyTorch takes
+  /// it, gives an (S, E) result.
   Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false);
   /// forward without masks.
@@ -73,9 +77,12 @@ class TransformerEncoderLayer : public Module {
 
 namespace detail {
 /// The encoder's and decoder's feed-forward block: dropout_out(linear2(
-/// dropout(activation(linear1(x))))), activation "relu" or "gelu".
+/// dropout(activation(linear1(x))))).
 Tensor transformer_feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2,
-                                Dropout& dropout_out, Activation activation);
+                                Dropout& dropout_out, const Activation& activation);
+/// PyTorch's unbatched inputs as a batch of one: a key padding mask (S) as
+/// (1, S); undefined or batched masks unchanged.
+Tensor padding_mask_of_one(const Tensor& key_padding_mask);
 }  // namespace detail
 
 /// num_layers copies of a layer (layers.0, layers.1, ...) and an optional
@@ -115,22 +122,6 @@ class LearnedPositionalEncoding : public Module {
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "LearnedPositionalEncoding"; }
   Tensor weight;  ///< (1, max_len, d_model)
-};
-
-/// torch.nn.Conv2d without dilation or groups; PyTorch's default init.
-class Conv2d : public Module {
- public:
-  /// kernel, stride and padding as (height, width).
-  Conv2d(int64_t in_channels, int64_t out_channels, std::array<int64_t, 2> kernel,
-         std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0}, bool bias = true);
-  Tensor forward(const Tensor& x) override;
-  std::string type_name() const override { return "Conv2d"; }
-  ///@{
-  Tensor weight, bias;  ///< (out, in, kh, kw) and (out); bias undefined without one
-  ///@}
-  ///@{
-  std::array<int64_t, 2> stride, padding;  ///< (height, width)
-  ///@}
 };
 
 /// (N, C, H, W) -> (N, num_patches, embed_dim) through a strided Conv2d

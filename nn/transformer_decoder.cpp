@@ -60,7 +60,24 @@ Tensor TransformerDecoderLayer::blocks(const Tensor& tgt, SelfAttention&& sa, Cr
   return x;
 }
 
+namespace {
+// Unbatched decoder inputs as a batch of one: the key padding masks (T) and
+// (S) as (1, T) and (1, S); the attention masks are the same either way.
+TransformerDecoderMasks masks_of_one(const TransformerDecoderMasks& m) {
+  TransformerDecoderMasks one = m;
+  one.tgt_key_padding_mask = detail::padding_mask_of_one(m.tgt_key_padding_mask);
+  one.memory_key_padding_mask = detail::padding_mask_of_one(m.memory_key_padding_mask);
+  return one;
+}
+}  // namespace
+
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const TransformerDecoderMasks& m) {
+  if (tgt.dim() == 2) {  // unbatched (T, E) with (S, E): a batch of one at the batch dim
+    EMBER_CHECK(memory.dim() == 2, ShapeError, "TransformerDecoderLayer: an unbatched tgt ", tgt.shape().str(),
+                " needs an unbatched memory (S, E), got ", memory.shape().str());
+    const int64_t b = opts.batch_first ? 0 : 1;
+    return forward(tgt.unsqueeze(b), memory.unsqueeze(b), masks_of_one(m)).squeeze(b);
+  }
   auto sa = [&](const Tensor& x) {
     return self_attn->forward(x, x, x, m.tgt_key_padding_mask, false, m.tgt_mask, true, m.tgt_is_causal).first;
   };
@@ -155,10 +172,15 @@ Transformer::Transformer(TransformerOptions o) : opts(o) {
 Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask,
                             const Tensor& src_key_padding_mask, const TransformerDecoderMasks& masks) {
   const int b = opts.batch_first ? 0 : 1;
+  if (src.dim() == 2 && tgt.dim() == 2)  // unbatched (S, E) and (T, E): a batch of one
+    return forward(src.unsqueeze(b), tgt.unsqueeze(b), src_mask, detail::padding_mask_of_one(src_key_padding_mask),
+                   masks_of_one(masks))
+        .squeeze(b);
   EMBER_CHECK(src.dim() == 3 && tgt.dim() == 3 && src.size(b) == tgt.size(b) && src.size(2) == opts.d_model &&
                   tgt.size(2) == opts.d_model,
               ShapeError, "Transformer: src ", src.shape().str(), " and tgt ", tgt.shape().str(),
-              " should share the batch size (dim ", b, ") and have d_model = ", opts.d_model, " features");
+              " should share the batch size (dim ", b, ") and have d_model = ", opts.d_model,
+              " features (or both be unbatched, (S, E) and (T, E))");
   const Tensor memory = encoder->forward(src, src_mask, src_key_padding_mask);
   return decoder->forward(tgt, memory, masks);
 }

@@ -85,6 +85,8 @@ class TransformerDecoderLayer : public Module {
   /// A layer with PyTorch's initialisation (of MultiheadAttention and Linear).
   explicit TransformerDecoderLayer(TransformerDecoderLayerOptions opts);
   /// tgt (N, T, E) (batch_first) or (T, N, E), memory (N, S, E) or (S, N, E).
+  /// Unbatched, as PyTorch takes them: tgt (T, E) and memory (S, E), key
+  /// padding masks (T) and (S), giving (T, E).
   Tensor forward(const Tensor& tgt, const Tensor& memory, const TransformerDecoderMasks& masks = {});
   /// One position: tgt (N, 1, E) or (1, N, E), the next target position's
   /// input; attends over the cached positions and itself, and the cached
@@ -153,7 +155,7 @@ struct TransformerOptions {
   int64_t num_decoder_layers = 6;            ///< decoder depth
   int64_t dim_feedforward = 2048;            ///< the MLPs' hidden width
   double dropout = 0.1;                      ///< as in the layers
-  Activation activation = Activation::ReLU;  ///< Activation::ReLU or GELU (or "relu", "gelu")
+  Activation activation = Activation::ReLU;  ///< ReLU, GELU ("relu", "gelu") or any Tensor(const Tensor&)
   double layer_norm_eps = 1e-5;              ///< eps of every LayerNorm
   bool batch_first = false;                  ///< (N, L, E) rather than (L, N, E)
   bool norm_first = false;                   ///< pre-norm layers when true
@@ -181,7 +183,8 @@ class Transformer : public Module {
   /// src (N, S, E) / (S, N, E), tgt (N, T, E) / (T, N, E) -> (N, T, E) / (T,
   /// N, E). src_mask (S, S) and src_key_padding_mask (N, S) go to the
   /// encoder; masks to the decoder (its memory_key_padding_mask is usually
-  /// src_key_padding_mask).
+  /// src_key_padding_mask). Unbatched, as PyTorch takes them: src (S, E) and
+  /// tgt (T, E), key padding masks (S) and (T), giving (T, E).
   Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = Tensor(),
                  const Tensor& src_key_padding_mask = Tensor(), const TransformerDecoderMasks& masks = {});
   using Module::forward;

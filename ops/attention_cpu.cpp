@@ -13,6 +13,7 @@
 #include <ember/ops/convert.h>
 #include <ember/ops/dropout.h>
 #include <ember/ops/fast_math.h>
+#include <ember/ops/philox_cpu.h>
 #include <ember/ops/sgemm_avx512.h>
 
 namespace ember {
@@ -70,7 +71,7 @@ void dropout_factors(const FusedArgs& a, int64_t t, float* f) {
   alignas(64) uint32_t bits[256];
   // Blocks of 64 counters (256 elements) from the counter holding e0.
   for (int64_t c = e0 / 4; 4 * c < e0 + n; c += 64) {
-    philox_block<64>(a.seed, a.offset + static_cast<uint64_t>(c), bits);
+    cpu::philox_block64(a.seed, a.offset + static_cast<uint64_t>(c), bits);
     const int64_t lo = std::max<int64_t>(e0, 4 * c), hi = std::min<int64_t>(e0 + n, 4 * c + 256);
     for (int64_t e = lo; e < hi; ++e) f[e - e0] = (bits[e - 4 * c] >> 8) >= th ? sc : 0.0f;
   }

@@ -15,6 +15,7 @@
 #include <ember/ops/factory.h>
 #include <ember/ops/fast_math.h>
 #include <ember/ops/onnx_lowerings.h>
+#include <ember/ops/philox_cpu.h>
 #include <ember/ops/sgemm_avx512.h>
 
 #include <algorithm>
@@ -126,7 +127,7 @@ void dropout_block(const Args& a, int64_t t, int64_t i0, int64_t br, int64_t j0,
   for (int64_t r = 0; r < br; ++r) {
     const int64_t e0 = (t * a.L + i0 + r) * a.S + j0, e1 = e0 + bc;
     for (int64_t c = e0 / 4; 4 * c < e1; c += 16) {  // 16 counters = 64 elements per block
-      philox_block<16>(a.seed, a.offset + static_cast<uint64_t>(c), bits);
+      cpu::philox_block16(a.seed, a.offset + static_cast<uint64_t>(c), bits);
       const int64_t lo = std::max(e0, 4 * c), hi = std::min(e1, 4 * c + 64);
       for (int64_t e = lo; e < hi; ++e) f[r * kBlock + e - e0] = (bits[e - 4 * c] >> 8) >= th ? sc : T(0);
     }

@@ -16,6 +16,7 @@
 #include <ember/ops/convert.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/onnx_lowerings.h>
+#include <ember/ops/philox_cpu.h>
 #include <ember/ops/random_kernels.h>
 
 namespace ember {
@@ -47,7 +48,7 @@ void cpu_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpec
     const uint32_t threshold = dropout_threshold(p);
     const O scale = static_cast<O>(1.0 / (1.0 - p));
     // Blocks of 64 Philox counters (256 elements; four interleaved vector
-    // chains, core/random.h); counter c covers elements 4c .. 4c+3, word j
+    // chains, ops/philox_cpu.h); counter c covers elements 4c .. 4c+3, word j
     // giving element 4c+j (philox_block's order).
     constexpr int kLanes = 64, kBlock = 4 * kLanes;
     const int64_t blocks = (n + kBlock - 1) / kBlock;
@@ -60,7 +61,7 @@ void cpu_dropout(const Tensor& xt, Tensor& outt, Tensor& keept, const RandomSpec
       const uint64_t sd = spec.seed, off = spec.offset;
       alignas(64) uint32_t bits[kBlock];
       for (int64_t blk = lo; blk < hi; ++blk) {
-        philox_block<kLanes>(sd, off + static_cast<uint64_t>(blk * kLanes), bits);
+        cpu::philox_block64(sd, off + static_cast<uint64_t>(blk * kLanes), bits);
         const int64_t base = blk * kBlock, m = std::min<int64_t>(kBlock, n - base);
         uint8_t* kb = reinterpret_cast<uint8_t*>(keep + base);
         // 16-bit: the block through float32 buffers, converted by the vector

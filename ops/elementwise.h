@@ -36,6 +36,21 @@ Tensor clamp(const Tensor& x, double min = -std::numeric_limits<double>::infinit
              double max = std::numeric_limits<double>::infinity());
 ///@}
 
+/// Rounding down and the remainders of division, as torch.floor,
+/// torch.remainder (the result has the divisor's sign, Python's %) and
+/// torch.fmod (the dividend's sign, C's fmod); the divisor a tensor
+/// (broadcast) or a number. Integer inputs stay integers (a number with a
+/// fraction makes them float32) and an integer divisor of 0 throws
+/// ValueError. Gradients as PyTorch's: floor's is zero; for a = q b + r, the
+/// dividend's is g and the divisor's -g q.
+///@{
+Tensor floor(const Tensor& x);
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, double b);
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, double b);
+///@}
+
 // ---- math (integer inputs are computed in float32, as in PyTorch) -----------
 /// exp, log, sqrt, 1/sqrt, |x|, sin and cos, elementwise and differentiable
 /// (integer inputs are computed in float32, as in PyTorch).

@@ -365,6 +365,65 @@ struct Minimum {
     return (x != x || x < y) ? x : y;
   }
 };
+// Rounding division's remainders, as torch.remainder (the divisor's sign,
+// Python's %) and torch.fmod (the dividend's sign, C's fmod). Integers: C++'s
+// % truncates, as fmod; the op checks for a zero divisor before the kernel
+// runs, and x % -1 is 0 here (INT64_MIN % -1 would overflow).
+template <class T>
+EMBER_HD T fmod_of(T x, T y) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    return y == T(-1) ? T(0) : x % y;
+  } else if constexpr (std::is_integral_v<T>) {
+    return x % y;
+  } else {
+    return std::fmod(x, y);
+  }
+}
+template <class T>
+EMBER_HD T remainder_of(T x, T y) {
+  const T r = fmod_of(x, y);
+  return (r != T(0) && ((r < T(0)) != (y < T(0)))) ? r + y : r;
+}
+struct Floor {
+  EMBER_FUNCTOR_HEAD(Floor, "floor", true)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>)
+      return x;
+    else
+      return std::floor(x);
+  }
+};
+struct Remainder {
+  EMBER_FUNCTOR_HEAD(Remainder, "remainder", true)
+  template <class T>
+  EMBER_HD T operator()(T x, T y) const {
+    return remainder_of(x, y);
+  }
+};
+struct Fmod {
+  EMBER_FUNCTOR_HEAD(Fmod, "fmod", true)
+  template <class T>
+  EMBER_HD T operator()(T x, T y) const {
+    return fmod_of(x, y);
+  }
+};
+// The divisor a as a scalar (converted to the input's dtype, as PyTorch does
+// for a Python number).
+struct RemainderScalar {
+  EMBER_FUNCTOR_HEAD(RemainderScalar, "remainder_scalar", true)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return remainder_of(x, static_cast<T>(a));
+  }
+};
+struct FmodScalar {
+  EMBER_FUNCTOR_HEAD(FmodScalar, "fmod_scalar", true)
+  template <class T>
+  EMBER_HD T operator()(T x) const {
+    return fmod_of(x, static_cast<T>(a));
+  }
+};
 
 // Backward formulas fused into one pass: (gy, x) -> gx.
 struct ReluBackward {
@@ -496,11 +555,12 @@ struct LogicalOr {
 #define EMBER_UNARY_FUNCTORS(X)                                                                              \
   X(Neg)                                                                                                     \
   X(Abs) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Sin) X(Cos) X(Tanh) X(Sigmoid) X(Relu) X(Silu) X(Gelu) X(GeluTanh) \
-      X(Softplus) X(Clamp) X(AddScalar) X(MulScalar) X(RsubScalar) X(RdivScalar) X(PowScalar)
+      X(Softplus) X(Clamp) X(AddScalar) X(MulScalar) X(RsubScalar) X(RdivScalar) X(PowScalar) X(Floor)             \
+      X(RemainderScalar) X(FmodScalar)
 #define EMBER_BINARY_FUNCTORS(X)                                                                                       \
   X(Add)                                                                                                               \
   X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(ReluBackward) X(SigmoidBackward) X(TanhBackward) X(SiluBackward) \
-      X(GeluBackward) X(GeluTanhBackward) X(SoftplusBackward)
+      X(GeluBackward) X(GeluTanhBackward) X(SoftplusBackward) X(Remainder) X(Fmod)
 #define EMBER_COMPARE_FUNCTORS(X) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge) X(LogicalAnd) X(LogicalOr)
 // clang-format on
 ///@}

@@ -191,6 +191,14 @@ Tensor sum(const Tensor& x) { return sum(x, Shape{}, false); }
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) { return op::call<mean_op>(mean_body, x, dims, keepdim); }
 Tensor mean(const Tensor& x) { return mean(x, Shape{}, false); }
 
+// The methods (core/tensor.h) are the free functions.
+Tensor Tensor::sum() const { return ember::sum(*this); }
+Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return ember::sum(*this, dims, keepdim); }
+Tensor Tensor::mean() const { return ember::mean(*this); }
+Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return ember::mean(*this, dims, keepdim); }
+Tensor Tensor::argmax() const { return ember::argmax(*this); }
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return ember::argmax(*this, dim, keepdim); }
+
 namespace autograd {
 Tensor sum_to(const Tensor& grad, const Shape& shape) {
   // Sum the leading dims broadcasting added, and dims that were 1 in shape.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include <ember/ember.h>
+#include <ember/ops/philox_cpu.h>  // the kernels' Philox blocks
 
 #include "test_util.h"
 
@@ -162,11 +163,19 @@ TEST_CASE("philox: the vector lanes give the same words as one counter at a time
   philox_block<16>(0x123456789ABCDEFull, 0xFFFFFFF8ull, block);
   for (int l = 0; l < 16; ++l)
     for (int w = 0; w < 4; ++w) CHECK(block[4 * l + w] == r[w][l]);
-  // 64 counters (dropout's block): four interleaved chains where AVX-512 has them.
-  uint32_t wide[256];
+  // 64 counters (dropout's block), by the portable loop and by the kernels'
+  // version (four interleaved AVX-512 chains where the CPU has AVX-512).
+  uint32_t wide[256], kernels[256];
   philox_block<64>(0x123456789ABCDEFull, 0xFFFFFFE0ull, wide);
+  cpu::philox_block64(0x123456789ABCDEFull, 0xFFFFFFE0ull, kernels);
   for (int l = 0; l < 64; ++l) {
     const Philox4x32 one = Philox4x32::generate(0x123456789ABCDEFull, 0xFFFFFFE0ull + l);
-    for (int w = 0; w < 4; ++w) CHECK(wide[4 * l + w] == one.v[w]);
+    for (int w = 0; w < 4; ++w) {
+      CHECK(wide[4 * l + w] == one.v[w]);
+      CHECK(kernels[4 * l + w] == one.v[w]);
+    }
   }
+  uint32_t kernels16[64];
+  cpu::philox_block16(0x123456789ABCDEFull, 0xFFFFFFF8ull, kernels16);
+  for (int i = 0; i < 64; ++i) CHECK(kernels16[i] == block[i]);
 }

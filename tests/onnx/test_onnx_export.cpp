@@ -227,6 +227,22 @@ TEST_CASE("onnx export: an op declared outside the library exports through its o
   check_onnxruntime(path, x, fwd({x})[0]);
 }
 
+TEST_CASE("onnx export: floor, remainder and fmod, numbers and tensors of either sign as divisors") {
+  manual_seed(8);
+  nn::Linear lin(4, 4);
+  auto fwd = [&](const std::vector<Tensor>& in) {
+    const Tensor y = mul(lin.forward(in[0]), 3.0);
+    const Tensor pos = add(lin.bias, 2.0), neg = sub(lin.bias, 2.0);  // divisors (4) of both signs
+    return std::vector<Tensor>{add(add(add(floor(y), remainder(y, 0.75)), add(remainder(y, -0.6), fmod(y, -0.6))),
+                                   add(add(remainder(y, pos), remainder(y, neg)), fmod(y, neg)))};
+  };
+  const std::string path = temp_path("rounding.onnx");
+  onnx::export_model(lin, fwd, {randn({2, 4})}, path, kDynamicBatch);
+  const Tensor x = randn({5, 4});
+  NoGradGuard ng;
+  check_onnxruntime(path, x, fwd({x})[0]);
+}
+
 TEST_CASE("onnx export: inputs that share a named dynamic axis change size together") {
   // Two inputs with one batch (as seq2seq's source and target prefix): each
   // traced corner must resize both, or the forward would see two batches.
