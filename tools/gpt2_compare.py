@@ -107,15 +107,28 @@ def write_tokens(path, toks):
         f.write(np.asarray(toks, np.uint16).tobytes())
 
 
+def cpu_seconds(pid):
+    """The process's CPU time so far, all threads (/proc/PID/stat's utime + stime)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
 def run(name, cmd, cwd=None, env=None, stop=None):
-    """Runs cmd, echoing its step lines; stops it after a line matching stop. Returns (lines, peak RSS MB, load)."""
+    """Runs cmd, echoing its step lines; stops it after a line matching stop. Returns (lines, peak RSS MB, load,
+    CPU ms per step): the last, the process's CPU time between consecutive step lines (each line is printed as
+    its step ends), the one figure a loaded machine leaves nearly alone."""
     print(f"\n== {name}: {' '.join(cmd)}", flush=True)
     load0 = os.getloadavg()[0]
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
+    lines, cpu_at_step = [], []
     for line in proc.stdout:
         lines.append(line.rstrip("\n"))
         if line.startswith("step "):
+            cpu_at_step.append(cpu_seconds(proc.pid))
             print("  " + line.rstrip("\n"), flush=True)
         if stop and re.match(stop, line):
             proc.terminate()
@@ -125,7 +138,8 @@ def run(name, cmd, cwd=None, env=None, stop=None):
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0 and not (stop and proc.returncode == -15):
         sys.exit(f"gpt2_compare: {name} exited with {proc.returncode}:\n" + "\n".join(lines[-20:]))
-    return lines, ru.ru_maxrss / 1024.0, (load0 + os.getloadavg()[0]) / 2
+    cpu_ms = [1e3 * (y - x) for x, y in zip(cpu_at_step, cpu_at_step[1:])]
+    return lines, ru.ru_maxrss / 1024.0, (load0 + os.getloadavg()[0]) / 2, cpu_ms
 
 
 # llm.c, built once (again when its source is newer).
@@ -172,14 +186,14 @@ load_start = os.getloadavg()
 
 def ember(prec):
     js = os.path.join(work, f"ember_{prec}.json")
-    lines, rss, load = run(f"Ember {prec}", [bench, "--workload", "gpt2", "--gpt2-checkpoint", ckpt, "--gpt2-tokens",
+    lines, rss, load, cpu = run(f"Ember {prec}", [bench, "--workload", "gpt2", "--gpt2-checkpoint", ckpt, "--gpt2-tokens",
                                              in_order, "--gpt2-recipe", "llmc", "--steps", str(N), "--threads",
                                              str(a.threads), "--precision", prec, "--json", js])
     doc = json.load(open(js))
     r = doc["records"][0]
     machine.update({k: doc[k] for k in ("sgemm_peak_gflops", "fp32_register_peak_gflops", "threads")})
     machine["line"] = next((x for x in lines if x.startswith("machine:")), "")
-    rows[f"ember {prec}"] = dict(losses=r["losses"], step_ms=r["step_ms"], rss_mb=rss, load=load,
+    rows[f"ember {prec}"] = dict(losses=r["losses"], step_ms=r["step_ms"], rss_mb=rss, load=load, cpu_ms=cpu,
                                  threads=a.threads, counted_gflop=r["gflops"] * r["median_ms"] * 1e-3,
                                  parameters=r["parameters"])
 
@@ -192,21 +206,23 @@ if have_torch:
     for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         env.pop(k, None)
     for th in [int(x) for x in a.torch_threads.split(",")]:
-        lines, rss, load = run(f"PyTorch {th} thread(s)",
+        lines, rss, load, cpu = run(f"PyTorch {th} thread(s)",
                                ["/usr/bin/python3", os.path.join(REPO, "tools", "gpt2_torch.py"), ckpt, in_order,
                                 "--batch", str(B), "--seq", str(T), "--steps", str(N), "--threads", str(th)], env=env)
         losses, ms = steps_of(lines)
-        rows[f"pytorch {th}t"] = dict(losses=losses, step_ms=ms, rss_mb=rss, load=load, threads=th)
+        rows[f"pytorch {th}t"] = dict(losses=losses, step_ms=ms, rss_mb=rss, load=load, cpu_ms=cpu, threads=th)
 else:
     print("\ngpt2_compare: PyTorch is not installed (python3-torch): its column is left out")
-lines, rss, load = run("llm.c", ["stdbuf", "-oL", llmc], cwd=rundir, env=dict(os.environ, OMP_NUM_THREADS=str(a.threads)),
+lines, rss, load, cpu = run("llm.c", ["stdbuf", "-oL", llmc], cwd=rundir, env=dict(os.environ, OMP_NUM_THREADS=str(a.threads)),
                        stop=rf"step {N - 1}: ")
 losses, ms = steps_of(lines)
-rows["llm.c"] = dict(losses=losses, step_ms=ms, rss_mb=rss, load=load, threads=a.threads)
+rows["llm.c"] = dict(losses=losses, step_ms=ms, rss_mb=rss, load=load, cpu_ms=cpu, threads=a.threads)
 
 # The report.
 for r in rows.values():
-    r["median_ms"] = statistics.median(r["step_ms"])
+    r["median_ms"], r["min_ms"] = statistics.median(r["step_ms"]), min(r["step_ms"])
+    # llm.c's validation passes (before steps 0 and 10) fall between two step lines: the median leaves them out.
+    r["median_cpu_ms"] = statistics.median(r["cpu_ms"]) if r["cpu_ms"] else float("nan")
     r["max_abs_diff_vs_llmc"] = max(abs(x - y) for x, y in zip(r["losses"], rows["llm.c"]["losses"]))
 torch_rows = [k for k in rows if k.startswith("pytorch")]
 best_torch = min(torch_rows, key=lambda k: rows[k]["median_ms"]) if torch_rows else None
@@ -221,24 +237,32 @@ for s in range(N):
 print("max |diff| against llm.c: " + ", ".join(f"{c} {rows[c]['max_abs_diff_vs_llmc']:.2e}" for c in cols[1:]) +
       f" (limit {TOL:g} for fp32)")
 model_gflop = 6 * rows["ember fp32"]["parameters"] * B * T * 1e-9
-print(f"\nmedian step time (ms), peak RSS (MB), load average during the run; {machine.get('line', '')}")
+print(f"\n{machine.get('line', '')}")
+print(f"{'':16}{'median ms':>10}{'min ms':>10}{'CPU ms':>10}{'peak RSS':>10}{'load':>7}   model GFLOP/s (median)")
 for k in ["llm.c"] + torch_rows + [c for c in cols if c.startswith("ember")]:
     r = rows[k]
     gf = model_gflop / (r["median_ms"] * 1e-3)
     r["model_gflops"] = gf
-    print(f"  {k:<14} {r['median_ms']:10.1f} ms  {r['rss_mb']:8.0f} MB  load {r['load']:.2f}  "
-          f"{gf:6.1f} GFLOP/s = {100 * gf / PEAK_2CORES:4.1f}% of {PEAK_2CORES:.0f}  ({r['threads']} thread(s))")
+    print(f"  {k:<14}{r['median_ms']:10.0f}{r['min_ms']:10.0f}{r['median_cpu_ms']:10.0f}{r['rss_mb']:8.0f} MB"
+          f"{r['load']:7.2f}   {gf:6.1f} = {100 * gf / PEAK_2CORES:4.1f}% of {PEAK_2CORES:.0f} ({r['threads']} thread(s))")
+print("(CPU ms: the process's CPU time per step, all threads, median; a loaded machine stretches the wall time far "
+      "more than it)")
 e = rows["ember fp32"]
-speedup = {"over_llmc": rows["llm.c"]["median_ms"] / e["median_ms"]}
+speedup = {"over_llmc": rows["llm.c"]["median_ms"] / e["median_ms"],
+           "over_llmc_cpu_time": rows["llm.c"]["median_cpu_ms"] / e["median_cpu_ms"]}
 if best_torch:
     speedup["over_pytorch_best"] = rows[best_torch]["median_ms"] / e["median_ms"]
+    speedup["over_pytorch_best_cpu_time"] = rows[best_torch]["median_cpu_ms"] / e["median_cpu_ms"]
 print(f"Ember fp32: {speedup['over_llmc']:.2f}x llm.c's speed" +
       (f", {speedup['over_pytorch_best']:.2f}x PyTorch's best ({best_torch})" if best_torch else "") +
       f"; model FLOPs 6 N B T = {model_gflop:.1f} GFLOP per step (N = {e['parameters']}), counted matmul FLOPs "
       f"{e['counted_gflop']:.1f}; of the measured SGEMM peak ({machine.get('sgemm_peak_gflops', 0):.1f} GFLOP/s): "
       f"{100 * e['model_gflops'] / max(machine.get('sgemm_peak_gflops', 0), 1e-9):.0f}%")
+print(f"by CPU time per step: {speedup['over_llmc_cpu_time']:.2f}x llm.c" +
+      (f", {speedup['over_pytorch_best_cpu_time']:.2f}x PyTorch ({best_torch})" if best_torch else ""))
 if a.bf16:
-    print(f"Ember bf16: {e['median_ms'] / rows['ember bf16']['median_ms']:.2f}x Ember fp32's speed")
+    print(f"Ember bf16: {e['median_ms'] / rows['ember bf16']['median_ms']:.2f}x Ember fp32's speed (CPU time: "
+          f"{e['median_cpu_ms'] / rows['ember bf16']['median_cpu_ms']:.2f}x)")
 ok = e["max_abs_diff_vs_llmc"] <= TOL
 print(f"loss curve within {TOL:g} of llm.c's: {'yes' if ok else 'NO'}; load average at the start "
       f"{load_start[0]:.2f} / {load_start[1]:.2f} / {load_start[2]:.2f}, at the end "
