@@ -186,9 +186,9 @@ load_start = os.getloadavg()
 
 def ember(prec):
     js = os.path.join(work, f"ember_{prec}.json")
-    lines, rss, load, cpu = run(f"Ember {prec}", [bench, "--workload", "gpt2", "--gpt2-checkpoint", ckpt, "--gpt2-tokens",
-                                             in_order, "--gpt2-recipe", "llmc", "--steps", str(N), "--threads",
-                                             str(a.threads), "--precision", prec, "--json", js])
+    cmd = [bench, "--workload", "gpt2", "--gpt2-checkpoint", ckpt, "--gpt2-tokens", in_order, "--gpt2-recipe", "llmc",
+           "--steps", str(N), "--threads", str(a.threads), "--precision", prec, "--json", js]
+    lines, rss, load, cpu = run(f"Ember {prec}", cmd)
     doc = json.load(open(js))
     r = doc["records"][0]
     machine.update({k: doc[k] for k in ("sgemm_peak_gflops", "fp32_register_peak_gflops", "threads")})
@@ -213,8 +213,9 @@ if have_torch:
         rows[f"pytorch {th}t"] = dict(losses=losses, step_ms=ms, rss_mb=rss, load=load, cpu_ms=cpu, threads=th)
 else:
     print("\ngpt2_compare: PyTorch is not installed (python3-torch): its column is left out")
-lines, rss, load, cpu = run("llm.c", ["stdbuf", "-oL", llmc], cwd=rundir, env=dict(os.environ, OMP_NUM_THREADS=str(a.threads)),
-                       stop=rf"step {N - 1}: ")
+# stdbuf: llm.c's printf into a pipe is block-buffered; line by line, it can be stopped at step N-1.
+lines, rss, load, cpu = run("llm.c", ["stdbuf", "-oL", llmc], cwd=rundir,
+                            env=dict(os.environ, OMP_NUM_THREADS=str(a.threads)), stop=rf"step {N - 1}: ")
 losses, ms = steps_of(lines)
 rows["llm.c"] = dict(losses=losses, step_ms=ms, rss_mb=rss, load=load, cpu_ms=cpu, threads=a.threads)
 
@@ -244,7 +245,8 @@ for k in ["llm.c"] + torch_rows + [c for c in cols if c.startswith("ember")]:
     gf = model_gflop / (r["median_ms"] * 1e-3)
     r["model_gflops"] = gf
     print(f"  {k:<14}{r['median_ms']:10.0f}{r['min_ms']:10.0f}{r['median_cpu_ms']:10.0f}{r['rss_mb']:8.0f} MB"
-          f"{r['load']:7.2f}   {gf:6.1f} = {100 * gf / PEAK_2CORES:4.1f}% of {PEAK_2CORES:.0f} ({r['threads']} thread(s))")
+          f"{r['load']:7.2f}   {gf:6.1f} = {100 * gf / PEAK_2CORES:4.1f}% of {PEAK_2CORES:.0f} "
+          f"({r['threads']} thread(s))")
 print("(CPU ms: the process's CPU time per step, all threads, median; a loaded machine stretches the wall time far "
       "more than it)")
 e = rows["ember fp32"]
