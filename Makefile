@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 30
 SANITIZER_ENV := ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 \
                  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 EMBER_CACHING_ALLOCATOR=0
 
-.PHONY: all deps build demo vit-recipe vit-recipe-distill test test-sanitize fuzz format-check bench docs clean
+.PHONY: all deps build demo vit-recipe vit-recipe-distill test test-sanitize fuzz format-check bench bench-gpt2 docs clean
 
 all: build
 
@@ -87,9 +87,19 @@ fuzz: deps
 	bash tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
 
 # Ember's benchmark table, then side-by-side ratios against PyTorch 1.13 when
-# python3-torch is installed (it is never needed to build or test Ember).
+# python3-torch is installed (it is never needed to build or test Ember), then
+# bench-gpt2.
 bench: build
 	/usr/bin/python3 tools/bench_compare.py --build $(BUILD_DIR)
+	/usr/bin/python3 tools/gpt2_compare.py --build $(BUILD_DIR)
+
+# GPT-2 124M training at llm.c's setting side by side in llm.c (built from
+# ../shared/anchors/llm.c into $(BUILD_DIR)/gpt2_compare), PyTorch 1.13 and
+# Ember, from the same weights on the same tokens, 20 steps each: losses,
+# step times, peak memory (docs/PERFORMANCE.md). Skipped with a message
+# without llm.c's anchor; without PyTorch its column is left out.
+bench-gpt2: build
+	/usr/bin/python3 tools/gpt2_compare.py --build $(BUILD_DIR)
 
 # The API reference: HTML from the headers' doc comments and the guides, in
 # $(BUILD_DIR)/docs/html, with Doxygen (Debian package doxygen). Optional:

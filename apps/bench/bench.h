@@ -4,11 +4,13 @@
 // member function per workload. timing.cpp defines the helpers, the records
 // and the references; model_workloads.cpp the training steps and generation;
 // kernel_workloads.cpp the GEMM, memory-bound, attention and overhead
-// workloads; main.cpp the flags.
+// workloads; gpt2_files.cpp the GPT-2 training run from files; main.cpp the
+// flags.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -84,6 +86,19 @@ struct Bench {
   void conv();
   void gpt_generate();
   void gpt2_train();
+
+  // The GPT-2 training run from files (gpt2_files.cpp): --gpt2-checkpoint
+  // (llm.c's file or a Hugging Face directory), --gpt2-tokens (llm.c's token
+  // file), --gpt2-recipe (bench or llmc). Any of them set makes the gpt2
+  // workload this run: from step 0, each step's time and loss recorded.
+  std::string gpt2_checkpoint, gpt2_tokens, gpt2_recipe = "bench";
+  bool gpt2_from_files() const { return !gpt2_checkpoint.empty() || !gpt2_tokens.empty() || gpt2_recipe != "bench"; }
+  // Reads and checks the files (before the machine is measured, and under --check).
+  void gpt2_prepare();
+  void gpt2_run();
+  std::shared_ptr<nn::GPT> gpt2_model() const;
+  std::shared_ptr<nn::GPT> gpt2_first_model;  // gpt2_prepare's, used by the first precision
+  std::vector<uint16_t> gpt2_token_data;
   void adamw();
   // The workloads (kernel_workloads.cpp).
   void matmul_shapes();

@@ -17,7 +17,10 @@
 //                         256-1024: the fused FlashAttention kernel against
 //                         the composed path with a mask (time and memory)
 //   gpt2                  GPT-2 124M training step (AdamW, batch and context
-//                         from --gpt2-batch / --gpt2-seq: llm.c's settings), tokens/s
+//                         from --gpt2-batch / --gpt2-seq: llm.c's settings), tokens/s;
+//                         with --gpt2-checkpoint / --gpt2-tokens / --gpt2-recipe
+//                         a training run from those files instead, from step 0,
+//                         each step's loss recorded (gpt2_files.cpp)
 //   gpt_generate          tokens/s of GPT::generate (nanoGPT's CPU model
 //                         size) at context 64 and 256, with and without the
 //                         KV cache; GPT-2 124M's decoding at contexts 64,
@@ -32,6 +35,8 @@
 //
 //   build/bin/bench [--workload all|NAME] [--steps N] [--warmup N] [--threads K] [--device cpu|cuda]
 //                   [--precision fp32,bf16,fp16] [--json FILE]
+//   build/bin/bench --workload gpt2 [--gpt2-checkpoint FILE|DIR] [--gpt2-tokens FILE] [--gpt2-recipe bench|llmc]
+//                   [--gpt2-batch B] [--gpt2-seq T] [--steps N]
 //
 // --precision: the training steps (attention_regression, vit) in each listed
 // precision; a 16-bit step's workload name ends in " bf16" / " fp16".
@@ -78,6 +83,20 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
   cli.add_option("--gpt2-seq", b.gpt2_seq, "gpt2: tokens per sequence (default 64; at most 1024, GPT-2's context)")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  ember::app::input_file(cli.add_option(
+      "--gpt2-checkpoint", b.gpt2_checkpoint,
+      "gpt2: a training run from these weights: llm.c's checkpoint file (gpt2_124M.bin) or a Hugging Face GPT-2 "
+      "directory (config.json + model.safetensors); from step 0, each step's time and loss recorded"));
+  ember::app::input_file(cli.add_option(
+      "--gpt2-tokens", b.gpt2_tokens,
+      "gpt2: a training run on the batches of this token file (llm.c's format: magic 20240520, uint16 tokens), in "
+      "order: batch k is tokens [k B T, k B T + B T + 1), inputs and targets one apart; from step 0, each step's "
+      "time and loss recorded"));
+  cli.add_option("--gpt2-recipe", b.gpt2_recipe,
+                 "gpt2: bench (AdamW lr 3e-4, clipping at 1: the timing workload's) or llmc (llm.c's train_gpt2.c: "
+                 "AdamW lr 1e-4, betas 0.9/0.999, eps 1e-8, no weight decay, no clipping; a run from step 0 as "
+                 "with --gpt2-tokens)")
+      ->check(CLI::IsMember({"bench", "llmc"}));
   cli.add_option("--graphs", b.graphs,
                  "on a GPU, also time each training step replayed as a CUDA graph (default true)");
   cli.add_flag("--profile", b.profile,
@@ -112,6 +131,10 @@ int main(int argc, char** argv) {
     if (!json.empty()) ember::app::check_output_file(json, "--json");  // before minutes of measuring
     g_dev = Device(device);
     if (!g_dev.is_cpu()) sync_device();  // no GPU: the clear error now, before the CPU measurements
+    const bool gpt2_files = (workload == "all" || workload == "gpt2") && b.gpt2_from_files();
+    if (b.gpt2_from_files() && !gpt2_files)
+      throw ember::app::UsageError("--gpt2-checkpoint/--gpt2-tokens/--gpt2-recipe: not for --workload " + workload);
+    if (gpt2_files) b.gpt2_prepare();  // a bad file: one error now, before minutes of measuring
     if (check) {
       std::printf("bench: check ok\n");
       return 0;
@@ -133,7 +156,9 @@ int main(int argc, char** argv) {
     if (want("kernels")) b.kernels();
     if (want("adamw")) b.adamw();
     if (want("causal_attention")) b.causal_attention();
-    if (want("gpt2")) {
+    if (gpt2_files) {
+      b.gpt2_run();
+    } else if (want("gpt2")) {
       Bench::table_header("GPT-2 124M training step (forward, backward, clipping, AdamW)");
       b.gpt2_train();
     }
