@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "app.h"
+#include "plot.h"
 #include "precision.h"
 
 #include <algorithm>
@@ -543,6 +544,18 @@ int64_t restore(const StateDict& ckpt, const std::map<std::string, std::string>&
   } catch (const std::exception& e) {
     throw IOError(path + ": bad checkpoint metadata: " + e.what());
   }
+}
+
+void save_loss_chart(const app::MetricsHistory& hist, const std::string& title, const std::string& path) {
+  plot::LineChart lc;
+  lc.title = title;
+  lc.xlabel = "iteration";
+  lc.ylabel = "loss (log scale)";
+  lc.log_y = true;
+  lc.series = {
+      {.x = hist.x(), .y = hist.at("train_loss"), .label = "train", .color = 0, .line = true, .marker_radius = 3},
+      {.x = hist.x(), .y = hist.at("val_loss"), .label = "validation", .color = 1, .line = true, .marker_radius = 3}};
+  plot::render(lc).save_png(path);
 }
 
 }  // namespace gpt

@@ -54,6 +54,9 @@ struct Config {
 
 /// The training curves: train_loss and val_loss at each evaluation, against "iters".
 inline ember::app::MetricsHistory make_history() { return ember::app::MetricsHistory("iters"); }
+// loss.png of either path: train and validation loss at each evaluation, on
+// a log scale, under `title`.
+void save_loss_chart(const ember::app::MetricsHistory& hist, const std::string& title, const std::string& path);
 
 /// Registers every flag on app.
 void add_flags(CLI::App& app, Config& c);

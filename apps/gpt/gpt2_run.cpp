@@ -17,7 +17,6 @@
 #include <ember/nn/gpt2_tokenizer.h>
 
 #include "app.h"
-#include "plot.h"
 #include "precision.h"
 
 #ifndef EMBER_GPT2_TOKENIZER_DIR
@@ -370,15 +369,7 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
   const double gen_tps = static_cast<double>(c.sample_tokens) / std::max(tg.seconds(), 1e-9);
   const std::string sample = tok.decode(std::vector<int64_t>(sampled.begin() + 1, sampled.end()));
   app::write_text((out / "samples.txt").string(), sample + "\n");
-  plot::LineChart lc;
-  lc.title = "GPT-2 on " + corpus.name + ": cross-entropy per BPE token";
-  lc.xlabel = "iteration";
-  lc.ylabel = "loss (log scale)";
-  lc.log_y = true;
-  lc.series = {
-      {.x = hist.x(), .y = hist.at("train_loss"), .label = "train", .color = 0, .line = true, .marker_radius = 3},
-      {.x = hist.x(), .y = hist.at("val_loss"), .label = "validation", .color = 1, .line = true, .marker_radius = 3}};
-  plot::render(lc).save_png((out / "loss.png").string());
+  save_loss_chart(hist, "GPT-2 on " + corpus.name + ": cross-entropy per BPE token", (out / "loss.png").string());
   const double tps = tokens_per_step * static_cast<double>(c.iters) / std::max(clock.seconds(), 1e-9);
   nlohmann::ordered_json cj = config_json(c);
   cj["hf"] = c.hf, cj["init"] = c.init, cj["tokenizer"] = c.tokenizer, cj["tokenizer_dir"] = tdir;

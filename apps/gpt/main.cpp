@@ -256,15 +256,7 @@ int train(gpt::Config c) {
   const double gen_uncached = generation_speed(model, prompt[0], gen_n, false, c.seed);
   app::write_text((out / "samples.txt").string(), sample + "\n");
   save_attention(model, data.tokenizer, sample_line(data, c.context), (out / "attention.png").string());
-  plot::LineChart lc;
-  lc.title = "GPT on " + corpus.name + ": cross-entropy per character";
-  lc.xlabel = "iteration";
-  lc.ylabel = "loss (log scale)";
-  lc.log_y = true;
-  lc.series = {
-      {.x = hist.x(), .y = hist.at("train_loss"), .label = "train", .color = 0, .line = true, .marker_radius = 3},
-      {.x = hist.x(), .y = hist.at("val_loss"), .label = "validation", .color = 1, .line = true, .marker_radius = 3}};
-  plot::render(lc).save_png((out / "loss.png").string());
+  gpt::save_loss_chart(hist, "GPT on " + corpus.name + ": cross-entropy per character", (out / "loss.png").string());
   const double tps = tokens_per_step * static_cast<double>(c.iters) / std::max(train_seconds, 1e-9);
   nlohmann::ordered_json m = {{"task", "character-level language model"},
                               {"data", corpus.description},
