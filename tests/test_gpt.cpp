@@ -252,7 +252,10 @@ TEST_CASE("GPT: sample_token draws what sorting the whole vocabulary draws") {
     }
     const nn::SampleOptions o{trial % 5 == 0 ? 0.0 : 0.5 + (rng() % 4) * 0.25,
                               static_cast<int64_t>(rng() % 3 == 0 ? 1 + rng() % 50 : 0),
-                              rng() % 3 == 0 ? 0.3 + (rng() % 7) * 0.1 : 1.0};
+                              // top_p off k/n: infinite logits share the mass equally, and at
+                              // such a boundary the reference's running sum of rounded fractions
+                              // and the sampler's sums may round either way (0.3 + 3 * 0.1).
+                              rng() % 3 == 0 ? 0.313 + (rng() % 7) * 0.1 : 1.0};
     for (int d = 0; d < 20; ++d) {
       const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
       const int64_t want = sample_token_by_sorting(l, o, u);

@@ -76,10 +76,21 @@ void Canvas::dot(double cx, double cy, int r, Color c) {
         set(static_cast<int>(std::lround(cx)) + x, static_cast<int>(std::lround(cy)) + y, c);
 }
 
+namespace {
+// stb_easy_font draws printable ASCII and indexes its table with (c - 32):
+// any other byte (a UTF-8 label, a corpus's binary characters) is drawn as '?'.
+std::string drawable(const std::string& s) {
+  std::string out = s;
+  for (char& ch : out)
+    if (ch != '\n' && (static_cast<unsigned char>(ch) < 32 || static_cast<unsigned char>(ch) > 126)) ch = '?';
+  return out;
+}
+}  // namespace
+
 void Canvas::text(int x, int y, const std::string& s, Color c, int scale) {
   // stb_easy_font emits quads (4 vertices of x, y, z, rgba) in unscaled pixels.
   static char buffer[99999];
-  std::string copy = s;
+  std::string copy = drawable(s);
   const int quads = stb_easy_font_print(0, 0, copy.data(), nullptr, buffer, sizeof(buffer));
   for (int q = 0; q < quads; ++q) {
     const float* v0 = reinterpret_cast<const float*>(buffer + q * 64);
@@ -90,7 +101,7 @@ void Canvas::text(int x, int y, const std::string& s, Color c, int scale) {
 }
 
 int Canvas::text_width(const std::string& s, int scale) {
-  std::string copy = s;
+  std::string copy = drawable(s);
   return stb_easy_font_width(copy.data()) * scale;
 }
 
