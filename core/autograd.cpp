@@ -108,6 +108,26 @@ int BackwardContext::num_inputs() const { return node_.num_inputs(); }
 
 const TensorMeta& BackwardContext::input_meta(int i) const { return node_.input_meta(i); }
 
+namespace {
+// A gradient waiting in a node's buffer that may be summed into in place:
+// nothing but the buffer holds it (not a view, not saved for a double
+// backward, not shared by two edges), and it is dense.
+bool exclusive_gradient(const Tensor& b) {
+  return !grad_enabled() && b.impl_ptr().use_count() == 1 && b.storage().use_count() == 1 && b.is_contiguous() &&
+         !b.requires_grad();
+}
+}  // namespace
+
+Tensor BackwardContext::take_accumulated_grad(int i) {
+  const Edge& e = node_.next_edges()[static_cast<size_t>(i)];
+  if (!e.node || e.node->buffer_.size() <= e.input_nr) return Tensor();
+  Tensor& b = e.node->buffer_[e.input_nr];
+  const TensorMeta& m = node_.input_meta(i);
+  if (!b.defined() || !exclusive_gradient(b) || b.shape() != m.shape || b.dtype() != m.dtype || b.device() != m.device)
+    return Tensor();
+  return std::move(b);  // the slot is left empty: set_grad's sum refills it
+}
+
 // ---- graph wiring -----------------------------------------------------------
 bool needs_grad(TensorRefs inputs) {
   if (!g_grad_enabled) return false;
@@ -388,10 +408,7 @@ void Engine::add_into(Node& n, uint32_t slot, Tensor g) {
     b = std::move(g);
     return;
   }
-  const bool exclusive = !grad_enabled() && b.impl_ptr().use_count() == 1 && b.storage().use_count() == 1 &&
-                         b.is_contiguous() && b.shape() == g.shape() && b.dtype() == g.dtype() &&
-                         b.device() == g.device() && !b.requires_grad();
-  if (exclusive)
+  if (exclusive_gradient(b) && b.shape() == g.shape() && b.dtype() == g.dtype() && b.device() == g.device())
     accumulate_(b, g);
   else
     b = accumulate(b, g);

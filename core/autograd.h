@@ -192,6 +192,14 @@ class BackwardContext {
   int num_inputs() const;
   const TensorMeta& input_meta(int i) const;
   ///@}
+  /// The gradient already summed for input i from its other uses, handed
+  /// over so that this backward adds its own part into it in place and
+  /// passes the sum on with set_grad(i, ...), instead of allocating a fresh
+  /// gradient that the engine then adds to it. Undefined unless such a sum
+  /// is waiting that nothing else can see, contiguous, with the input's
+  /// shape, dtype and device (GPT-2's tied embedding: the lookup's sparse
+  /// rows go straight into the output projection's 154 MB gradient).
+  Tensor take_accumulated_grad(int i);
 
  private:
   Node& node_;
@@ -237,6 +245,7 @@ class Node {
 
  private:
   friend class Engine;
+  friend class BackwardContext;
   friend void connect(const std::shared_ptr<Node>& node, TensorRefs inputs, OutputRefs outputs);
   friend void retain_output_grad(Node&, uint32_t, const std::shared_ptr<TensorImpl>&);
 

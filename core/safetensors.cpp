@@ -3,6 +3,7 @@
 #include <ember/core/safetensors.h>
 
 #include <ember/core/file_io.h>
+#include <ember/core/mapped_file.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,10 +14,6 @@
 #include <fstream>
 #include <limits>
 #include <vector>
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -134,26 +131,10 @@ class MemorySource final : public Source {
   size_t size_;
 };
 
-// nbytes at file offset `at` of fd as a tensor: a copy-on-write private
-// mapping of the pages that hold them, which the tensor's storage owns (one
-// mapping per tensor, so a tensor that is dropped, a transposed original
-// say, gives its pages back at once). Undefined when the system refuses.
-Tensor map_tensor(int fd, uint64_t at, uint64_t nbytes, const Shape& shape, DType dt) {
-  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  const uint64_t start = at / page * page, delta = at - start;
-  const size_t len = static_cast<size_t>(delta + nbytes);
-  void* base = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, static_cast<off_t>(start));
-  if (base == MAP_FAILED) return Tensor();
-  std::shared_ptr<const void> owner(base, [len](const void* p) { munmap(const_cast<void*>(p), len); });
-  auto storage =
-      std::make_shared<Storage>(static_cast<char*>(base) + delta, static_cast<size_t>(nbytes), kCPU, std::move(owner));
-  return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dt));
-}
-
-// map_fd >= 0: map every tensor whose data is aligned to its elements in
-// the file (map_tensor) instead of reading it.
+// With a mapped file: map every tensor whose data is aligned to its
+// elements in the file instead of reading it.
 StateDict load_from(Source& src, const std::string& path, std::map<std::string, std::string>* metadata,
-                    int map_fd = -1) {
+                    const MappedFile* mapped = nullptr) {
   const uint64_t size = src.size();
   if (size < 8) fail(path, "truncated: " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
   unsigned char len_le[8];
@@ -281,8 +262,8 @@ StateDict load_from(Source& src, const std::string& path, std::map<std::string, 
     // promise it: a float32 tensor after an odd-sized BOOL or 16-bit one may
     // start anywhere; those are read). BOOL is read, to check its bytes.
     const uint64_t at = 8 + hlen + e.begin;
-    if (map_fd >= 0 && dt != DType::Bool && e.end > e.begin && at % itemsize(dt) == 0) {
-      Tensor t = map_tensor(map_fd, at, e.end - e.begin, e.shape, dt);
+    if (mapped && dt != DType::Bool && e.end > e.begin && at % itemsize(dt) == 0) {
+      Tensor t = mapped->try_map(at, e.shape, dt);
       if (t.defined()) {
         out.emplace_back(e.name, t);
         continue;
@@ -314,14 +295,8 @@ StateDict load_safetensors(const std::string& path, std::map<std::string, std::s
 
 StateDict map_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
   FileSource src(path);  // checks the path and reads the header through the stream
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, std::string("cannot open for mapping: ") + std::strerror(errno));
-  // The mappings outlive the descriptor.
-  struct Close {
-    int fd;
-    ~Close() { ::close(fd); }
-  } close_fd{fd};
-  return load_from(src, path, metadata, fd);
+  const MappedFile mapped(path, "safetensors file");
+  return load_from(src, path, metadata, &mapped);
 }
 
 StateDict load_safetensors_from_memory(const void* data, size_t size, const std::string& name,

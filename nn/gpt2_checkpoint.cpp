@@ -7,6 +7,9 @@
 #include <ember/core/file_io.h>
 #include <ember/core/safetensors.h>
 #include <ember/nn/gpt2_checkpoint.h>
+
+#include <ember/core/mapped_file.h>
+#include <ember/nn/init.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/reduce.h>
 
@@ -169,6 +172,14 @@ StateDict hf_tensors(const StateDict& hf, const GPTConfig& cfg, const std::strin
 // parameter's storage, swapped under its handle as Module::to(dtype) swaps
 // them: no copy, and the file's pages are read when first used. A
 // transposed Conv1D weight, or another dtype, is copied (converted) in.
+// A GPT whose parameters are about to be replaced by a file's: not
+// initialised, so their pages are never touched (no random copy of a large
+// model is made first). adopt_state then checks that every one is replaced.
+std::shared_ptr<GPT> uninitialised_gpt(const GPTConfig& cfg) {
+  init::SkipInitGuard skip;
+  return std::make_shared<GPT>(cfg);
+}
+
 void adopt_state(GPT& model, StateDict& sd, const std::string& file) {
   std::map<std::string, Tensor> own;
   for (const auto& [name, t] : model.named_parameters()) own.emplace(name, t);
@@ -207,9 +218,9 @@ std::shared_ptr<GPT> load_gpt2_hf(const std::string& dir) {
   // The file mapped (core/safetensors.h), and the model's tensors as views of
   // it, Conv1D's transposed: nothing is read or copied yet.
   StateDict sd = hf_tensors(map_safetensors(weights), cfg, weights, false);
-  auto model = std::make_shared<GPT>(cfg);
+  auto model = uninitialised_gpt(cfg);
   adopt_state(*model, sd, weights);
-  // The initial values of the parameters that took the file's storage go
+  // The blocks the parameters had before they took the file's storage go
   // back to the system, not to the allocator's cache.
   empty_cache(kCPU);
   return model;
@@ -251,12 +262,14 @@ void save_gpt2_hf(const GPT& model, const std::string& dir) {
 }
 
 std::shared_ptr<GPT> load_gpt2_llmc(const std::string& path) {
-  const std::string bytes = read_bytes(path, "llm.c checkpoint");
+  // The weights are mapped, not read: float32 at 4-byte-aligned offsets.
+  const MappedFile file(path, "llm.c checkpoint");
+  const uint64_t size = file.size();
   constexpr size_t kHeader = 256 * sizeof(int32_t);
-  EMBER_CHECK(bytes.size() >= kHeader, IOError, "llm.c checkpoint '", path, "': ", bytes.size(),
+  EMBER_CHECK(size >= kHeader, IOError, "llm.c checkpoint '", path, "': ", size,
               " bytes, shorter than its 1024-byte header");
   int32_t h[256];
-  std::memcpy(h, bytes.data(), kHeader);
+  file.read(0, h, kHeader);
   EMBER_CHECK(h[0] == 20240326, IOError, "llm.c checkpoint '", path, "': bad magic ", h[0],
               " (llm.c's GPT-2 checkpoints start with 20240326)");
   EMBER_CHECK(h[1] == 3, IOError, "llm.c checkpoint '", path, "': version ", h[1],
@@ -290,32 +303,36 @@ std::shared_ptr<GPT> load_gpt2_llmc(const std::string& path) {
                                                              {"mlp.c_proj.bias", {L, C}},
                                                              {"ln_f.weight", {C}},
                                                              {"ln_f.bias", {C}}};
-  std::map<std::string, const float*> at;
-  size_t offset = kHeader;
+  std::map<std::string, uint64_t> at;  // each array's byte offset
+  uint64_t offset = kHeader;
   for (const auto& [name, shape] : arrays) {
-    const size_t n = static_cast<size_t>(shape.numel()) * sizeof(float);
-    EMBER_CHECK(offset + n <= bytes.size(), IOError, "llm.c checkpoint '", path, "': truncated in tensor '", name, "' ",
-                shape.str(), ", which needs bytes [", offset, ", ", offset + n, ") of a file of ", bytes.size());
-    at[name] = reinterpret_cast<const float*>(bytes.data() + offset);
+    const uint64_t n = static_cast<uint64_t>(shape.numel()) * sizeof(float);
+    EMBER_CHECK(offset + n <= size, IOError, "llm.c checkpoint '", path, "': truncated in tensor '", name, "' ",
+                shape.str(), ", which needs bytes [", offset, ", ", offset + n, ") of a file of ", size);
+    at[name] = offset;
     offset += n;
   }
-  EMBER_CHECK(offset == bytes.size(), IOError, "llm.c checkpoint '", path, "': ", bytes.size() - offset,
+  EMBER_CHECK(offset == size, IOError, "llm.c checkpoint '", path, "': ", size - offset,
               " bytes after the last tensor 'ln_f.bias' (the header's sizes do not match the file)");
+  const auto mapped = [&](const std::string& array, uint64_t skip, const Shape& shape) {
+    return file.tensor(at[array] + skip * sizeof(float), shape, DType::Float32);
+  };
   StateDict sd;
   // wte's first vocab_size rows: the padding rows past them never score a real token.
-  sd.emplace_back("wte.weight", from_data(at["wte"], Shape{c.vocab_size, C}));
-  sd.emplace_back("wpe.weight", from_data(at["wpe"], Shape{c.block_size, C}));
+  sd.emplace_back("wte.weight", mapped("wte", 0, Shape{c.vocab_size, C}));
+  sd.emplace_back("wpe.weight", mapped("wpe", 0, Shape{c.block_size, C}));
   for (int64_t i = 0; i < L; ++i)
     for (size_t a = 2; a + 2 < arrays.size(); ++a) {
       const Shape& s = arrays[a].second;
       const Shape one = s.size() == 2 ? Shape{s[1]} : Shape{s[1], s[2]};
       sd.emplace_back("h." + std::to_string(i) + "." + arrays[a].first,
-                      from_data(at[arrays[a].first] + i * one.numel(), one));
+                      mapped(arrays[a].first, static_cast<uint64_t>(i * one.numel()), one));
     }
-  sd.emplace_back("ln_f.weight", from_data(at["ln_f.weight"], Shape{C}));
-  sd.emplace_back("ln_f.bias", from_data(at["ln_f.bias"], Shape{C}));
-  auto model = std::make_shared<GPT>(c);
-  model->load_state_dict(sd);
+  sd.emplace_back("ln_f.weight", mapped("ln_f.weight", 0, Shape{C}));
+  sd.emplace_back("ln_f.bias", mapped("ln_f.bias", 0, Shape{C}));
+  auto model = uninitialised_gpt(c);
+  adopt_state(*model, sd, path);
+  empty_cache(kCPU);
   return model;
 }
 

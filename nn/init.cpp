@@ -73,7 +73,16 @@ double calculate_gain(Nonlinearity nl, double param) {
   }
 }
 
+namespace {
+thread_local int skip_init_depth = 0;
+}  // namespace
+
+SkipInitGuard::SkipInitGuard() { ++skip_init_depth; }
+SkipInitGuard::~SkipInitGuard() { --skip_init_depth; }
+bool SkipInitGuard::active() { return skip_init_depth > 0; }
+
 Tensor& constant_(Tensor& t, double value) {
+  if (SkipInitGuard::active()) return t;
   NoGradGuard no_grad;
   return t.fill_(value);
 }
@@ -81,17 +90,20 @@ Tensor& zeros_(Tensor& t) { return constant_(t, 0.0); }
 Tensor& ones_(Tensor& t) { return constant_(t, 1.0); }
 
 Tensor& uniform_(Tensor& t, double low, double high, Generator* gen) {
+  if (SkipInitGuard::active()) return t;
   NoGradGuard no_grad;
   return ember::uniform_(t, low, high, gen);
 }
 
 Tensor& normal_(Tensor& t, double mean, double std, Generator* gen) {
+  if (SkipInitGuard::active()) return t;
   NoGradGuard no_grad;
   return ember::normal_(t, mean, std, gen);
 }
 
 Tensor& trunc_normal_(Tensor& t, double mean, double std, double a, double b, Generator* gen) {
   EMBER_CHECK(a < b, ValueError, "trunc_normal_: a = ", a, " must be below b = ", b);
+  if (SkipInitGuard::active()) return t;
   NoGradGuard no_grad;
   Tensor v = normal(t.shape(), mean, std, TensorOptions(DType::Float64), gen);
   // Redraw the values outside [a, b]; each round keeps a fixed fraction, so

@@ -49,6 +49,22 @@ std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& t);
 /// relu sqrt 2, leaky_relu sqrt(2 / (1 + param^2)), selu 3/4.
 double calculate_gain(Nonlinearity nonlinearity, double param = 0.01);
 
+/// While one lives, the fills below leave their tensor as it is, on this
+/// thread: a model built only to receive loaded weights is not initialised
+/// first (PyTorch's torch.nn.utils.skip_init). Its parameters hold whatever
+/// their memory held until the load replaces them; a large tensor's pages
+/// are not touched, so they cost no memory and no time (a GPT-2 1.5B loads
+/// without a random 6 GB copy first). Nests.
+class SkipInitGuard {
+ public:
+  SkipInitGuard();
+  ~SkipInitGuard();
+  SkipInitGuard(const SkipInitGuard&) = delete;
+  SkipInitGuard& operator=(const SkipInitGuard&) = delete;
+  /// Whether a guard is alive on this thread.
+  static bool active();
+};
+
 /// In-place fills (under no grad), returning t: zeros, ones, a constant, U(low, high), N(mean, std).
 ///@{
 Tensor& zeros_(Tensor& t);

@@ -294,3 +294,34 @@ TEST_CASE("autograd: post-accumulate-grad hooks see each leaf's finished gradien
   CHECK(contains(error_of<AutogradError>([&] { autograd::register_post_accumulate_grad_hook(tensor({1.0}), noop); }),
                  "requires_grad false"));
 }
+
+// A weight used as an embedding table and as the output projection (GPT's
+// tied head): its gradient is the projection's plus the looked-up rows',
+// and the rows are added into the projection's gradient rather than into a
+// second table-sized buffer.
+TEST_CASE("autograd: a tied embedding adds its rows into the projection's gradient") {
+  const int64_t V = 4096, D = 256;
+  const Tensor idx = from_vector(std::vector<int64_t>{1, 3, 1, 4095, 7, 3, 0, 1}).view({8});
+  const Tensor c = randn({8, V});
+  Tensor w = mul(randn({V, D}), 0.02).requires_grad_();
+  const Tensor loss = sum(mul(linear(embedding(w, idx), w), c));
+  reset_peak_memory_stats();
+  const size_t base = memory_stats().allocated;
+  loss.backward();
+  const size_t table_bytes = static_cast<size_t>(V * D) * sizeof(float);
+  CHECK(memory_stats().peak_allocated - base < table_bytes + table_bytes / 4);  // one table-sized gradient
+
+  // The two uses' gradients taken separately, in float64.
+  Tensor w64 = w.detach().to(DType::Float64);
+  Tensor a = w64.clone().requires_grad_(), b = w64.clone().requires_grad_();
+  const Tensor c64 = c.to(DType::Float64);
+  sum(mul(linear(embedding(a, idx), b), c64)).backward();
+  const std::vector<double> want = add(a.grad(), b.grad()).to_vector<double>();
+  const std::vector<float> got = w.grad().to_vector<float>();
+  REQUIRE(got.size() == want.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+  CHECK(worst < 1e-5);
+  // Row 1 is looked up three times: its gradient holds all three and the projection's part.
+  CHECK(std::abs(got[D + 5] - want[D + 5]) < 1e-5);
+}

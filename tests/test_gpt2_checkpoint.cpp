@@ -180,6 +180,28 @@ TEST_CASE(
   check_same(file, load_safetensors(weights));
 }
 
+TEST_CASE("gpt2 checkpoint: llm.c's weights are the mapped file, and training does not write it") {
+  const auto dir = scratch("mapped_llmc");
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "llmc.bin").string();
+  std::filesystem::copy_file(kDir + "/llmc.bin", path, std::filesystem::copy_options::overwrite_existing);
+  const std::string bytes = slurp(path);
+  const size_t before = memory_stats(kCPU).allocated;
+  const auto model = nn::load_gpt2_llmc(path);
+  size_t params = 0;
+  for (const Tensor& t : model->parameters()) params += static_cast<size_t>(t.numel()) * t.element_size();
+  // Every parameter is a view of the file's pages: Ember's allocator holds
+  // none of them (llm.c stores each weight (out, in), as nn::Linear does).
+  CHECK(memory_stats(kCPU).allocated - before < params / 8);
+  check_same(nn::load_gpt2_hf(kDir)->state_dict(), model->state_dict());
+  {
+    NoGradGuard ng;
+    for (Tensor& p : model->parameters()) add_(p, 1.0);
+  }
+  CHECK(slurp(path) == bytes);
+  CHECK(max_abs_diff(model->wte->weight, add(nn::load_gpt2_llmc(path)->wte->weight, 1.0)) == 0);
+}
+
 TEST_CASE("gpt2 checkpoint: broken files end in one error naming the file and the tensor") {
   const auto dir = scratch("broken");
   std::filesystem::create_directories(dir);

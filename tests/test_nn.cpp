@@ -148,3 +148,27 @@ TEST_CASE("nn: a small MLP learns a nonlinear function with AdamW") {
   CHECK(last < 0.02);
   CHECK(last < first / 10);
 }
+
+TEST_CASE("init: SkipInitGuard leaves tensors and the generator as they are") {
+  Tensor t = full({4, 3}, 7.0);
+  const uint64_t seed = 1234;
+  manual_seed(seed);
+  const std::vector<float> draws = randn({8}).to_vector<float>();
+  manual_seed(seed);
+  {
+    nn::init::SkipInitGuard skip;
+    { nn::init::SkipInitGuard nested; }
+    CHECK(nn::init::SkipInitGuard::active());
+    nn::init::normal_(t);
+    nn::init::kaiming_uniform_(t, std::sqrt(5.0));
+    nn::init::trunc_normal_(t);
+    nn::init::zeros_(t);
+    nn::Linear built(3, 4);  // its init is skipped too
+    (void)built;
+  }
+  CHECK(!nn::init::SkipInitGuard::active());
+  CHECK(t.to_vector<float>() == std::vector<float>(12, 7.0f));
+  CHECK(randn({8}).to_vector<float>() == draws);  // nothing drawn under the guard
+  nn::init::zeros_(t);
+  CHECK(t.to_vector<float>() == std::vector<float>(12, 0.0f));
+}
