@@ -474,13 +474,11 @@ void scatter_add_backward(BackwardContext& ctx, const SavedTensor& si, int d, co
 // Row m of embedding's output is row indices[m] of weight (V x D, M rows
 // looked up): the weight gradient adds each output row's gradient into that
 // row (index_add over dim 0), except the padding row, which is a constant
-// and stays zero. A 16-bit gradient is summed in float32 and rounded once.
-// When the weight's gradient from its other uses is already waiting (a
-// weight tied to an output projection), the rows go into it in place.
+// and stays zero. A 16-bit gradient is summed in float32 and rounded once;
+// a tied weight's rows go into its other uses' gradient in place.
 void embedding_backward(BackwardContext& ctx, const SavedTensor& flat, int64_t V, int64_t D, int64_t M, int64_t pad) {
   const Tensor g = upcast_half(ctx.grad_output());
-  Tensor gw;
-  if (g.dtype() == ctx.grad_output().dtype()) gw = ctx.take_accumulated_grad(0);
+  Tensor gw = g.dtype() == ctx.grad_output().dtype() ? ctx.take_accumulated_grad(0) : Tensor();
   if (!gw.defined()) gw = zeros({V, D}, TensorOptions(g.dtype(), g.device()));
   if (M > 0 && D > 0) {
     Tensor gw3 = gw.view({1, V, D});
