@@ -1,6 +1,6 @@
 // Image augmentations: the transforms and the samplers of their parameters
 // (see data_augment.h). Plain loops over small images; they run on the data
-// loader's thread, off the training path.
+// loader's worker, off the training path.
 #include <ember/nn/data_augment.h>
 
 #include <algorithm>

@@ -1,9 +1,9 @@
 /// \file
-/// Image augmentations for the data loader, on float images laid out
+/// Image augmentations for ImageDataset (image_dataset.h), on float images laid out
 /// [C, H, W] (one image) or [N, C, H, W] (a batch), in two layers:
 ///  - deterministic transforms that take their parameters (crop offset, box,
 ///    mixing weight) as arguments, so tests check them on known small images;
-///  - samplers that draw those parameters from a std::mt19937_64 the loader
+///  - samplers that draw those parameters from a std::mt19937_64 the dataset
 ///    seeds per (seed, epoch, batch), so a batch is a pure function of where
 ///    it is in training (exact resume, any thread timing).
 /// The recipes follow torchvision/timm: RandomCrop(padding) and

@@ -10,7 +10,7 @@
 /// Sharpness, ShearX, ShearY, TranslateX, TranslateY.
 /// Like data_augment.h: deterministic operations taking their magnitude as an
 /// argument (tested on small known images), and a sampler drawing from a
-/// std::mt19937_64 the loader seeds, so an augmented batch is a pure function
+/// std::mt19937_64 the dataset seeds, so an augmented batch is a pure function
 /// of the seed. Every operation keeps the shape and the [0, 1] range.
 #pragma once
 

@@ -1,7 +1,9 @@
 // Datasets of any tensors (nn/dataset.h): TensorDataset, a Dataset written
 // here as a user would, default_collate and a collate of one's own, and the
-// DatasetLoader's batching, shuffling, workers, resumption and errors; plus
-// the image loader's refusal of an ImageSet whose sizes disagree.
+// DatasetLoader's batching, shuffling, sharding, workers, resumption and
+// errors; a user's dataset of token windows. The image dataset has its own
+// suite (test_image_dataset.cpp).
+#include <numeric>
 #include <set>
 #include <stdexcept>
 
@@ -30,6 +32,25 @@ struct Sequences : Dataset {
   int64_t size() const override { return 9; }
   Example get(int64_t i) const override {
     return {full({i % 4 + 1}, static_cast<double>(i), TensorOptions(DType::Int64))};
+  }
+};
+
+// A language-model corpus as a user writes it: sample i is the context
+// window of tokens [i, i + context) and its next-token targets [i + 1, i +
+// context + 1), both int64.
+struct TokenWindows : Dataset {
+  std::vector<int64_t> tokens;
+  int64_t context;
+  TokenWindows(std::vector<int64_t> t, int64_t c) : tokens(std::move(t)), context(c) {
+    if (static_cast<int64_t>(tokens.size()) <= context)
+      throw ValueError("TokenWindows: " + std::to_string(tokens.size()) + " tokens hold no window of " +
+                       std::to_string(context) + " and its targets");
+  }
+  int64_t size() const override { return static_cast<int64_t>(tokens.size()) - context; }
+  Example get(int64_t i) const override {
+    const auto first = tokens.begin() + i;
+    return {from_vector(std::vector<int64_t>(first, first + context)),
+            from_vector(std::vector<int64_t>(first + 1, first + context + 1))};
   }
 };
 
@@ -71,7 +92,7 @@ TEST_CASE("TensorDataset: rows of tensors of any dtype and shape, checked sizes"
   CHECK(s[3].dtype() == kBFloat16);
   CHECK(s[3].shape() == Shape{2, 2});
   // A gathered batch equals the stacked samples, dtypes kept.
-  const Example b = ds.get_batch({7, 1, 1}, {});
+  const Example b = ds.get_batch({7, 1, 1}, {}, {});
   CHECK(b[0].shape() == Shape{3, 3});
   CHECK(values(b[0]) == std::vector<double>{21, 22, 23, 3, 4, 5, 3, 4, 5});
   CHECK(b[1].dtype() == DType::Int64);
@@ -80,7 +101,7 @@ TEST_CASE("TensorDataset: rows of tensors of any dtype and shape, checked sizes"
   CHECK(b[3].dtype() == kBFloat16);
   CHECK(values(b[3]) == values(default_collate({ds.get(7), ds.get(1), ds.get(1)})[3]));
   CHECK_THROWS_AS(ds.get(10), IndexError);
-  CHECK_THROWS_AS(ds.get_batch({0, -1}, {}), IndexError);
+  CHECK_THROWS_AS(ds.get_batch({0, -1}, {}, {}), IndexError);
 
   CHECK_THROWS_AS(TensorDataset({}), ValueError);
   CHECK_THROWS_AS(TensorDataset({tensor({1.0})}).get(1), IndexError);
@@ -162,6 +183,60 @@ TEST_CASE("DatasetLoader: workers return the same batches in the same order, and
   }
 }
 
+TEST_CASE("DatasetLoader: a Dataset of token windows written by the user, batched, shuffled, sharded") {
+  // Tokens 100, 101, ..., 110: 11 tokens, windows of 3, so 8 samples.
+  std::vector<int64_t> tokens(11);
+  std::iota(tokens.begin(), tokens.end(), int64_t{100});
+  const TokenWindows ds(tokens, 3);
+  CHECK(ds.size() == 8);
+  CHECK_THROWS_AS(TokenWindows({1, 2, 3}, 3), ValueError);
+
+  DatasetLoader plain(ds, {.batch_size = 3});
+  CHECK(plain.num_batches() == 3);
+  const Example b0 = plain.batch(0, 0);
+  REQUIRE(b0.size() == 2);
+  CHECK(b0[0].dtype() == DType::Int64);
+  CHECK(b0[0].shape() == Shape{3, 3});
+  CHECK(values(b0[0]) == std::vector<double>{100, 101, 102, 101, 102, 103, 102, 103, 104});
+  CHECK(values(b0[1]) == std::vector<double>{101, 102, 103, 102, 103, 104, 103, 104, 105});
+  CHECK(values(plain.batch(0, 2)[0]) == std::vector<double>{106, 107, 108, 107, 108, 109});  // the short last batch
+
+  // drop_last leaves the short batch out; workers give the serial batches.
+  DatasetLoader serial(ds, {.batch_size = 3, .shuffle = true, .drop_last = true, .seed = 4});
+  DatasetLoader parallel(ds, {.batch_size = 3, .shuffle = true, .drop_last = true, .seed = 4, .num_workers = 2});
+  CHECK(serial.num_batches() == 2);
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    serial.start_epoch(epoch);
+    parallel.start_epoch(epoch);
+    Example a, b;
+    int64_t n = 0;
+    while (serial.next(a)) {
+      REQUIRE(parallel.next(b));
+      CHECK(values(a[0]) == values(b[0]));
+      CHECK(values(a[1]) == values(b[1]));
+      // Each target row is its window shifted by one token.
+      const std::vector<double> x = values(a[0]), y = values(a[1]);
+      for (size_t k = 0; k < x.size(); ++k) CHECK(y[k] == x[k] + 1);
+      ++n;
+    }
+    CHECK_FALSE(parallel.next(b));
+    CHECK(n == 2);
+  }
+
+  // Two replicas: PyTorch's DistributedSampler shards, every window once.
+  std::multiset<double> firsts;
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    DatasetLoader shard(ds, {.batch_size = 2, .shuffle = true, .seed = 4, .num_replicas = 2, .rank = rank});
+    CHECK(shard.num_batches() == 2);
+    CHECK(shard.order(1) == DistributedSampler(8, 2, rank, true, 4).indices(1));
+    for (const Example& b : shard.epoch(1))
+      for (int64_t i = 0; i < b[0].size(0); ++i) firsts.insert(values(b[0])[static_cast<size_t>(3 * i)]);
+  }
+  CHECK(firsts == std::multiset<double>{100, 101, 102, 103, 104, 105, 106, 107});
+  CHECK(test::contains(test::error_of<ValueError>([&] { DatasetLoader(ds, {.num_replicas = 2, .rank = 2}); }),
+                       "rank 2 of 2 replicas"));
+}
+
 TEST_CASE("DatasetLoader: a collate function of one's own pads variable-length samples") {
   Sequences ds;
   CHECK_THROWS_AS(default_collate({ds.get(0), ds.get(1)}), ShapeError);
@@ -199,28 +274,4 @@ TEST_CASE("DatasetLoader: an error building a batch reaches next(), on the calle
   Squares ds(3);
   CHECK_THROWS_AS(DatasetLoader(ds, {.batch_size = 0}), ValueError);
   CHECK_THROWS_AS(DatasetLoader(ds, {.num_workers = -1}), ValueError);
-}
-
-TEST_CASE("DataLoader (images): a set whose pixels or labels disagree with its sizes is refused, not read") {
-  ImageSet set;
-  set.n = 4;
-  set.channels = 1;
-  set.height = set.width = 3;
-  set.pixels.assign(4 * 9 - 1, 7);  // one pixel short
-  set.labels.assign(4, 0);
-  set.class_names = {"a"};
-  set.name = "tiny";
-  try {
-    DataLoader loader(set, {.batch_size = 2});
-    FAIL("a short pixel buffer was accepted");
-  } catch (const ShapeError& e) {
-    CHECK(std::string(e.what()).find("35 pixels") != std::string::npos);
-    CHECK(std::string(e.what()).find("need 36") != std::string::npos);
-  }
-  set.pixels.assign(36, 7);
-  set.labels.assign(3, 0);
-  CHECK_THROWS_AS(DataLoader(set, {.batch_size = 2}), ShapeError);
-  set.labels.assign(4, 0);
-  DataLoader ok(set, {.batch_size = 2});
-  CHECK(ok.num_batches() == 2);
 }
