@@ -18,7 +18,8 @@
 /// float32 and rounds each stored value (p, m, v) once, to nearest even, or
 /// p to a random neighbour with stochastic rounding (bfloat16 only): element
 /// i takes word i % 4 of Philox counter offset + i / 4 under seed
-/// (core/random.h), so the CPU and CUDA kernels give the same bits.
+/// (core/random.h), so the CPU and CUDA kernels draw the same words (and
+/// on the emulator, where GCC compiles both, give the same bits).
 #pragma once
 
 #include <cstdint>
@@ -103,7 +104,7 @@ EMBER_HD inline uint16_t bf16_bits_stochastic(float f, uint32_t r) {
 }
 
 /// SGDStep's formula on one element in A (float32 for the 16-bit types),
-/// shared by the CPU and CUDA kernels so that both give the same bits: p and
+/// shared by the CPU and CUDA kernels so that both compute it alike: p and
 /// buf come in as the stored values and leave unrounded (the caller rounds
 /// each once); momentum != 0 reads buf (unless first) and writes it. The
 /// decay term is skipped at weight_decay 0, as torch's (an Inf weight keeps

@@ -11,7 +11,7 @@
 // ops/convert.h (round to nearest even, core/half.h's bits). With stochastic
 // rounding a bfloat16 p takes the random word of its element instead:
 // element i, word i % 4 of Philox counter offset + i / 4, the words
-// cuda/optimizer.cu draws, so both backends give the same bits.
+// cuda/optimizer.cu draws, so both backends round alike.
 #include <algorithm>
 #include <cstdint>
 #include <string>

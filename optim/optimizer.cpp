@@ -193,6 +193,14 @@ uint64_t rounding_offset(Generator* rng, const Tensor& p) {
   return rng->reserve((static_cast<uint64_t>(p.numel()) + 3) / 4);
 }
 
+// The gradient as the fused kernels read it: contiguous, in the parameter's
+// dtype (a gradient assigned in another dtype is converted, as torch's
+// optimizers compute in the parameter's).
+Tensor grad_as_param(const Tensor& p) {
+  const Tensor& g = p.grad();
+  return (g.dtype() == p.dtype() ? g : g.to(p.dtype())).contiguous();
+}
+
 // A state buffer in its parameter's dtype and device: a model converted
 // (Module::to) after its optimizer stepped keeps stepping, its state
 // converted as load_state_dict converts it.
@@ -228,7 +236,7 @@ void SGD::step() {
         follow_param(buf, p);
         const bool first = opts_.momentum != 0 && !buf.defined();
         if (first) buf = empty_like(p);
-        const Tensor grad = p.grad().to(p.dtype()).contiguous();
+        const Tensor grad = grad_as_param(p);
         SGDStep s{g.lr, opts_.momentum, opts_.dampening, g.weight_decay, opts_.nesterov, first};
         s.stochastic_rounding = rng != nullptr;
         s.seed = rng ? rng->seed() : 0;
@@ -294,6 +302,11 @@ void Adam::step() {
   // device memory, which a replay hook fills, and the hook (not the capture,
   // which runs nothing) counts the step.
   const Device dev = grad_device(groups_);
+  const char* name = decoupled_ ? "AdamW" : "Adam";
+  EMBER_CHECK(!opts_.stochastic_rounding || !is_capturing(dev), DeviceError, name,
+              "::step inside a CUDA graph capture with stochastic_rounding: not supported (its random counters would "
+              "be frozen into the graph); step it eagerly");
+  Generator* rng = rounding_stream(opts_.stochastic_rounding, opts_.generator, groups_, name);
   Tensor graph_scalars;
   if (is_capturing(dev)) {
     graph_scalars = replay_buffer({static_cast<int64_t>(groups_.size()), 3}, TensorOptions(DType::Float64, dev));
@@ -313,11 +326,6 @@ void Adam::step() {
   }
   const double bc1 = 1.0 - std::pow(opts_.beta1, static_cast<double>(step_));
   const double bc2 = 1.0 - std::pow(opts_.beta2, static_cast<double>(step_));
-  const char* name = decoupled_ ? "AdamW" : "Adam";
-  EMBER_CHECK(!opts_.stochastic_rounding || !graph_scalars.defined(), DeviceError, name,
-              "::step inside a CUDA graph capture with stochastic_rounding: not supported (its random counters would "
-              "be frozen into the graph); step it eagerly");
-  Generator* rng = rounding_stream(opts_.stochastic_rounding, opts_.generator, groups_, name);
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     ParamGroup& g = groups_[gi];
     AdamStep s{g.lr, opts_.beta1, opts_.beta2, opts_.eps, g.weight_decay, bc1, bc2, decoupled_};
@@ -339,7 +347,7 @@ void Adam::step() {
         m = zeros_like(p);
         v = zeros_like(p);
       }
-      const Tensor grad = p.grad().to(p.dtype()).contiguous();
+      const Tensor grad = grad_as_param(p);
       const uint64_t offset = rounding_offset(rng, p);
       if (adam_multi_kernel.has(p.device().type) &&
           (batch.empty() || (batch[0].p.device() == p.device() && batch[0].p.dtype() == p.dtype()))) {
