@@ -292,10 +292,11 @@ TEST_CASE("cuda backend: 16-bit Adam, AdamW and SGD steps give the CPU's bits, s
   // than one 16384-element chunk): the same formula in float32 and the same
   // random words on both backends, so the same bits.
   for (DType dt : {kBFloat16, kFloat16})
-    for (int kind = 0; kind < 4; ++kind) {
-      const bool sr = kind == 3 && dt == kBFloat16;
-      if (kind == 3 && !sr) continue;
-      INFO(dtype_name(dt), " optimizer ", kind);
+    for (int kind = 0; kind < 5; ++kind) {
+      const bool sr = kind >= 3 && dt == kBFloat16;  // stochastic rounding: bfloat16 only
+      if (kind >= 3 && !sr) continue;
+      const std::string label = std::string(dtype_name(dt)) + " optimizer " + std::to_string(kind);
+      INFO(label);
       Generator g(29);
       std::vector<Tensor> cpu_params, dev_params, grads;
       for (const Shape& s : {Shape{7, 9}, Shape{40000}, Shape{5}}) {
@@ -309,6 +310,9 @@ TEST_CASE("cuda backend: 16-bit Adam, AdamW and SGD steps give the CPU's bits, s
         if (kind == 0) return std::make_unique<optim::Adam>(ps, optim::AdamOptions{0.01, 0.9, 0.99, 1e-6, 0.1});
         if (kind == 1) return std::make_unique<optim::SGD>(ps, optim::SGDOptions{0.05, 0.9, 0.1, 0.01, false});
         if (kind == 2) return std::make_unique<optim::SGD>(ps, optim::SGDOptions{0.05, 0.9, 0.0, 0.01, true});
+        if (kind == 4)
+          return std::make_unique<optim::SGD>(
+              ps, optim::SGDOptions{.lr = 1e-3, .momentum = 0.9, .stochastic_rounding = true, .generator = rng});
         return std::make_unique<optim::AdamW>(
             ps, optim::AdamWOptions{.lr = 1e-3, .stochastic_rounding = true, .generator = rng});
       };
