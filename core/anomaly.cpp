@@ -10,6 +10,7 @@
 #include <string>
 #include <type_traits>
 
+#include <ember/core/half.h>
 #include <ember/core/tensor.h>
 
 namespace ember {
@@ -41,10 +42,32 @@ struct EnvSwitch {
 // without branches, so the loop vectorises (an element-by-element isfinite
 // loop with an early exit made anomaly mode cost a large part of a training
 // step: docs/PERFORMANCE.md, "Figures behind the code's comments").
+// The exponent field of each floating type, and its bits as an unsigned
+// integer of the same size.
+template <class T>
+constexpr auto exponent_mask() {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return uint16_t{0x7f80};
+  else if constexpr (std::is_same_v<T, float16>)
+    return uint16_t{0x7c00};
+  else if constexpr (sizeof(T) == 4)
+    return uint32_t{0x7f800000u};
+  else
+    return uint64_t{0x7ff0000000000000ull};
+}
+template <class T>
+bool finite_value(T v) {
+  if constexpr (is_half_v<T>)
+    return std::isfinite(static_cast<float>(v));
+  else
+    return std::isfinite(v);
+}
+
 template <class T>
 bool run_all_finite(const T* p, int64_t n) {
-  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-  constexpr Bits kExp = sizeof(T) == 4 ? Bits(0x7f800000u) : Bits(0x7ff0000000000000ull);
+  constexpr auto kExp = exponent_mask<T>();
+  using Bits = std::remove_const_t<decltype(kExp)>;
+  static_assert(sizeof(Bits) == sizeof(T));
   constexpr int64_t kBlock = 4096;
   for (int64_t start = 0; start < n; start += kBlock) {
     const int64_t end = std::min(n, start + kBlock);
@@ -81,7 +104,7 @@ bool strided_all_finite(const T* base, const Shape& full_shape, const Shape& ful
       }
     }
   const int nd = shape.size();
-  if (nd == 0) return std::isfinite(*base);
+  if (nd == 0) return finite_value(*base);
   int64_t idx[kMaxDims] = {};
   const int64_t inner = shape[nd - 1], inner_stride = strides[nd - 1];
   for (;;) {
@@ -91,7 +114,7 @@ bool strided_all_finite(const T* base, const Shape& full_shape, const Shape& ful
       if (!run_all_finite(p, inner)) return false;
     } else {
       for (int64_t i = 0; i < inner; ++i)
-        if (!std::isfinite(p[i * inner_stride])) return false;
+        if (!finite_value(p[i * inner_stride])) return false;
     }
     int d = nd - 2;
     for (; d >= 0; --d) {
@@ -116,13 +139,23 @@ bool all_finite(const Tensor& t) {
   if (!t.defined() || !t.is_floating_point() || t.numel() == 0) return true;
   InCheck guard;
   if (!t.device().is_cpu()) return all_finite(t.detach().cpu());
-  if (t.is_contiguous()) {
-    if (t.dtype() == DType::Float32) return run_all_finite(static_cast<const float*>(t.data_ptr()), t.numel());
-    return run_all_finite(static_cast<const double*>(t.data_ptr()), t.numel());
+  // Each floating dtype read as itself: the bits of a 16-bit tensor are not
+  // those of a float32 or float64 one.
+  const auto check = [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = static_cast<const T*>(t.data_ptr());
+    return t.is_contiguous() ? run_all_finite(p, t.numel()) : strided_all_finite(p, t.shape(), t.strides());
+  };
+  switch (t.dtype()) {
+    case DType::Float32:
+      return check(float{});
+    case DType::BFloat16:
+      return check(bfloat16{});
+    case DType::Float16:
+      return check(float16{});
+    default:
+      return check(double{});
   }
-  if (t.dtype() == DType::Float32)
-    return strided_all_finite(static_cast<const float*>(t.data_ptr()), t.shape(), t.strides());
-  return strided_all_finite(static_cast<const double*>(t.data_ptr()), t.shape(), t.strides());
 }
 
 void AnomalyCheck::input(const Tensor& t) {

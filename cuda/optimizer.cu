@@ -5,12 +5,16 @@
 // to kMaxTensors parameters by value and a table mapping each block to a
 // chunk of one of them), and the gradient norm's sum of squares. The formula
 // is the CPU kernel's, term by term. bfloat16 and float16 parameters (with
-// moments of their dtype, as PyTorch keeps them) compute in float32; the CPU
-// kernels take float32 and float64 only.
+// moments of their dtype, as PyTorch keeps them) compute in float32, as the
+// CPU's (ops/optimizer_kernels_half.cpp); with stochastic rounding a bfloat16
+// p takes word i % 4 of Philox counter offset + i / 4, the CPU's words. The
+// fused SGD step of 16-bit parameters runs the CPU's sgd_element.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include <ember/core/dtype_dispatch.h>
+#include <ember/core/random.h>
 #include <ember/cuda/common.h>
 #include <ember/ops/factory.h>
 #include <ember/ops/functors.h>
@@ -27,7 +31,23 @@ struct AdamScalars {
   // In a CUDA graph: step_size, bc2_sqrt and decay as float64 in device
   // memory, this replay's (AdamStep::device_scalars).
   const double* device = nullptr;
+  bool stochastic = false;  // stochastic rounding of a bfloat16 p
+  uint64_t seed = 0;        // its Philox key
 };
+
+// x stored as the parameter's T: rounded to nearest even, or for bfloat16
+// with stochastic rounding by element i's random word (word i % 4 of
+// counter offset + i / 4, as the CPU kernels draw them).
+template <class T, class A>
+__device__ __forceinline__ T round_param(A x, bool stochastic, uint64_t seed, uint64_t offset, int64_t i) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (stochastic) {
+      const uint32_t r = Philox4x32::generate(seed, offset + static_cast<uint64_t>(i) / 4).v[i & 3];
+      return bfloat16::from_bits(optim::bf16_bits_stochastic(x, r));
+    }
+  }
+  return T(x);
+}
 
 // The step's scalars: as given, or this replay's from device memory,
 // rounded to A as the host rounds them.
@@ -45,7 +65,8 @@ __device__ __forceinline__ AdamScalars<A> current(AdamScalars<A> c) {
 // for the 16-bit types: each value loaded as float32, p, m and v rounded once
 // on store, as PyTorch's CUDA Adam does for 16-bit parameters).
 template <class T, class A = opmath_t<T>>
-__device__ __forceinline__ void adam_element(T& p, T g, T& m, T& v, const AdamScalars<A>& c) {
+__device__ __forceinline__ void adam_element(T& p, T g, T& m, T& v, const AdamScalars<A>& c, uint64_t offset,
+                                             int64_t i) {
   A grad = A(g);
   A param = A(p);
   if (c.decoupled)
@@ -56,7 +77,8 @@ __device__ __forceinline__ void adam_element(T& p, T g, T& m, T& v, const AdamSc
   const A vi = c.b2 * A(v) + (A(1) - c.b2) * grad * grad;
   m = T(mi);
   v = T(vi);
-  p = T(param - c.step_size * mi / (fn::hd::sqrt(vi) / c.bc2_sqrt + c.eps));
+  p = round_param<T>(param - c.step_size * mi / (fn::hd::sqrt(vi) / c.bc2_sqrt + c.eps), c.stochastic, c.seed, offset,
+                     i);
 }
 
 // Kernel parameters stay under the classic 4 KiB limit.
@@ -71,8 +93,9 @@ struct AdamChunks {
   T* m[kMaxTensors];
   T* v[kMaxTensors];
   int64_t n[kMaxTensors];
-  uint8_t tensor[kMaxBlocks];  // block -> tensor
-  int32_t chunk[kMaxBlocks];   // block -> chunk of that tensor
+  uint64_t offset[kMaxTensors];  // first Philox counter (stochastic rounding)
+  uint8_t tensor[kMaxBlocks];    // block -> tensor
+  int32_t chunk[kMaxBlocks];     // block -> chunk of that tensor
 };
 
 template <class T>
@@ -85,15 +108,16 @@ __global__ void adam_multi_kernel_impl(AdamChunks<T> list, AdamScalars<opmath_t<
   const T* g = list.g[t];
   T* m = list.m[t];
   T* v = list.v[t];
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) adam_element(p[i], g[i], m[i], v[i], c);
+  const uint64_t offset = list.offset[t];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) adam_element(p[i], g[i], m[i], v[i], c, offset, i);
 }
 
 template <class T>
 __global__ void adam_kernel_impl(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
-                                 int64_t n, AdamScalars<opmath_t<T>> c_in) {
+                                 int64_t n, AdamScalars<opmath_t<T>> c_in, uint64_t offset) {
   const AdamScalars<opmath_t<T>> c = current(c_in);
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    adam_element(p[i], g[i], m[i], v[i], c);
+    adam_element(p[i], g[i], m[i], v[i], c, offset, i);
 }
 
 template <class T>
@@ -106,7 +130,9 @@ AdamScalars<T> scalars(const optim::AdamStep& s) {
           static_cast<T>(s.weight_decay),
           static_cast<T>(1.0 - s.lr * s.weight_decay),
           s.decoupled,
-          s.device_scalars};
+          s.device_scalars,
+          s.stochastic_rounding,
+          s.seed};
 }
 
 void cuda_adam_multi(std::vector<optim::AdamParam>& params, const optim::AdamStep& s) {
@@ -133,6 +159,7 @@ void cuda_adam_multi(std::vector<optim::AdamParam>& params, const optim::AdamSte
           list.m[ntensors] = static_cast<T*>(a.m.data_ptr());
           list.v[ntensors] = static_cast<T*>(a.v.data_ptr());
           list.n[ntensors] = n;
+          list.offset[ntensors] = a.offset;
           ++ntensors;
         }
         list.tensor[nblocks] = static_cast<uint8_t>(ntensors - 1);
@@ -151,7 +178,35 @@ void cuda_adam(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const optim::Ad
     using T = decltype(tag);
     EMBER_CUDA_LAUNCH(adam_kernel_impl<T>, blocks_for(n, 256, 8192), 256, 0, p.device().index,
                       static_cast<T*>(p.data_ptr()), static_cast<const T*>(g.data_ptr()), static_cast<T*>(m.data_ptr()),
-                      static_cast<T*>(v.data_ptr()), n, scalars<opmath_t<T>>(s));
+                      static_cast<T*>(v.data_ptr()), n, scalars<opmath_t<T>>(s), s.offset);
+  });
+}
+
+// The fused SGD step of a 16-bit parameter: sgd_element in float32, buf and
+// p each rounded once.
+template <class T>
+__global__ void sgd_kernel_impl(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, int64_t n,
+                                optim::SGDStep s) {
+  using A = opmath_t<T>;
+  const A lr = static_cast<A>(s.lr), mom = static_cast<A>(s.momentum);
+  const A keep = static_cast<A>(1.0 - s.dampening), wd = static_cast<A>(s.weight_decay);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    A pi = A(p[i]), bi = A(0);
+    if (buf && !s.first) bi = A(buf[i]);
+    optim::sgd_element(pi, A(g[i]), bi, lr, mom, keep, wd, s.nesterov, s.first);
+    if (buf) buf[i] = T(bi);
+    p[i] = round_param<T>(pi, s.stochastic_rounding, s.seed, s.offset, i);
+  }
+}
+
+void cuda_sgd(Tensor& p, const Tensor& g, Tensor& buf, const optim::SGDStep& s) {
+  const int64_t n = p.numel();
+  if (n == 0) return;
+  dispatch_floating_and_half(p.dtype(), "sgd_step", [&](auto tag) {
+    using T = decltype(tag);
+    T* b = s.momentum != 0 ? static_cast<T*>(buf.data_ptr()) : nullptr;
+    EMBER_CUDA_LAUNCH(sgd_kernel_impl<T>, blocks_for(n, 256, 8192), 256, 0, p.device().index,
+                      static_cast<T*>(p.data_ptr()), static_cast<const T*>(g.data_ptr()), b, n, s);
   });
 }
 
@@ -315,5 +370,6 @@ EMBER_REGISTER_KERNEL(optim::sum_squares_kernel, CUDA, cuda_sum_squares);
 EMBER_REGISTER_KERNEL(optim::clip_grad_norm_kernel, CUDA, cuda_clip_grad_norm);
 EMBER_REGISTER_KERNEL(optim::adam_kernel, CUDA, cuda_adam);
 EMBER_REGISTER_KERNEL(optim::adam_multi_kernel, CUDA, cuda_adam_multi);
+EMBER_REGISTER_KERNEL(optim::sgd_kernel, CUDA, cuda_sgd);
 
 }  // namespace ember::cuda

@@ -1,6 +1,7 @@
 // The optimizers' update kernels on the CPU (tables: ops/optimizer_kernels.h):
 // the fused Adam/AdamW step, one pass over p, g, m, v per parameter, and the
-// float64 sum of squares behind clip_grad_norm_.
+// float64 sum of squares behind clip_grad_norm_. bfloat16 and float16
+// parameters: ops/optimizer_kernels_half.cpp (with the fused SGD step).
 //
 // Adam, step t, gradient g (PyTorch 1.13, amsgrad off):
 //   Adam:  g += wd * p                 AdamW: p *= 1 - lr * wd
@@ -14,37 +15,20 @@
 
 #include <ember/core/dtype_dispatch.h>
 #include <ember/core/parallel.h>
+#include <ember/ops/optimizer_kernels_cpu.h>
 
 namespace ember::optim {
 
 decltype(adam_kernel) adam_kernel("adam_step");
 decltype(adam_multi_kernel) adam_multi_kernel("adam_step (all parameters)");
 decltype(sum_squares_kernel) sum_squares_kernel("sum_squares");
+decltype(sgd_kernel) sgd_kernel("sgd_step");
 decltype(clip_grad_norm_kernel) clip_grad_norm_kernel("clip_grad_norm");
 
 namespace {
 
-// Elements [lo, hi) of one step. A function of its own, on restrict pointers
-// and with the decay branch a template argument, so that GCC vectorises it:
-// inside the pool's lambda, through captured references, it does not, and
-// the step runs at the speed of scalar sqrt and division, not of memory.
-template <class T, bool kDecoupled>
-void adam_range(int64_t lo, int64_t hi, T* __restrict pp, const T* __restrict gp, T* __restrict mp, T* __restrict vp,
-                T b1, T b2, T eps, T step_size, T bc2_sqrt, T wd, T decay) {
-  for (int64_t i = lo; i < hi; ++i) {
-    T grad = gp[i];
-    T param = pp[i];
-    if constexpr (kDecoupled)
-      param *= decay;
-    else
-      grad += wd * param;
-    mp[i] = b1 * mp[i] + (T(1) - b1) * grad;
-    vp[i] = b2 * vp[i] + (T(1) - b2) * grad * grad;
-    pp[i] = param - step_size * mp[i] / (std::sqrt(vp[i]) / bc2_sqrt + eps);
-  }
-}
-
 void cpu_adam(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) {
+  if (is_half(p.dtype())) return cpu_adam_half(p, g, m, v, s);
   dispatch_floating(p.dtype(), "adam_step", [&](auto tag) {
     using T = decltype(tag);
     T* pp = static_cast<T*>(p.data_ptr());
@@ -62,17 +46,6 @@ void cpu_adam(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& 
   });
 }
 
-// One chunk's sum of squares, in float64, in vector lanes. A function of its
-// own on a restrict pointer: written inside the pool's lambda, GCC 12
-// vectorised the loop with gathers, at a tenth of the speed of memory.
-template <class T>
-double sum_squares_range(const T* __restrict x, int64_t n) {
-  double s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  return s;
-}
-
 // Fixed chunks whose partial sums are added in order: the same total for any
 // thread count (runs stay deterministic for a seed and thread count, and
 // across thread counts here).
@@ -80,16 +53,25 @@ double cpu_sum_squares(const Tensor& x) {
   constexpr int64_t kChunk = 16384;
   const int64_t n = x.numel(), chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> partial(static_cast<size_t>(chunks));
-  dispatch_floating(x.dtype(), "sum_squares", [&](auto tag) {
-    using T = decltype(tag);
-    const T* xp = static_cast<const T*>(x.data_ptr());
+  if (is_half(x.dtype())) {
     parallel_for(0, chunks, 4, [&](int64_t lo, int64_t hi) {
       for (int64_t c = lo; c < hi; ++c) {
         const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
-        partial[static_cast<size_t>(c)] = sum_squares_range(xp + begin, end - begin);
+        partial[static_cast<size_t>(c)] = sum_squares_half(x, begin, end);
       }
     });
-  });
+  } else {
+    dispatch_floating(x.dtype(), "sum_squares", [&](auto tag) {
+      using T = decltype(tag);
+      const T* xp = static_cast<const T*>(x.data_ptr());
+      parallel_for(0, chunks, 4, [&](int64_t lo, int64_t hi) {
+        for (int64_t c = lo; c < hi; ++c) {
+          const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+          partial[static_cast<size_t>(c)] = sum_squares_range(xp + begin, end - begin);
+        }
+      });
+    });
+  }
   double total = 0;
   for (double s : partial) total += s;
   return total;
@@ -99,5 +81,6 @@ double cpu_sum_squares(const Tensor& x) {
 
 EMBER_REGISTER_KERNEL(adam_kernel, CPU, cpu_adam);
 EMBER_REGISTER_KERNEL(sum_squares_kernel, CPU, cpu_sum_squares);
+EMBER_REGISTER_KERNEL(sgd_kernel, CPU, cpu_sgd_half);
 
 }  // namespace ember::optim

@@ -1,7 +1,9 @@
-// Optimizer updates. SGD is written with Ember's in-place ops; Adam/AdamW
-// use one fused kernel per parameter (moments and parameter updated in one
-// pass over memory): the kernel tables of ops/optimizer_kernels.h, with the
-// formulas, where the CPU and CUDA backends register their kernels.
+// Optimizer updates. SGD is written with Ember's in-place ops, except for
+// 16-bit parameters, which take one fused kernel (each op would round to
+// 16 bits); Adam/AdamW use one fused kernel per parameter (moments and
+// parameter updated in one pass over memory): the kernel tables of
+// ops/optimizer_kernels.h, with the formulas, where the CPU and CUDA
+// backends register their kernels.
 #include <ember/optim/optimizer.h>
 
 #include <algorithm>
@@ -166,6 +168,47 @@ Device grad_device(const std::vector<ParamGroup>& groups) {
   return Device();
 }
 
+// Stochastic rounding's random stream, after checking every parameter it
+// will round, before any changes: bfloat16 ones take it (contiguous, as the
+// fused kernels need), float32 and float64 need none, float16 is refused.
+Generator* rounding_stream(bool on, Generator* gen, const std::vector<ParamGroup>& groups, const char* name) {
+  if (!on) return nullptr;
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    for (size_t i = 0; i < groups[gi].params.size(); ++i) {
+      const Tensor& p = groups[gi].params[i];
+      if (!p.grad().defined()) continue;
+      EMBER_CHECK(p.dtype() != DType::Float16, DTypeError, name,
+                  ": stochastic_rounding rounds bfloat16 parameters, and parameter ", i, " of group ", gi,
+                  " is float16 (use bfloat16, or leave the option off)");
+      EMBER_CHECK(p.dtype() != DType::BFloat16 || p.is_contiguous(), ValueError, name,
+                  ": stochastic_rounding needs contiguous parameters; parameter ", i, " of group ", gi, " is not");
+    }
+  return gen ? gen : &default_generator();
+}
+
+// A parameter's first Philox counter this step: one counter per 4 elements
+// of a bfloat16 parameter (each element takes one word), none otherwise.
+uint64_t rounding_offset(Generator* rng, const Tensor& p) {
+  if (!rng || p.dtype() != DType::BFloat16) return 0;
+  return rng->reserve((static_cast<uint64_t>(p.numel()) + 3) / 4);
+}
+
+// The gradient as the fused kernels read it: contiguous, in the parameter's
+// dtype (a gradient assigned in another dtype is converted, as torch's
+// optimizers compute in the parameter's).
+Tensor grad_as_param(const Tensor& p) {
+  const Tensor& g = p.grad();
+  return (g.dtype() == p.dtype() ? g : g.to(p.dtype())).contiguous();
+}
+
+// A state buffer in its parameter's dtype and device: a model converted
+// (Module::to) after its optimizer stepped keeps stepping, its state
+// converted as load_state_dict converts it.
+void follow_param(Tensor& buf, const Tensor& p) {
+  if (buf.defined() && (buf.dtype() != p.dtype() || buf.device() != p.device()))
+    buf = buf.to(p.dtype()).to(p.device()).contiguous();
+}
+
 // lr / bias_correction1, sqrt(bias_correction2), 1 - lr * weight_decay: what
 // the kernels derive from an AdamStep (cuda/optimizer.cu), computed alike.
 void derived_scalars(const AdamStep& s, double* out) {
@@ -181,11 +224,27 @@ void SGD::step() {
   EMBER_CHECK(!is_capturing(grad_device(groups_)), DeviceError,
               "SGD::step inside a CUDA graph capture: not supported yet (its learning rate would be frozen into the "
               "graph); step it eagerly after replaying forward and backward, or use Adam/AdamW");
+  Generator* rng = rounding_stream(opts_.stochastic_rounding, opts_.generator, groups_, "SGD");
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     ParamGroup& g = groups_[gi];
     for (size_t i = 0; i < g.params.size(); ++i) {
       Tensor& p = g.params[i];
       if (!p.grad().defined()) continue;
+      if (is_half(p.dtype()) && p.is_contiguous() && sgd_kernel.has(p.device().type)) {
+        // One fused step: float32 math, p and the buffer rounded once.
+        Tensor& buf = momentum_[gi][i];
+        follow_param(buf, p);
+        const bool first = opts_.momentum != 0 && !buf.defined();
+        if (first) buf = empty_like(p);
+        const Tensor grad = grad_as_param(p);
+        SGDStep s{g.lr, opts_.momentum, opts_.dampening, g.weight_decay, opts_.nesterov, first};
+        s.stochastic_rounding = rng != nullptr;
+        s.seed = rng ? rng->seed() : 0;
+        s.offset = rounding_offset(rng, p);
+        sgd_kernel(p.device(), p, grad, buf, s);
+        p.bump_version();
+        continue;
+      }
       Tensor d = p.grad();
       if (g.weight_decay != 0) d = add(d, mul(p, g.weight_decay));
       if (opts_.momentum != 0) {
@@ -243,6 +302,11 @@ void Adam::step() {
   // device memory, which a replay hook fills, and the hook (not the capture,
   // which runs nothing) counts the step.
   const Device dev = grad_device(groups_);
+  const char* name = decoupled_ ? "AdamW" : "Adam";
+  EMBER_CHECK(!opts_.stochastic_rounding || !is_capturing(dev), DeviceError, name,
+              "::step inside a CUDA graph capture with stochastic_rounding: not supported (its random counters would "
+              "be frozen into the graph); step it eagerly");
+  Generator* rng = rounding_stream(opts_.stochastic_rounding, opts_.generator, groups_, name);
   Tensor graph_scalars;
   if (is_capturing(dev)) {
     graph_scalars = replay_buffer({static_cast<int64_t>(groups_.size()), 3}, TensorOptions(DType::Float64, dev));
@@ -266,6 +330,8 @@ void Adam::step() {
     ParamGroup& g = groups_[gi];
     AdamStep s{g.lr, opts_.beta1, opts_.beta2, opts_.eps, g.weight_decay, bc1, bc2, decoupled_};
     if (graph_scalars.defined()) s.device_scalars = static_cast<const double*>(graph_scalars.data_ptr()) + gi * 3;
+    s.stochastic_rounding = rng != nullptr;
+    s.seed = rng ? rng->seed() : 0;
     std::vector<AdamParam> batch;  // the group's parameters, when one launch can take them all
     for (size_t i = 0; i < g.params.size(); ++i) {
       Tensor& p = g.params[i];
@@ -273,18 +339,23 @@ void Adam::step() {
       EMBER_CHECK(p.is_contiguous(), ValueError, "Adam: parameters must be contiguous");
       Tensor& m = m_[gi][i];
       Tensor& v = v_[gi][i];
+      follow_param(m, p);
+      follow_param(v, p);
       if (!m.defined()) {
         EMBER_CHECK(!graph_scalars.defined(), DeviceError, "Adam::step inside a CUDA graph capture: parameter ", i,
                     " of group ", gi, " has no moments yet; run the step eagerly once before capturing (warm-up)");
         m = zeros_like(p);
         v = zeros_like(p);
       }
-      const Tensor grad = p.grad().contiguous();
+      const Tensor grad = grad_as_param(p);
+      const uint64_t offset = rounding_offset(rng, p);
       if (adam_multi_kernel.has(p.device().type) &&
           (batch.empty() || (batch[0].p.device() == p.device() && batch[0].p.dtype() == p.dtype()))) {
-        batch.push_back({p, grad, m, v});
+        batch.push_back({p, grad, m, v, offset});
       } else {
-        adam_kernel(p.device(), p, grad, m, v, s);
+        AdamStep one = s;
+        one.offset = offset;
+        adam_kernel(p.device(), p, grad, m, v, one);
       }
       p.bump_version();
     }
@@ -329,7 +400,9 @@ void Adam::load_state_dict(const StateDict& s) {
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions opts)
     : AdamW(std::vector<ParamGroup>{{std::move(params)}}, opts) {}
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
-    : Adam(std::move(groups), AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, true, "AdamW") {}
+    : Adam(std::move(groups),
+           AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.stochastic_rounding, o.generator}, true,
+           "AdamW") {}
 
 // ---- gradient clipping ------------------------------------------------------
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <ember/core/random.h>
 #include <ember/core/tensor.h>
 
 namespace ember::optim {
@@ -64,10 +65,16 @@ struct SGDOptions {
   double dampening = 0;     ///< dampening of the momentum
   double weight_decay = 0;  ///< L2 penalty added to the gradient
   bool nesterov = false;    ///< Nesterov momentum
+  /// bfloat16 parameters: each updated weight rounded stochastically
+  /// instead of to nearest (see AdamOptions::stochastic_rounding).
+  bool stochastic_rounding = false;
+  Generator* generator = nullptr;  ///< stochastic rounding's random stream (null: default_generator())
 };
 
 /// Stochastic gradient descent with momentum, dampening, Nesterov and weight
-/// decay, as torch.optim.SGD.
+/// decay, as torch.optim.SGD. bfloat16 and float16 parameters (contiguous)
+/// take one fused kernel: the momentum buffer in their dtype, the formula in
+/// float32, p and the buffer each rounded once.
 class SGD final : public Optimizer {
  public:
   /// One group of params, or several groups with their own lr/weight_decay.
@@ -92,6 +99,19 @@ struct AdamOptions {
   double beta2 = 0.999;     ///< decay of the second moment
   double eps = 1e-8;        ///< added to the denominator
   double weight_decay = 0;  ///< L2 penalty added to the gradient
+  /// bfloat16 parameters: round each updated weight up or down at random,
+  /// up with probability (distance from the lower neighbour) / ulp, so that
+  /// its expectation is the float32 result. Off (PyTorch's behaviour): to
+  /// nearest, where an update under half an ulp of the weight (at 1.0, 2^-9
+  /// ~ 0.002) is lost every step and a long fine-tune with a small lr
+  /// stalls. The moments keep round-to-nearest; float32 and float64
+  /// parameters are unaffected, float16 ones refused (DTypeError).
+  /// Deterministic for the generator's seed, on the CPU and on CUDA alike
+  /// (docs/PRECISION.md).
+  bool stochastic_rounding = false;
+  /// Stochastic rounding's random stream (null: default_generator()); a step
+  /// reserves one Philox counter per 4 elements of each bfloat16 parameter.
+  Generator* generator = nullptr;
 };
 
 /// torch.optim.AdamW's arguments and PyTorch 1.13's defaults. A type of its
@@ -99,15 +119,19 @@ struct AdamOptions {
 /// weight_decay of 1e-2 as in PyTorch, rather than Adam's 0. The fields are
 /// AdamOptions' in the same order, so positional initialisers read the same.
 struct AdamWOptions {
-  double lr = 1e-3;            ///< learning rate
-  double beta1 = 0.9;          ///< decay of the first moment
-  double beta2 = 0.999;        ///< decay of the second moment
-  double eps = 1e-8;           ///< added to the denominator
-  double weight_decay = 1e-2;  ///< decoupled: p -= lr * weight_decay * p
+  double lr = 1e-3;                  ///< learning rate
+  double beta1 = 0.9;                ///< decay of the first moment
+  double beta2 = 0.999;              ///< decay of the second moment
+  double eps = 1e-8;                 ///< added to the denominator
+  double weight_decay = 1e-2;        ///< decoupled: p -= lr * weight_decay * p
+  bool stochastic_rounding = false;  ///< as AdamOptions::stochastic_rounding
+  Generator* generator = nullptr;    ///< as AdamOptions::generator
 };
 
 /// Adam (decoupled = false) and AdamW (decoupled = true) share one fused
-/// per-parameter kernel.
+/// per-parameter kernel. bfloat16 and float16 parameters keep their moments
+/// in their own dtype (as PyTorch) and step in float32 math, each stored
+/// value rounded once.
 class Adam : public Optimizer {
  public:
   /// One group of params, or several groups with their own lr/weight_decay.

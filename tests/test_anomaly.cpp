@@ -92,3 +92,26 @@ TEST_CASE("anomaly mode: all_finite reads strided float tensors and ignores inte
   }
   CHECK(all_finite(full({5000}, 3.4e38)));  // large but finite
 }
+
+TEST_CASE("anomaly mode: all_finite reads bfloat16 and float16 tensors as their own bits") {
+  for (DType dt : {kBFloat16, kFloat16}) {
+    // The largest finite values are finite; Inf and NaN of either sign are
+    // not, contiguous (past a 4096-element block) and strided. Each tensor
+    // is exactly its own size: nothing beyond it may be read.
+    const double largest = dt == kBFloat16 ? 3.3895313892515355e38 : 65504.0;
+    CHECK(all_finite(full({5000}, largest, TensorOptions(dt))));
+    CHECK(all_finite(full({3, 7}, -largest, TensorOptions(dt)).t()));
+    for (double bad :
+         {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(), std::nan("")}) {
+      Tensor t = zeros({2, 4999}, TensorOptions(dt));
+      CHECK(all_finite(t));
+      {
+        NoGradGuard ng;
+        t.select(0, 1).narrow(0, 4998, 1).fill_(bad);
+      }
+      CHECK_FALSE(all_finite(t));
+      CHECK_FALSE(all_finite(t.t()));
+      CHECK(all_finite(t.narrow(1, 0, 4998)));
+    }
+  }
+}

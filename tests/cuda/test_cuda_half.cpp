@@ -2,8 +2,9 @@
 // __nv_bfloat16 (cuda/emu/cuda_half.h) against Ember's conversions, which
 // tests/test_half.cpp holds to PyTorch on every pattern; the bf16/fp16
 // GEMMs through cublasGemmEx / cublasGemmStridedBatchedEx against the CPU;
-// the 16-bit AdamW step. (The 16-bit cases of every op with a CUDA kernel
-// run in the conformance suite, testing/conformance.h check_half.)
+// the 16-bit Adam, AdamW and SGD steps against the CPU's bits. (The 16-bit
+// cases of every op with a CUDA kernel run in the conformance suite,
+// testing/conformance.h check_half.)
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -283,4 +284,55 @@ TEST_CASE("cuda backend: 16-bit sum, softmax, layer_norm and cross_entropy run t
     CHECK(x.grad().dtype() == dt);
     CHECK(w.grad().dtype() == dt);
   }
+}
+
+TEST_CASE("cuda backend: 16-bit Adam, AdamW and SGD steps give the CPU's bits, stochastic rounding included") {
+  if (emulated_without_devices()) return;
+  // Two steps on a few parameters (the multi-tensor launch, a tail, more
+  // than one 16384-element chunk): the same formula in float32 and the same
+  // random words on both backends, so the same bits.
+  for (DType dt : {kBFloat16, kFloat16})
+    for (int kind = 0; kind < 5; ++kind) {
+      const bool sr = kind >= 3 && dt == kBFloat16;  // stochastic rounding: bfloat16 only
+      if (kind >= 3 && !sr) continue;
+      const std::string label = std::string(dtype_name(dt)) + " optimizer " + std::to_string(kind);
+      INFO(label);
+      Generator g(29);
+      std::vector<Tensor> cpu_params, dev_params, grads;
+      for (const Shape& s : {Shape{7, 9}, Shape{40000}, Shape{5}}) {
+        const Tensor p = randn(s, {}, &g).to(dt);
+        cpu_params.push_back(p.clone().requires_grad_());
+        dev_params.push_back(p.to(kCuda).requires_grad_());
+        for (int k = 0; k < 2; ++k) grads.push_back(mul(randn(s, {}, &g), 0.1).to(dt));
+      }
+      Generator rc(5), rd(5);
+      const auto make = [&](std::vector<Tensor>& ps, Generator* rng) -> std::unique_ptr<optim::Optimizer> {
+        if (kind == 0) return std::make_unique<optim::Adam>(ps, optim::AdamOptions{0.01, 0.9, 0.99, 1e-6, 0.1});
+        if (kind == 1) return std::make_unique<optim::SGD>(ps, optim::SGDOptions{0.05, 0.9, 0.1, 0.01, false});
+        if (kind == 2) return std::make_unique<optim::SGD>(ps, optim::SGDOptions{0.05, 0.9, 0.0, 0.01, true});
+        if (kind == 4)
+          return std::make_unique<optim::SGD>(
+              ps, optim::SGDOptions{.lr = 1e-3, .momentum = 0.9, .stochastic_rounding = true, .generator = rng});
+        return std::make_unique<optim::AdamW>(
+            ps, optim::AdamWOptions{.lr = 1e-3, .stochastic_rounding = true, .generator = rng});
+      };
+      auto ocpu = make(cpu_params, &rc), odev = make(dev_params, &rd);
+      for (int step = 0; step < 2; ++step) {
+        for (size_t i = 0; i < cpu_params.size(); ++i) {
+          cpu_params[i].mutable_grad() = grads[2 * i + step];
+          dev_params[i].mutable_grad() = grads[2 * i + step].to(kCuda);
+        }
+        ocpu->step();
+        odev->step();
+      }
+      for (size_t i = 0; i < cpu_params.size(); ++i) {
+        CHECK(dev_params[i].dtype() == dt);
+        CHECK(allclose(dev_params[i].detach().cpu().to(kFloat32), cpu_params[i].detach().to(kFloat32), 0, 0));
+      }
+      const StateDict sc = ocpu->state_dict(), sd = odev->state_dict();
+      REQUIRE(sc.size() == sd.size());
+      for (size_t k = 0; k < sc.size(); ++k)
+        CHECK(allclose(sd[k].second.cpu().to(kFloat64), sc[k].second.to(kFloat64), 0, 0));
+      if (sr) CHECK(rc.offset() == rd.offset());
+    }
 }
