@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <vector>
 
 #include <ember/core/error.h>
@@ -99,8 +98,9 @@ std::string builtin_text(std::string_view s) {
 // unchecked. The fonts it is given are trusted, but a truncated file (a copy
 // cut short) must not send it past the buffer: the directory, and every
 // table it lists, has to lie inside the data.
-bool tables_inside(const std::vector<unsigned char>& d, size_t offset) {
-  auto u16 = [&](size_t at) { return static_cast<size_t>(d[at] << 8 | d[at + 1]); };
+bool tables_inside(const std::string& d, size_t offset) {
+  auto byte = [&](size_t at) { return static_cast<size_t>(static_cast<unsigned char>(d[at])); };
+  auto u16 = [&](size_t at) { return byte(at) << 8 | byte(at + 1); };
   auto u32 = [&](size_t at) { return u16(at) << 16 | u16(at + 2); };
   if (offset + 12 > d.size()) return false;
   const size_t tables = u16(offset + 4);
@@ -115,7 +115,7 @@ bool tables_inside(const std::vector<unsigned char>& d, size_t offset) {
 }  // namespace
 
 struct Font::TrueType {
-  std::vector<unsigned char> data;  // the file; stbtt_fontinfo points into it
+  std::string data;  // the file; stbtt_fontinfo points into it
   stbtt_fontinfo info{};
   int ascent = 0, descent = 0;  // font units; descent is negative
   float scale(int px) const { return stbtt_ScaleForMappingEmToPixels(&info, static_cast<float>(clamp_px(px))); }
@@ -130,25 +130,22 @@ std::unique_ptr<Font> Font::load(const std::string& path, std::string* why) {
     if (why) *why = "font '" + path + "': " + reason;
     return nullptr;
   };
+  auto tt = std::make_unique<TrueType>();
   try {
     require_regular_file(path, "font");
+    std::error_code ec;
+    const uintmax_t size = std::filesystem::file_size(path, ec);
+    if (ec) return fail("cannot read its size (" + ec.message() + ")");
+    if (size > kMaxFontBytes) return fail(std::to_string(size) + " bytes is too large for a font");
+    tt->data = read_file(path, "font");
   } catch (const IOError& e) {
     if (why) *why = e.what();
     return nullptr;
   }
-  std::error_code ec;
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) return fail("cannot read its size (" + ec.message() + ")");
-  if (size > kMaxFontBytes) return fail(std::to_string(size) + " bytes is too large for a font");
-  auto tt = std::make_unique<TrueType>();
-  tt->data.resize(static_cast<size_t>(size));
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return fail("cannot open for reading");
-  f.read(reinterpret_cast<char*>(tt->data.data()), static_cast<std::streamsize>(size));
-  if (static_cast<uintmax_t>(f.gcount()) != size) return fail("could not read all of it");
-  const int offset = size >= 12 ? stbtt_GetFontOffsetForIndex(tt->data.data(), 0) : -1;
-  if (offset < 0 || !tables_inside(tt->data, static_cast<size_t>(offset)) ||
-      !stbtt_InitFont(&tt->info, tt->data.data(), offset))
+  const auto* bytes = reinterpret_cast<const unsigned char*>(tt->data.data());
+  // 16 bytes: a font collection's header, which GetFontOffsetForIndex reads.
+  const int offset = tt->data.size() >= 16 ? stbtt_GetFontOffsetForIndex(bytes, 0) : -1;
+  if (offset < 0 || !tables_inside(tt->data, static_cast<size_t>(offset)) || !stbtt_InitFont(&tt->info, bytes, offset))
     return fail("not a TrueType font stb_truetype can read");
   int gap = 0;
   stbtt_GetFontVMetrics(&tt->info, &tt->ascent, &tt->descent, &gap);
