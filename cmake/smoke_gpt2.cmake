@@ -9,6 +9,8 @@
 # invocations end in one line with the expected exit code.
 # Variables: APP (the executable), TOKENIZER (the fixture directory), TINY
 # (tests/fixtures/gpt2_tiny, a 96-token HF model), OUT (a scratch directory).
+include(${CMAKE_CURRENT_LIST_DIR}/smoke_gpt_common.cmake)
+set(GPT_SMOKE_FLAGS --threads 1 --quiet)
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}/empty")
 set(text "")
@@ -16,16 +18,6 @@ foreach(i RANGE 1 40)
   string(APPEND text "to be, or not to be, that is the question ${i}: whether tis nobler in the mind to suffer.\n")
 endforeach()
 file(WRITE "${OUT}/corpus.txt" "${text}")
-
-function(run_ok)
-  execute_process(COMMAND "${APP}" ${ARGN} --threads 1 --quiet RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE err TIMEOUT 60)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "gpt ${ARGN} exited with ${rc}: ${err}")
-  endif()
-  set(run_out "${out}" PARENT_SCOPE)
-  set(run_err "${err}" PARENT_SCOPE)
-endfunction()
 
 set(small --layers 2 --heads 2 --width 16 --context 16 --batch-size 2 --iters 4 --eval-interval 2 --eval-iters 2
           --sample-tokens 12)
@@ -39,11 +31,12 @@ if(NOT vocab EQUAL 297 OR NOT curve EQUAL 2 OR NOT tokenizer STREQUAL "gpt2" OR 
    OR val_a LESS_EQUAL 0)
   message(FATAL_ERROR "bad metrics.json of the --init run: ${ma}")
 endif()
-foreach(f hf/config.json hf/model.safetensors hf/vocab.json hf/merges.txt samples.txt loss.png)
+foreach(f hf/config.json hf/model.safetensors hf/vocab.json hf/merges.txt samples.txt)
   if(NOT EXISTS "${OUT}/a/${f}")
     message(FATAL_ERROR "no ${f} after the --init run")
   endif()
 endforeach()
+check_pngs("${OUT}/a" loss.png)
 file(READ "${OUT}/a/hf/config.json" cfg)
 string(JSON n_layer GET "${cfg}" n_layer)
 string(JSON n_positions GET "${cfg}" n_positions)
@@ -66,33 +59,17 @@ endif()
 
 # Stopped and resumed (model, AdamW, schedule, the batches' position): the same curves, sample and weights,
 # from --init (with dropout: the dropout stream resumes too) and from --hf.
-function(check_same a b what)
-  file(READ "${a}/metrics.json" ja)
-  file(READ "${b}/metrics.json" jb)
-  foreach(key final_val_loss train_loss val_loss sample)
-    string(JSON x GET "${ja}" ${key})
-    string(JSON y GET "${jb}" ${key})
-    if(NOT x STREQUAL y)
-      message(FATAL_ERROR "${what}: the resumed run differs in ${key}: ${x} against ${y}")
-    endif()
-  endforeach()
-  file(SHA256 "${a}/hf/model.safetensors" ha)
-  file(SHA256 "${b}/hf/model.safetensors" hb)
-  if(NOT ha STREQUAL hb)
-    message(FATAL_ERROR "${what}: the resumed run's hf/model.safetensors differs")
-  endif()
-endfunction()
 set(init --init gpt2-124m ${small} --dropout 0.1 --data "${OUT}/corpus.txt" --tokenizer-dir "${TOKENIZER}")
 run_ok(${init} --out "${OUT}/r1")
 run_ok(${init} --out "${OUT}/r2" --stop-after 1)
 run_ok(--resume "${OUT}/r2/checkpoint.safetensors" --out "${OUT}/r2")
-check_same("${OUT}/r1" "${OUT}/r2" "--init")
+check_resumed_same("${OUT}/r1" "${OUT}/r2" hf/model.safetensors "--init")
 set(hf --hf "${OUT}/a/hf" --data "${OUT}/corpus.txt" --context 16 --batch-size 2 --iters 4 --eval-interval 2
        --eval-iters 1 --sample-tokens 4)
 run_ok(${hf} --out "${OUT}/r3")
 run_ok(${hf} --out "${OUT}/r4" --stop-after 3)
 run_ok(--resume "${OUT}/r4/checkpoint.safetensors" --out "${OUT}/r4")
-check_same("${OUT}/r3" "${OUT}/r4" "--hf")
+check_resumed_same("${OUT}/r3" "${OUT}/r4" hf/model.safetensors "--hf")
 # --device cuda: runs where this build has the backend and a GPU, else one line naming the flag, exit 2.
 foreach(path "--init;gpt2-124m;--layers;1;--width;16;--heads;2;--context;8;--tokenizer-dir;${TOKENIZER}" "--layers;1")
   execute_process(COMMAND "${APP}" ${path} --data "${OUT}/corpus.txt" --device cuda --check --quiet --out "${OUT}/dev"
@@ -132,16 +109,4 @@ set(cases
     "2|--resume,${OUT}/r2/checkpoint.safetensors,--tokenizer,char" "2|--device,tpu" "2|--device,cuda:x"
     "1|--tokenizer,gpt2,--resume,${OUT}/d/checkpoint.safetensors,--tokenizer-dir,${TOKENIZER}"
     "1|--resume,${OUT}/r2/checkpoint.safetensors,--tokenizer-dir,${OUT}/empty")
-foreach(case ${cases})
-  string(REPLACE "|" ";" parts "${case}")
-  string(REPLACE "," ";" parts "${parts}")
-  list(GET parts 0 want)
-  list(REMOVE_AT parts 0)
-  execute_process(COMMAND "${APP}" ${parts} --quiet --threads 1 --out "${OUT}/bad" RESULT_VARIABLE rc OUTPUT_QUIET
-                  ERROR_VARIABLE err TIMEOUT 60)
-  string(STRIP "${err}" err)
-  string(FIND "${err}" "\n" nl)
-  if(NOT rc STREQUAL want OR err STREQUAL "" OR NOT nl EQUAL -1)
-    message(FATAL_ERROR "gpt ${parts}: exit ${rc} (expected ${want}), stderr: ${err}")
-  endif()
-endforeach()
+check_bad_invocations("${cases}" --out "${OUT}/bad")

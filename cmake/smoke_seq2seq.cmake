@@ -89,7 +89,7 @@ endif()
 
 # A full disk during the charts: RLIMIT_FSIZE (bash's ulimit -f, in KiB; SIGXFSZ ignored, so a write past it
 # fails with EFBIG as on a full disk) just above the model's size, with some charts above it and some below.
-set(tiny --epochs 2 --train-size 256 --test-size 64 --hidden 4 --heatmaps 2 --quiet --threads 1)
+set(tiny --epochs 2 --train-size 256 --test-size 64 --hidden 14 --heatmaps 2 --quiet --threads 1)
 execute_process(COMMAND "${APP}" ${tiny} --out "${OUT}/fits" RESULT_VARIABLE rc OUTPUT_QUIET)
 file(SIZE "${OUT}/fits/model.safetensors" model_bytes)
 math(EXPR limit_kib "(${model_bytes} + 1023) / 1024")

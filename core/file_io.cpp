@@ -1,4 +1,5 @@
-// Regular-file checks before reading, and atomic writes (see file_io.h).
+// Regular-file checks before reading, whole-file reads, and atomic writes
+// (see file_io.h).
 #include <ember/core/file_io.h>
 
 #include <fcntl.h>
@@ -12,6 +13,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <ember/core/error.h>
 
@@ -35,6 +38,16 @@ void require_regular_file(const std::string& path, const std::string& what) {
                                             : nullptr;
   if (kind) throw IOError(what + " '" + path + "': is " + kind + ", not a regular file");
   if (!S_ISREG(st.st_mode)) throw IOError(what + " '" + path + "': not a regular file");
+}
+
+std::string read_file(const std::string& path, const std::string& what) {
+  require_regular_file(path, what);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IOError(what + " '" + path + "': cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw IOError(what + " '" + path + "': read failed");
+  return ss.str();
 }
 
 namespace {

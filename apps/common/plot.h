@@ -1,7 +1,9 @@
 // Charts the demo apps write as PNG: line charts (loss curves, a function
 // against its prediction, with points), heatmaps with a colour bar (attention
 // weights, confusion matrices) and image grids. A small raster renderer over
-// stb_image_write, with stb_easy_font for the text; no plotting stack needed.
+// stb_image_write, with anti-aliased TrueType text (font.h: DejaVu Sans through
+// stb_truetype, stb_easy_font's strokes when no font file is found); no
+// plotting stack needed.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,11 @@ Color palette(int i);
 // Viridis at t in [0, 1].
 Color viridis(double t);
 
+// Text sizes, the em in pixels (CSS's font-size): tick labels, legends, axis
+// labels and a confusion matrix's counts at kTextPx (matplotlib's 10 points at
+// 100 dpi is 14), titles at kTitlePx, image captions at kCaptionPx.
+inline constexpr int kTextPx = 15, kTitlePx = 22, kCaptionPx = 14;
+
 // An RGB image with the drawing primitives the charts need.
 class Canvas {
  public:
@@ -26,13 +33,18 @@ class Canvas {
   int width() const { return w_; }
   int height() const { return h_; }
   void set(int x, int y, Color c);
+  // Mixes c over the pixel with opacity alpha / 255 (a glyph's coverage).
+  void blend(int x, int y, Color c, uint8_t alpha);
+  Color at(int x, int y) const;                             // throws ValueError outside the image
   void fill_rect(int x0, int y0, int x1, int y1, Color c);  // [x0, x1) x [y0, y1)
   void line(double x0, double y0, double x1, double y1, Color c, int thickness = 2);
   void dot(double x, double y, int radius, Color c);
-  // Text with its top-left at (x, y); scale 2 is a readable default.
-  void text(int x, int y, const std::string& s, Color c = {0, 0, 0}, int scale = 2);
-  static int text_width(const std::string& s, int scale = 2);
-  static int text_height(int scale = 2) { return 8 * scale; }
+  // UTF-8 text in the charts' font (font.h) at an em of px pixels, with the
+  // top-left of its line at (x, y). text_height is the height of the line,
+  // ascender to descender: a label centred on y starts at y - text_height / 2.
+  void text(int x, int y, const std::string& s, Color c = {0, 0, 0}, int px = kTextPx);
+  static int text_width(const std::string& s, int px = kTextPx);
+  static int text_height(int px = kTextPx);
   // Writes the PNG atomically (a temporary file renamed into place); throws
   // ember::IOError naming the path when it cannot.
   void save_png(const std::string& path) const;
