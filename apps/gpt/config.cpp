@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "app.h"
+#include "json_number.h"
 #include "plot.h"
 #include "precision.h"
 
@@ -424,7 +425,7 @@ std::map<std::string, std::string> base_metadata(const Config& c, const nn::Char
 void save_model(const fs::path& path, const Config& c, const nn::CharTokenizer& vocab, const nn::GPT& model,
                 double final_val_loss) {
   auto meta = base_metadata(c, vocab);
-  meta["final_val_loss"] = nlohmann::json(final_val_loss).dump();
+  meta["final_val_loss"] = app::json_number(final_val_loss).dump();  // "nan" where the run diverged
   save_safetensors(path.string(), model.state_dict(), meta);
 }
 
