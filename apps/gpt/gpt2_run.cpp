@@ -152,17 +152,16 @@ void save_gpt2_checkpoint(const fs::path& path, const Config& c, const std::stri
 }
 
 // --resume of a GPT-2 checkpoint: its configuration (config_from_metadata:
-// the flags' ranges) with this run's paths and verbosity, and the model's
+// the flags' ranges) with this run's length and reports (resumed_config), and the model's
 // shape from its "gpt2" entry, each field checked (IOError naming the file
 // and the field).
-nn::GPTConfig resume_gpt2(Config& c, const std::map<std::string, std::string>& meta, const StateDict& ckpt) {
+nn::GPTConfig resume_gpt2(Config& c, const CLI::App& app, const std::map<std::string, std::string>& meta,
+                          const StateDict& ckpt) {
   const std::string path = c.resume;
   Config saved = config_from_metadata(meta, path);
   check_model_size(saved, ckpt, path);
-  saved.out = c.out, saved.threads = c.threads, saved.quiet = c.quiet, saved.stop_after = c.stop_after;
-  saved.resume = c.resume, saved.check = c.check, saved.onnx = c.onnx, saved.device = c.device;
-  saved.allow_data_change = c.allow_data_change, saved.tokenizer = "gpt2";
-  if (!c.data.empty()) saved.data = c.data;  // the corpus moved: its fingerprint is still checked
+  saved = resumed_config(app, c, saved, path, meta);
+  saved.tokenizer = "gpt2";
   if (!meta.count("gpt2")) throw IOError(path + ": not a GPT-2 checkpoint (no 'gpt2' in its metadata)");
   const nlohmann::json j = app::parse_stored_json(meta.at("gpt2"), path, "metadata 'gpt2'");
   const std::string where = path + ": stored GPT-2 model: ";
@@ -235,7 +234,7 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
   if (!c.resume.empty()) {
     ckpt = load_safetensors(c.resume, &meta);
     app::warn_suspicious("gpt", ckpt, c.resume);  // NaN/Inf or negative second moments named on stderr
-    const nn::GPTConfig g = resume_gpt2(c, meta, ckpt);
+    const nn::GPTConfig g = resume_gpt2(c, app, meta, ckpt);
     manual_seed(c.seed + 1);  // as init_model; the weights and the dropout stream come from the checkpoint
     model = std::make_shared<nn::GPT>(g);
   } else if (!c.hf.empty()) {
@@ -293,7 +292,7 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
   optim::AdamWOptions ao;
   ao.lr = c.lr, ao.beta2 = c.beta2, ao.weight_decay = c.weight_decay;
   optim::AdamW opt({optim::ParamGroup{decay, -1, c.weight_decay}, optim::ParamGroup{no_decay, -1, 0.0}}, ao);
-  optim::NanoGPTCosineLR sched(opt, c.warmup, c.iters, c.min_lr);
+  optim::NanoGPTCosineLR sched(opt, c.warmup, c.decay_iters, c.min_lr);
   Generator batches(c.seed);
   app::MetricsHistory hist = make_history();
   int64_t start = 0;

@@ -115,9 +115,9 @@ Loaded load_run(Config& c, const CLI::App& cli) {
   if (l.meta.count("config") || !c.eval_only) {
     int64_t stored_values = 0;
     for (const auto& [name, t] : l.tensors) stored_values += t.numel();
-    const int epochs = c.epochs;
+    const Config given = c;
     c = vit::read_config(l.meta, from, stored_values, c);
-    if (cli.count("--epochs") && !c.eval_only) c.epochs = epochs;  // extending a run: the schedule stretches
+    if (!c.eval_only) c = vit::resumed_config(cli, given, c, from, l.meta);  // flags.h: what a resumed run honours
   }
   if (c.eval_only) l.recorded = vit::recorded_accuracy(l.meta, from);
   return l;
