@@ -120,8 +120,11 @@ void add_flags(CLI::App& app, Config& c) {
   app::add_threads(app, c.threads);
   app::add_device(app, c.device, "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU)");
   app::add_out(app, c.out);
-  app::input_file(app.add_option("--resume", c.resume,
-                                 "continue the run saved in this checkpoint.safetensors (its configuration)"));
+  app::input_file(
+      app.add_option("--resume", c.resume,
+                     "continue the run saved in this checkpoint.safetensors: its model, data and optimizer (a flag of "
+                     "theirs with another value is refused), this run's --iters, --eval-interval, "
+                     "--eval-iters and sampling flags"));
   app.add_option("--stop-after", c.stop_after, "stop after this many steps with a checkpoint, as if interrupted")
       ->check(app::int_range(0, 1000000000));
   app.add_flag("--eval-only", c.eval_only, "score --weights on the validation split of the corpus and exit");

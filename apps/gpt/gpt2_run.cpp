@@ -92,11 +92,21 @@ void copy_tokenizer_files(const std::string& from, const fs::path& to) {
 }
 
 // --hf DIR as a model: a missing directory is one IOError with the remedy.
-std::shared_ptr<nn::GPT> load_hf(const std::string& dir) {
-  if (!fs::is_directory(dir))
-    throw IOError("--hf '" + dir + "': no such directory (a Hugging Face GPT-2 directory: config.json + " +
+// Its weights are checked as every other path's (apps/common/README.md):
+// NaN, Inf or overflowing values are refused by name, for --generate unless
+// --force-eval (a warning then); fine-tuning from them is refused outright
+// (training from NaN would only spread it).
+std::shared_ptr<nn::GPT> load_hf(const Config& c) {
+  if (!fs::is_directory(c.hf))
+    throw IOError("--hf '" + c.hf + "': no such directory (a Hugging Face GPT-2 directory: config.json + " +
                   "model.safetensors)");
-  return nn::load_gpt2_hf(dir);
+  std::shared_ptr<nn::GPT> model = nn::load_gpt2_hf(c.hf);
+  const std::string file = (fs::path(c.hf) / "model.safetensors").string();
+  if (c.generate)
+    app::check_eval_weights("gpt", model->state_dict(), file, c.force_eval);
+  else
+    app::refuse_suspicious(model->state_dict(), file, "--hf");
+  return model;
 }
 
 // A new model of an --init shape, or of the character path's flags with
@@ -238,7 +248,7 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
     manual_seed(c.seed + 1);  // as init_model; the weights and the dropout stream come from the checkpoint
     model = std::make_shared<nn::GPT>(g);
   } else if (!c.hf.empty()) {
-    model = load_hf(c.hf);
+    model = load_hf(c);
   }
   const Device dev = run_device(c);
   const std::string tdir = tokenizer_dir(c);
@@ -406,7 +416,7 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
 
 int generate_gpt2(const Config& c) {
   app::apply_threads(c.threads);
-  std::shared_ptr<nn::GPT> model = load_hf(c.hf);
+  std::shared_ptr<nn::GPT> model = load_hf(c);
   const Device dev = run_device(c);
   model->to(dev);
   const std::string tdir = tokenizer_dir(c);
