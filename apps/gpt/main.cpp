@@ -294,6 +294,8 @@ int eval_only(gpt::Config c) {
   nn::CharTokenizer vocab;
   std::map<std::string, std::string> meta;
   std::unique_ptr<nn::GPT> model = gpt::load_model(c.weights, vocab, meta, c.force_eval);
+  // What --force-eval let through (load_model warned): eval.json says so beside a finite loss.
+  const std::vector<std::string> suspicious = nn::suspicious_tensors(model->state_dict());
   c.context = model->cfg.block_size;
   const Device dev = gpt::run_device(c);
   model->to(dev);
@@ -307,6 +309,7 @@ int eval_only(gpt::Config c) {
       {"data", corpus.description},
       {"final_val_loss", v},
       {"val_tokens", data.val.size()},
+      {"suspicious_tensors", suspicious},
       {"recorded_final_val_loss",
        meta.count("final_val_loss")
            ? app::parse_stored_json(meta.at("final_val_loss"), c.weights, "metadata 'final_val_loss'")

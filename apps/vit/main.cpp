@@ -136,6 +136,7 @@ int evaluate_only(const Config& c, nn::VisionTransformer& model, const Loaded& l
             {"test_loss", ev.loss},
             {"test_images", d.test.n},
             {"recorded_test_accuracy", l.recorded ? json(*l.recorded) : json()},
+            {"suspicious_tensors", nn::suspicious_tensors(weights.empty() ? l.tensors : weights)},  // --force-eval's
             {"config", to_json(c)}};
   app::write_json((fs::path(c.out) / "eval.json").string(), m);
   vit::plot_confusion(ev.confusion, d.test.class_names, (fs::path(c.out) / "confusion.png").string(),
