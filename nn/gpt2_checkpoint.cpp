@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -24,7 +25,7 @@ namespace {
 std::string read_bytes(const std::string& path, const std::string& what) {
   require_regular_file(path, what);
   std::ifstream in(path, std::ios::binary);
-  EMBER_CHECK(in, IOError, what, " '", path, "': cannot open");
+  EMBER_CHECK(in, IOError, what, " '", path, "': cannot open: ", std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();

@@ -11,7 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -37,7 +39,7 @@ constexpr size_t kMaxCachedWords = 1 << 20;
 std::string read_text(const std::string& path, const std::string& what) {
   require_regular_file(path, what);
   std::ifstream in(path, std::ios::binary);
-  EMBER_CHECK(in, IOError, what, " '", path, "': cannot open");
+  EMBER_CHECK(in, IOError, what, " '", path, "': cannot open: ", std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();

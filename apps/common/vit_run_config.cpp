@@ -222,6 +222,7 @@ double parameter_lower_bound(const Config& c) {
 Config read_config(const Metadata& meta, const std::string& file, int64_t stored_values, Config c) {
   const json j = parse_object(meta, "config", file, "not an ember ViT checkpoint (no \"config\" in its metadata)");
   const Fields f(j, file, "stored configuration");
+  c.config_from = file;
   c.data = f.choice("data", {"fashion-mnist", "mnist", "cifar10"});
   c.epochs = static_cast<int>(f.integer("epochs", 1, std::numeric_limits<int>::max()));
   c.batch_size = f.integer("batch_size", 1, kMaxSize);

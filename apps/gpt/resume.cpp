@@ -78,10 +78,8 @@ int64_t restore(const StateDict& ckpt, const std::map<std::string, std::string>&
     train_seconds = seconds.get<double>();
     hist.from_json(app::parse_stored_json(meta.at("history"), path, "metadata 'history'"), {"train_loss", "val_loss"});
     return iter;
-  } catch (const IOError&) {
+  } catch (const Error&) {
     throw;  // parse_stored_json's and load_training_checkpoint's, which name the file already
-  } catch (const Error& e) {
-    throw IOError(path + ": " + e.what());
   } catch (const std::exception& e) {
     throw IOError(path + ": bad checkpoint metadata: " + e.what());
   }
