@@ -203,6 +203,23 @@ void finish_flags(const CLI::App& app, Config& c) {
   }
   if (c.generate && c.weights.empty() && c.hf.empty())
     throw app::UsageError("--generate needs --weights MODEL (or --hf DIR)");
+  if (c.eval_only || c.generate) {
+    // The model is the file's, and nothing trains: a flag of the model's,
+    // the data's or the optimizer's would be silently ignored.
+    const std::string mode = c.eval_only ? "--eval-only" : "--generate", from = c.hf.empty() ? "--weights" : "--hf";
+    const auto refuse = [&](const std::string& flag) {
+      if (app.count(flag)) throw app::UsageError(flag + " is for training; " + mode + " takes the model from " + from);
+    };
+    for (const IntSetting& s : kInts)
+      if (*s.flag && !s.run) refuse(flag_name(s.flag));
+    for (const RealSetting& s : kReals)
+      if (*s.flag && !s.run) refuse(flag_name(s.flag));
+    for (const char* f : {"--preset", "--iters", "--eval-interval", "--eval-iters", "--stop-after"}) refuse(f);
+    // --eval-only samples nothing.
+    if (c.eval_only)
+      for (const char* f : {"--sample-tokens", "--temperature", "--top-k", "--top-p"})
+        if (app.count(f)) throw app::UsageError(std::string(f) + " is for training and --generate, not --eval-only");
+  }
 }
 
 Device run_device(const Config& c) {

@@ -17,6 +17,8 @@
 #     model tensor missing at --eval-only, a stored patch size that does not
 #     divide the images ("stored configuration: patch_size"), --out '';
 #   an unreadable file -> "Permission denied" (as root, run as nobody);
+#   gpt --eval-only / --generate with a flag of the model or the optimizer
+#     -> exit 2 naming it (the model is the file's), sampling flags honoured;
 #   gpt --hf DIR: NaN or overflowing weights refused by name for --generate
 #     (with --force-eval a warning and exit 0) and for fine-tuning;
 #   gpt --eval-only --force-eval on weights of 3e38: the warning, a finite
@@ -123,6 +125,16 @@ execute_process(COMMAND "${GPT}" --data "${OUT}/corpus.txt" --out "" --check RES
 if(NOT rc EQUAL 2 OR NOT err MATCHES "^gpt: --out '': an empty path \\(give the directory to write the outputs into\\)\n$")
   message(FATAL_ERROR "gpt --out '': exit ${rc} (expected 2), stderr:\n${err}")
 endif()
+
+# --eval-only and --generate take the model from the file: its flags are refused, not ignored.
+expect("gpt --eval-only --layers" 2 "^gpt: --layers is for training; --eval-only takes the model from --weights$" "${GPT}"
+       --eval-only --weights "${OUT}/gpt_full/model.safetensors" --data "${OUT}/corpus.txt" --layers 2 --out "${OUT}/gpt_e")
+expect("gpt --generate --lr" 2 "^gpt: --lr is for training; --generate takes the model from --weights$" "${GPT}"
+       --generate --weights "${OUT}/gpt_full/model.safetensors" --lr 0.1)
+expect("gpt --eval-only --top-k" 2 "^gpt: --top-k is for training and --generate, not --eval-only$" "${GPT}" --eval-only
+       --weights "${OUT}/gpt_full/model.safetensors" --data "${OUT}/corpus.txt" --top-k 3 --out "${OUT}/gpt_e")
+expect("gpt --generate with its sampling flags" 0 "^$" "${GPT}" --generate --weights "${OUT}/gpt_full/model.safetensors"
+       --sample-tokens 4 --seed 3 --temperature 0.5 --top-k 3 --top-p 0.9)
 
 # ---- gpt: weights of 3e38 with --force-eval; GPT-2 from --hf -------------
 rewrite("${OUT}/gpt_full/model.safetensors" "${OUT}/gpt_huge.safetensors" "set:wte.weight=3e38")
