@@ -180,8 +180,8 @@ inline const std::vector<StoredFlag>& stored_flags() {
   return flags;
 }
 
-// --resume: the checkpoint's configuration `saved` (read from `file`) with
-// what this invocation says about the run itself. Honoured: --epochs (the
+// --resume and --eval-only: the checkpoint's configuration `saved` (read
+// from `file`) with what this invocation says about the run itself. Honoured: --epochs (the
 // run's length; the cosine is stretched over the new total, README.md), and
 // --limit-test (how it is scored), beside the flags no checkpoint stores
 // (--out, --data-dir, --threads, --device, --stop-after, --eval-batch-size,
@@ -194,6 +194,8 @@ inline Config resumed_config(const CLI::App& cli, const Config& given, Config sa
                              const Metadata& meta) {
   namespace app = ember::app;
   const nlohmann::ordered_json now = to_json(given), stored = to_json(saved);
+  const std::string why = saved.eval_only ? "--eval-only scores the file's model on its data set"
+                                          : "a resumed run keeps its checkpoint's model, data and recipe";
   const auto spelled = [](const nlohmann::ordered_json& j, const std::vector<const char*>& keys) {
     std::string s;
     for (const char* k : keys) {
@@ -207,10 +209,10 @@ inline Config resumed_config(const CLI::App& cli, const Config& given, Config sa
     for (const char* k : f.keys)
       if (now.at(k) != stored.at(k))
         throw app::UsageError(std::string(f.flag) + " " + spelled(now, f.keys) + " differs from the " +
-                              spelled(stored, f.keys) + " that " + file +
-                              " was trained with: a resumed run keeps its checkpoint's model, data and recipe (leave " +
-                              f.flag + " out, or start a new run)");
+                              spelled(stored, f.keys) + " that " + file + " was trained with: " + why + " (leave " +
+                              f.flag + " out" + (saved.eval_only ? ")" : ", or start a new run)"));
   }
+  if (cli.count("--epochs") && saved.eval_only) throw app::UsageError("--epochs is for training, not --eval-only");
   if (cli.count("--epochs")) {
     const int64_t done = read_train_state(meta, file).epoch;
     if (given.epochs < done)

@@ -117,7 +117,7 @@ Loaded load_run(Config& c, const CLI::App& cli) {
     for (const auto& [name, t] : l.tensors) stored_values += t.numel();
     const Config given = c;
     c = vit::read_config(l.meta, from, stored_values, c);
-    if (!c.eval_only) c = vit::resumed_config(cli, given, c, from, l.meta);  // flags.h: what a resumed run honours
+    c = vit::resumed_config(cli, given, c, from, l.meta);  // flags.h: which flags are honoured, which refused
   }
   if (c.eval_only) l.recorded = vit::recorded_accuracy(l.meta, from);
   return l;

@@ -5,6 +5,7 @@
 #     given with another value than the checkpoint's -> exit 2, one line
 #     naming the flag, both values and the file; the same value -> accepted;
 #     --iters / --epochs before where the checkpoint stopped -> exit 2;
+#   vit --eval-only: the same refusals, --limit-test honoured, --epochs refused;
 #   gpt --resume --iters M: the cosine keeps the length the run started with,
 #     so a run stopped at 4 of 6 and resumed with --iters 10 --stop-after 6
 #     (and another --eval-interval) holds, at iteration 6, the tensors of
@@ -201,6 +202,18 @@ expect("vit --resume --epochs 5 --limit-test 16 --width 16" 0 "^$" "${VIT}" --da
        --epochs 5 --limit-test 16 --width 16 --out "${OUT}/vit_r" --check)
 expect("vit --resume --epochs below the checkpoint's" 2 "--epochs 1 is fewer than the 2 epochs .*vit/checkpoint.safetensors has trained"
        "${VIT}" --data-dir "${OUT}/data" --resume "${vck}" --epochs 1 --out "${OUT}/vit_r" --check)
+expect("vit --eval-only --width" 2
+       "--width 32 differs from the 16 that .*vit/checkpoint.safetensors was trained with: --eval-only scores the file's model"
+       "${VIT}" --data-dir "${OUT}/data" --eval-only --weights "${vck}" --width 32 --out "${OUT}/vit_e")
+expect("vit --eval-only --epochs" 2 "^vit: --epochs is for training, not --eval-only$" "${VIT}" --data-dir "${OUT}/data"
+       --eval-only --weights "${vck}" --epochs 3 --out "${OUT}/vit_e")
+run("vit --eval-only --limit-test 16" "${VIT}" --data-dir "${OUT}/data" --eval-only --weights "${vck}" --limit-test 16
+    --out "${OUT}/vit_e" --quiet)
+file(READ "${OUT}/vit_e/eval.json" ev)
+string(JSON images GET "${ev}" test_images)
+if(NOT images EQUAL 16)
+  message(FATAL_ERROR "vit --eval-only --limit-test 16 scored ${images} images")
+endif()
 rewrite("${vck}" "${OUT}/vit_p5.safetensors" "json:config.patch_size=5")
 expect("vit --resume with a stored patch size that does not divide the images" 1
        "vit_p5.safetensors: stored configuration: patch_size 5 does not divide the 28x28 images" "${VIT}" --data-dir
