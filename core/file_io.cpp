@@ -43,7 +43,7 @@ void require_regular_file(const std::string& path, const std::string& what) {
 std::string read_file(const std::string& path, const std::string& what) {
   require_regular_file(path, what);
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError(what + " '" + path + "': cannot open");
+  if (!in) throw IOError(what + " '" + path + "': cannot open: " + std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw IOError(what + " '" + path + "': read failed");

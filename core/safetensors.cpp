@@ -101,7 +101,7 @@ class FileSource final : public Source {
   // A FIFO, directory or device is refused before it is opened (opening a FIFO blocks).
   explicit FileSource(const std::string& path)
       : in_((require_regular_file(path, "safetensors file"), path), std::ios::binary | std::ios::ate) {
-    if (!in_) fail(path, "cannot open for reading");
+    if (!in_) fail(path, std::string("cannot open for reading: ") + std::strerror(errno));  // "Permission denied"
     size_ = static_cast<uint64_t>(in_.tellg());
   }
   uint64_t size() const override { return size_; }

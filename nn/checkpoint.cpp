@@ -23,6 +23,29 @@ LoadResult load(Module& module, const std::string& path, bool strict) {
   }
 }
 
+void rethrow_with_context(const std::string& where) {
+  try {
+    throw;
+  } catch (const ShapeError& e) {
+    throw ShapeError(where + e.what());
+  } catch (const IndexError& e) {
+    throw IndexError(where + e.what());
+  } catch (const DTypeError& e) {
+    throw DTypeError(where + e.what());
+  } catch (const DeviceError& e) {
+    throw DeviceError(where + e.what());
+  } catch (const AutogradError& e) {
+    throw AutogradError(where + e.what());
+  } catch (const IOError& e) {
+    throw IOError(where + e.what());
+  } catch (const ValueError& e) {
+    throw ValueError(where + e.what());
+  } catch (const Error& e) {
+    throw Error(where + e.what());
+  }
+  throw;  // not reached: each handler above throws
+}
+
 StateDict take_prefixed(const StateDict& in, const std::string& prefix) {
   StateDict out;
   for (const auto& [n, t] : in)

@@ -39,6 +39,13 @@ void check_exact_reload(const StateDict& stored, const StateDict& reloaded, cons
 /// about, and what a distillation teacher is refused for. One read of the bytes per tensor.
 std::vector<std::string> suspicious_tensors(const StateDict& sd);
 
+/// Called inside a catch block: rethrows the ember::Error being handled as
+/// the same type (ShapeError, ValueError, ...) with `where` put before its
+/// message (a file, "FILE: model state: "), so that an error from deep
+/// inside a load names the file it came from and callers that catch by type
+/// still can. Anything that is not an ember::Error is rethrown unchanged.
+[[noreturn]] void rethrow_with_context(const std::string& where);
+
 /// A training checkpoint: the model, optimizer and scheduler state dicts under "model.", "optimizer."
 /// and "scheduler.", with `metadata` (the app's configuration, epoch, batch, RNG state), saved
 /// atomically. Templates over the optimizer and scheduler types so that nn/ needs nothing of optim/.
@@ -63,12 +70,18 @@ void load_training_checkpoint(const StateDict& stored, const std::string& file, 
                     "' (not under model., optimizer. or scheduler.)");
   const StateDict m = take_prefixed(stored, "model."), o = take_prefixed(stored, "optimizer."),
                   s = take_prefixed(stored, "scheduler.");
-  model.load_state_dict(m);
-  check_exact_reload(m, model.state_dict(), file, "model");
-  opt.load_state_dict(o);
-  check_exact_reload(o, opt.state_dict(), file, "optimizer");
-  sched.load_state_dict(s);
-  check_exact_reload(s, sched.state_dict(), file, "scheduler");
+  // Each part's own errors (a shape, a missing entry) with the file and the part named.
+  const auto load = [&](auto& part, const StateDict& d, const char* what) {
+    try {
+      part.load_state_dict(d);
+    } catch (const Error&) {
+      rethrow_with_context("training checkpoint '" + file + "': " + what + " state: ");
+    }
+    check_exact_reload(d, part.state_dict(), file, what);
+  };
+  load(model, m, "model");
+  load(opt, o, "optimizer");
+  load(sched, s, "scheduler");
 }
 
 }  // namespace ember::nn

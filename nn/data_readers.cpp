@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -40,7 +41,8 @@ using GzPtr = std::unique_ptr<gzFile_s, GzCloser>;
 
 GzPtr open_gz(const std::string& path, const char* mode) {
   GzPtr f(gzopen(path.c_str(), mode));
-  EMBER_CHECK(f != nullptr, IOError, path, ": cannot open", mode[0] == 'r' ? " for reading" : " for writing");
+  EMBER_CHECK(f != nullptr, IOError, path, ": cannot open",
+              mode[0] == 'r' ? " for reading: " : " for writing: ", std::strerror(errno));
   return f;
 }
 
@@ -61,7 +63,7 @@ std::vector<uint8_t> read_data_file(const std::string& path) {
   EMBER_CHECK(size <= static_cast<uintmax_t>(kMaxBytes), IOError, path, ": ", size,
               " bytes is more than the data readers accept (", kMaxBytes, ")");
   std::ifstream f(path, std::ios::binary);
-  EMBER_CHECK(f.good(), IOError, path, ": cannot open for reading");
+  EMBER_CHECK(f.good(), IOError, path, ": cannot open for reading: ", std::strerror(errno));
   std::vector<uint8_t> bytes(static_cast<size_t>(size));
   f.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
   EMBER_CHECK(static_cast<uintmax_t>(f.gcount()) == size, IOError, path, ": read ", f.gcount(), " of ", size, " bytes");

@@ -15,7 +15,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cstring>
 #include <filesystem>
 #include <map>
 

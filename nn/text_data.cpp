@@ -8,7 +8,9 @@
 #include <ember/ops/loss.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -76,7 +78,7 @@ std::string read_text_file(const std::string& path) {
   EMBER_CHECK(!ec && fs::exists(st), IOError, path, ": no such file");
   EMBER_CHECK(fs::is_regular_file(st), IOError, path, ": not a regular file");
   std::ifstream f(path, std::ios::binary);
-  EMBER_CHECK(f.good(), IOError, path, ": cannot be opened for reading");
+  EMBER_CHECK(f.good(), IOError, path, ": cannot be opened for reading: ", std::strerror(errno));
   std::ostringstream ss;
   ss << f.rdbuf();
   EMBER_CHECK(!f.bad(), IOError, path, ": read failed");

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <stdexcept>
 
 #include <ember/ember.h>
 
@@ -316,6 +317,14 @@ TEST_CASE("training checkpoints: model, optimizer and scheduler come back exactl
   };
   // One of Adam's moments missing (the other present): refused by Adam.
   refused(without(stored, "optimizer.state.0.1.exp_avg_sq"), "must both be present");
+  // The part's own error, with the file and the part named, its type kept.
+  refused(without(stored, "optimizer.param_groups.0.lr"),
+          "training checkpoint '" + path + "': optimizer state: optimizer load_state_dict: missing entry");
+  Run d(0);
+  CHECK_THROWS_AS(
+      nn::load_training_checkpoint(without(stored, "optimizer.param_groups.0.lr"), path, *d.model, d.opt, d.sched),
+      ValueError);
+  refused(without(stored, "model.weight"), "training checkpoint '" + path + "': model state: load_state_dict:");
   // (Both moments of a parameter missing is what a parameter that never had
   // a gradient looks like, as in PyTorch: not an error here; vit, whose
   // every parameter trains, checks that each has its moments.)
@@ -355,4 +364,28 @@ TEST_CASE("training checkpoints: negative running variances and overflowing valu
   CHECK(bad[0] == "bn.running_var (negative running variance)");
   CHECK(bad[1] == "head.weight (values up to 3e+38, which overflow float32 when squared)");
   CHECK(bad[2] == "half (NaN or Inf)");
+}
+
+TEST_CASE("rethrow_with_context: the same exception type, the context before the message") {
+  const auto with_context = [](auto error) {
+    try {
+      throw error;
+    } catch (const Error&) {
+      nn::rethrow_with_context("f.safetensors: ");
+    }
+  };
+  CHECK_THROWS_WITH_AS(with_context(ShapeError("bad shape")), "f.safetensors: bad shape", ShapeError);
+  CHECK_THROWS_WITH_AS(with_context(ValueError("missing entry 'x'")), "f.safetensors: missing entry 'x'", ValueError);
+  CHECK_THROWS_WITH_AS(with_context(DTypeError("float16")), "f.safetensors: float16", DTypeError);
+  CHECK_THROWS_WITH_AS(with_context(IOError("short read")), "f.safetensors: short read", IOError);
+  // Anything else passes through unchanged.
+  CHECK_THROWS_WITH_AS(
+      [] {
+        try {
+          throw std::out_of_range("index");
+        } catch (const std::exception&) {
+          nn::rethrow_with_context("f.safetensors: ");
+        }
+      }(),
+      "index", std::out_of_range);
 }

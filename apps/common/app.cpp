@@ -204,7 +204,7 @@ void apply_threads(int threads) {
 }
 
 void prepare_out_dir(const std::string& dir, const std::string& flag) {
-  if (dir.empty()) throw UsageError(flag + " is empty");
+  if (dir.empty()) throw UsageError(flag + " '': an empty path (give the directory to write the outputs into)");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw UsageError(flag + " '" + dir + "': cannot create the directory: " + ec.message());
@@ -219,7 +219,7 @@ void prepare_out_dir(const std::string& dir, const std::string& flag) {
 }
 
 void check_output_file(const std::string& path, const std::string& flag) {
-  if (path.empty()) throw UsageError(flag + " is empty");
+  if (path.empty()) throw UsageError(flag + " '': an empty path (give the file to write)");
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw UsageError(flag + " '" + path + "': is a directory");
   const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");

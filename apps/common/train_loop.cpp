@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "json_number.h"
 #include "progress.h"
 
 namespace ember::app {
@@ -50,18 +51,34 @@ const std::vector<double>& MetricsHistory::at(const std::string& name) const {
   throw std::out_of_range("no series '" + name + "' in the metrics history");
 }
 
+// The values through json_number: a NaN loss is stored as "nan", which reads
+// back, where nlohmann would write null, which does not.
 nlohmann::json MetricsHistory::to_json() const {
-  nlohmann::ordered_json j = {{x_name_, x_}};
-  for (const auto& [n, v] : series_) j[n] = v;
+  const auto numbers = [](const std::vector<double>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (double x : v) a.push_back(json_number(x));
+    return a;
+  };
+  nlohmann::ordered_json j = {{x_name_, numbers(x_)}};
+  for (const auto& [n, v] : series_) j[n] = numbers(v);
   return j;
 }
 
 void MetricsHistory::from_json(const nlohmann::json& j, const std::vector<std::string>& names) {
-  std::vector<double> x = j.at(x_name_).get<std::vector<double>>();
+  const auto numbers = [&](const std::string& name) {
+    std::vector<double> v;
+    for (const nlohmann::json& e : j.at(name).get_ref<const nlohmann::json::array_t&>()) {
+      const std::optional<double> x = json_number_value(e);
+      if (!x) throw std::out_of_range("series '" + name + "' holds a value that is not a number");
+      v.push_back(*x);
+    }
+    return v;
+  };
+  std::vector<double> x = numbers(x_name_);
   std::vector<std::pair<std::string, std::vector<double>>> series;
   for (const std::string& n : names) {
     // A run saved before its first evaluation recorded no point and no series.
-    series.emplace_back(n, x.empty() && !j.contains(n) ? std::vector<double>() : j.at(n).get<std::vector<double>>());
+    series.emplace_back(n, x.empty() && !j.contains(n) ? std::vector<double>() : numbers(n));
     if (series.back().second.size() != x.size())
       throw std::out_of_range("series '" + n + "' has " + std::to_string(series.back().second.size()) + " values for " +
                               std::to_string(x.size()) + " points");

@@ -76,9 +76,12 @@ class MetricsHistory {
   const std::vector<double>& x() const { return x_; }
   // The series called name; std::out_of_range when none is.
   const std::vector<double>& at(const std::string& name) const;
+  // Numbers, NaN and Inf as "nan", "inf", "-inf" (json_number.h), so that a
+  // run whose loss went NaN still saves a checkpoint that resumes.
   nlohmann::json to_json() const;
   // Replaces the curves by j's; the x series and each of `names` must be
-  // there, of equal lengths (nlohmann::json::exception or std::out_of_range otherwise).
+  // there, arrays of equal lengths of numbers or json_number's strings
+  // (nlohmann::json::exception or std::out_of_range otherwise).
   void from_json(const nlohmann::json& j, const std::vector<std::string>& names);
 
  private:

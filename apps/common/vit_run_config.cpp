@@ -18,6 +18,8 @@
 
 #include <ember/core/error.h>
 
+#include "json_number.h"
+
 namespace vit {
 
 using json = nlohmann::ordered_json;
@@ -75,6 +77,14 @@ class Fields {
                (hi < kMaxDouble ? " to " + fmt(hi) : ""),
            v);
     return x;
+  }
+  // A loss: any number, NaN and the infinities as json_number stores them (a
+  // run whose loss went NaN still resumes, and says so in its curves).
+  double loss(const char* key) const {
+    const json& v = at(key);
+    const std::optional<double> x = ember::app::json_number_value(v);
+    if (!x) fail(key, "a number (or \"nan\", \"inf\", \"-inf\")", v);
+    return *x;
   }
   std::string choice(const char* key, std::initializer_list<const char*> options) const {
     const json& v = at(key);
@@ -173,8 +183,8 @@ json to_json(const Config& c) {
 json to_json(const std::vector<EpochRecord>& history) {
   json a = json::array();
   for (const auto& e : history)
-    a.push_back({{"train_loss", e.train_loss},
-                 {"test_loss", e.test_loss},
+    a.push_back({{"train_loss", ember::app::json_number(e.train_loss)},
+                 {"test_loss", ember::app::json_number(e.test_loss)},
                  {"test_accuracy", e.test_accuracy},
                  {"train_seconds", e.train_seconds},
                  {"wall_seconds", e.wall_seconds},
@@ -185,7 +195,7 @@ json to_json(const std::vector<EpochRecord>& history) {
 Metadata checkpoint_metadata(const Config& c, const TrainState& s) {
   const json state = {{"epoch", s.epoch},
                       {"batch", s.batch},
-                      {"loss_sum", s.loss_sum},
+                      {"loss_sum", ember::app::json_number(s.loss_sum)},
                       {"step_seconds", s.step_seconds},
                       {"seen", s.seen},
                       {"data_wait_seconds", s.data_wait_seconds},
@@ -212,6 +222,7 @@ double parameter_lower_bound(const Config& c) {
 Config read_config(const Metadata& meta, const std::string& file, int64_t stored_values, Config c) {
   const json j = parse_object(meta, "config", file, "not an ember ViT checkpoint (no \"config\" in its metadata)");
   const Fields f(j, file, "stored configuration");
+  c.config_from = file;
   c.data = f.choice("data", {"fashion-mnist", "mnist", "cifar10"});
   c.epochs = static_cast<int>(f.integer("epochs", 1, std::numeric_limits<int>::max()));
   c.batch_size = f.integer("batch_size", 1, kMaxSize);
@@ -271,7 +282,7 @@ TrainState read_train_state(const Metadata& meta, const std::string& file) {
   TrainState s;
   s.epoch = f.integer("epoch", 0, std::numeric_limits<int>::max());
   s.batch = f.integer("batch", 0, kMaxCount);
-  s.loss_sum = f.number("loss_sum", -kMaxDouble);
+  s.loss_sum = f.loss("loss_sum");
   s.step_seconds = f.number("step_seconds", 0);
   s.seen = f.integer("seen", 0, kMaxCount);
   s.data_wait_seconds = f.number("data_wait_seconds", 0);
@@ -289,8 +300,8 @@ TrainState read_train_state(const Metadata& meta, const std::string& file) {
     const json& e = history[i];
     const Fields r(e, file, "stored training state: history entry " + std::to_string(i));
     if (!e.is_object()) r.error("not a JSON object but " + describe(e));
-    s.history.push_back({.train_loss = r.number("train_loss", -kMaxDouble),
-                         .test_loss = r.number("test_loss", -kMaxDouble),
+    s.history.push_back({.train_loss = r.loss("train_loss"),
+                         .test_loss = r.loss("test_loss"),
                          .test_accuracy = r.number("test_accuracy", 0, 1),
                          .train_seconds = r.number("train_seconds", 0),
                          .wall_seconds = r.number("wall_seconds", 0),

@@ -53,6 +53,9 @@ struct Config {
   int64_t limit_train = 0, limit_test = 0;
   int stop_after = 0;
   int64_t eval_batch = 1000;
+  // The file read_config read the model and recipe from ("": the flags), so
+  // that a value that does not fit is blamed on where it came from (not stored).
+  std::string config_from;
 };
 
 struct EpochRecord {

@@ -2,12 +2,14 @@
 #include "config.h"
 
 #include "app.h"
+#include "json_number.h"
 #include "plot.h"
 #include "precision.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include <ember/nn/checkpoint.h>
 
@@ -23,40 +25,47 @@ const char* kFortunes = "/usr/share/games/fortunes";
 // app::finite_range), a file's stored configuration by config_from_metadata
 // with the same validator, so the same values are refused with the same
 // words, the file and the field named instead of the flag.
+//
+// On --resume a setting is either the run's (how long it trains, how it
+// reports: a flag given is honoured) or the model's, the data's or the
+// optimizer's (taken from the checkpoint; a flag given with another value is
+// refused, resumed_config).
 struct IntSetting {
   const char* key;   // in the stored configuration (config_json)
   const char* flag;  // "" for a setting no flag sets
   int64_t Config::*field;
   int64_t lo, hi;
+  bool run;  // honoured on --resume
 };
 struct RealSetting {
   const char* key;
   const char* flag;
   double Config::*field;
   double lo, hi;
+  bool run;
 };
 constexpr IntSetting kInts[] = {
-    {"layers", "--layers", &Config::layers, 1, 64},
-    {"heads", "--heads", &Config::heads, 1, 64},
-    {"width", "--width", &Config::width, 1, 4096},
-    {"context", "--context", &Config::context, 1, 8192},
-    {"batch_size", "--batch-size", &Config::batch, 1, 4096},
-    {"iters", "--iters", &Config::iters, 1, 10000000},
-    {"warmup", "--warmup", &Config::warmup, 0, 1000000000},
-    {"eval_interval", "--eval-interval", &Config::eval_interval, 0, 1000000000},
-    {"eval_iters", "--eval-iters", &Config::eval_iters, 1, 100000},
-    {"sample_tokens", "--sample-tokens,--max-new-tokens", &Config::sample_tokens, 0, 1000000},
-    {"top_k", "--top-k", &Config::top_k, 0, 1000000000}};
+    {"layers", "--layers", &Config::layers, 1, 64, false},
+    {"heads", "--heads", &Config::heads, 1, 64, false},
+    {"width", "--width", &Config::width, 1, 4096, false},
+    {"context", "--context", &Config::context, 1, 8192, false},
+    {"batch_size", "--batch-size", &Config::batch, 1, 4096, false},
+    {"iters", "--iters", &Config::iters, 1, 10000000, true},
+    {"warmup", "--warmup", &Config::warmup, 0, 1000000000, false},
+    {"eval_interval", "--eval-interval", &Config::eval_interval, 0, 1000000000, true},
+    {"eval_iters", "--eval-iters", &Config::eval_iters, 1, 100000, true},
+    {"sample_tokens", "--sample-tokens,--max-new-tokens", &Config::sample_tokens, 0, 1000000, true},
+    {"top_k", "--top-k", &Config::top_k, 0, 1000000000, true}};
 // beta2 and clip have no flag: a file holding another value than the
 // defaults' is still read, within what AdamW and clipping accept.
-constexpr RealSetting kReals[] = {{"lr", "--lr", &Config::lr, 1e-12, 10.0},
-                                  {"min_lr", "--min-lr", &Config::min_lr, 0.0, 10.0},
-                                  {"weight_decay", "--weight-decay", &Config::weight_decay, 0.0, 100.0},
-                                  {"dropout", "--dropout", &Config::dropout, 0.0, 0.95},
-                                  {"temperature", "--temperature", &Config::temperature, 0.0, 100.0},
-                                  {"top_p", "--top-p", &Config::top_p, 1e-9, 1.0},
-                                  {"beta2", "", &Config::beta2, 0.0, 0.999999},
-                                  {"clip", "", &Config::clip, 0.0, 1e6}};
+constexpr RealSetting kReals[] = {{"lr", "--lr", &Config::lr, 1e-12, 10.0, false},
+                                  {"min_lr", "--min-lr", &Config::min_lr, 0.0, 10.0, false},
+                                  {"weight_decay", "--weight-decay", &Config::weight_decay, 0.0, 100.0, false},
+                                  {"dropout", "--dropout", &Config::dropout, 0.0, 0.95, false},
+                                  {"temperature", "--temperature", &Config::temperature, 0.0, 100.0, true},
+                                  {"top_p", "--top-p", &Config::top_p, 1e-9, 1.0, true},
+                                  {"beta2", "", &Config::beta2, 0.0, 0.999999, false},
+                                  {"clip", "", &Config::clip, 0.0, 1e6, false}};
 
 template <class Setting, size_t N>
 const Setting& setting(const Setting (&table)[N], const std::string& key) {
@@ -111,8 +120,11 @@ void add_flags(CLI::App& app, Config& c) {
   app::add_threads(app, c.threads);
   app::add_device(app, c.device, "cpu (default) or cuda / cuda:N (a build with the CUDA backend and a GPU)");
   app::add_out(app, c.out);
-  app::input_file(app.add_option("--resume", c.resume,
-                                 "continue the run saved in this checkpoint.safetensors (its configuration)"));
+  app::input_file(
+      app.add_option("--resume", c.resume,
+                     "continue the run saved in this checkpoint.safetensors: its model, data and optimizer (a flag of "
+                     "theirs with another value is refused), this run's --iters, --eval-interval, "
+                     "--eval-iters and sampling flags"));
   app.add_option("--stop-after", c.stop_after, "stop after this many steps with a checkpoint, as if interrupted")
       ->check(app::int_range(0, 1000000000));
   app.add_flag("--eval-only", c.eval_only, "score --weights on the validation split of the corpus and exit");
@@ -158,6 +170,7 @@ void finish_flags(const CLI::App& app, Config& c) {
     c.lr = 1e-3, c.min_lr = 1e-4, c.warmup = 100, c.weight_decay = 0.1, c.dropout = 0.0, c.beta2 = 0.99, c.clip = 1.0;
     c.eval_interval = 250, c.eval_iters = 20;
   }
+  c.decay_iters = c.iters;  // a new run's cosine ends with it (a resumed run's: resumed_config)
   check_config(
       c, [](const std::string& why) { throw app::UsageError(why); }, "");
   if (c.eval_only + c.generate + !c.resume.empty() > 1)
@@ -190,6 +203,23 @@ void finish_flags(const CLI::App& app, Config& c) {
   }
   if (c.generate && c.weights.empty() && c.hf.empty())
     throw app::UsageError("--generate needs --weights MODEL (or --hf DIR)");
+  if (c.eval_only || c.generate) {
+    // The model is the file's, and nothing trains: a flag of the model's,
+    // the data's or the optimizer's would be silently ignored.
+    const std::string mode = c.eval_only ? "--eval-only" : "--generate", from = c.hf.empty() ? "--weights" : "--hf";
+    const auto refuse = [&](const std::string& flag) {
+      if (app.count(flag)) throw app::UsageError(flag + " is for training; " + mode + " takes the model from " + from);
+    };
+    for (const IntSetting& s : kInts)
+      if (*s.flag && !s.run) refuse(flag_name(s.flag));
+    for (const RealSetting& s : kReals)
+      if (*s.flag && !s.run) refuse(flag_name(s.flag));
+    for (const char* f : {"--preset", "--iters", "--eval-interval", "--eval-iters", "--stop-after"}) refuse(f);
+    // --eval-only samples nothing.
+    if (c.eval_only)
+      for (const char* f : {"--sample-tokens", "--temperature", "--top-k", "--top-p"})
+        if (app.count(f)) throw app::UsageError(std::string(f) + " is for training and --generate, not --eval-only");
+  }
 }
 
 Device run_device(const Config& c) {
@@ -297,6 +327,7 @@ nlohmann::ordered_json config_json(const Config& c) {
           {"context", c.context},
           {"batch_size", c.batch},
           {"iters", c.iters},
+          {"lr_decay_iters", c.decay_iters > 0 ? c.decay_iters : c.iters},
           {"lr", c.lr},
           {"min_lr", c.min_lr},
           {"warmup", c.warmup},
@@ -362,6 +393,10 @@ Config config_from_metadata(const std::map<std::string, std::string>& meta, cons
     c.*s.field = at(s.key).get<double>();
   }
   c.seed = std::stoull(check("seed", "--seed", app::uint64_any()));
+  // Files from before it was stored: the cosine ran over iters.
+  c.decay_iters = j.contains("lr_decay_iters")
+                      ? std::stoll(check("lr_decay_iters", "--iters", app::int_range(1, setting(kInts, "iters").hi)))
+                      : c.iters;
   const auto choice = [&](const char* key, std::initializer_list<const char*> options) {
     const nlohmann::json& v = at(key);
     std::string list;
@@ -395,6 +430,61 @@ void check_model_size(const Config& c, const StateDict& tensors, const std::stri
                   " parameters, but the file holds " + app::fmt("%.0f", stored) + " values");
 }
 
+namespace {
+
+// A setting's value as the command line spells it, for messages.
+std::string spelled(int64_t v) { return std::to_string(v); }
+std::string spelled(double v) { return nlohmann::json(v).dump(); }
+std::string spelled(uint64_t v) { return std::to_string(v); }
+std::string spelled(const std::string& v) { return "'" + v + "'"; }
+
+}  // namespace
+
+Config resumed_config(const CLI::App& app, const Config& given, Config saved, const std::string& path,
+                      const std::map<std::string, std::string>& meta) {
+  // A flag given on the command line with another value than the checkpoint's.
+  const auto refuse_change = [&](const std::string& flag, const auto& now, const auto& stored) {
+    if (!app.count(flag) || now == stored) return;
+    throw app::UsageError(flag + " " + spelled(now) + " differs from the " + spelled(stored) + " that " + path +
+                          " was trained with: a resumed run keeps its checkpoint's model, data and optimizer (leave " +
+                          flag + " out, or start a new run)");
+  };
+  for (const IntSetting& s : kInts) {
+    if (!*s.flag) continue;
+    const std::string flag = flag_name(s.flag);
+    if (s.run && app.count(flag))
+      saved.*s.field = given.*s.field;
+    else
+      refuse_change(flag, given.*s.field, saved.*s.field);
+  }
+  for (const RealSetting& s : kReals) {
+    if (!*s.flag) continue;
+    const std::string flag = flag_name(s.flag);
+    if (s.run && app.count(flag))
+      saved.*s.field = given.*s.field;
+    else
+      refuse_change(flag, given.*s.field, saved.*s.field);
+  }
+  refuse_change("--seed", given.seed, saved.seed);
+  refuse_change("--preset", given.preset, saved.preset);
+  refuse_change("--precision", given.precision, saved.precision);
+  // --iters moves the end of the run, never back before where it stopped (an
+  // unreadable "iter" is left to restore, which names it).
+  if (const auto it = meta.find("iter"); app.count("--iters") && it != meta.end()) {
+    char* end = nullptr;
+    const long long done = std::strtoll(it->second.c_str(), &end, 10);
+    if (!it->second.empty() && *end == '\0' && done > saved.iters)
+      throw app::UsageError("--iters " + std::to_string(saved.iters) + " is before iteration " + std::to_string(done) +
+                            ", where " + path + " stopped (give at least " + std::to_string(done) + ")");
+  }
+  // What no checkpoint stores: this invocation's.
+  saved.out = given.out, saved.threads = given.threads, saved.quiet = given.quiet, saved.stop_after = given.stop_after;
+  saved.resume = given.resume, saved.check = given.check, saved.onnx = given.onnx, saved.device = given.device;
+  saved.allow_data_change = given.allow_data_change;
+  if (!given.data.empty()) saved.data = given.data;  // the corpus moved: its fingerprint is still checked
+  return saved;
+}
+
 nn::CharTokenizer vocab_from_metadata(const std::map<std::string, std::string>& meta, const std::string& path) {
   if (!meta.count("vocab")) throw IOError(path + ": no 'vocab' in its metadata");
   std::string chars;
@@ -424,7 +514,7 @@ std::map<std::string, std::string> base_metadata(const Config& c, const nn::Char
 void save_model(const fs::path& path, const Config& c, const nn::CharTokenizer& vocab, const nn::GPT& model,
                 double final_val_loss) {
   auto meta = base_metadata(c, vocab);
-  meta["final_val_loss"] = nlohmann::json(final_val_loss).dump();
+  meta["final_val_loss"] = app::json_number(final_val_loss).dump();  // "nan" where the run diverged
   save_safetensors(path.string(), model.state_dict(), meta);
 }
 
@@ -472,78 +562,6 @@ void save_checkpoint(const fs::path& path, const Config& c, const nn::CharTokeni
   auto meta = base_metadata(c, vocab);
   meta.merge(training_metadata(batches, iter, train_seconds, hist, data_fingerprint));
   nn::save_training_checkpoint(path.string(), model, opt, sched, meta);
-}
-
-std::map<std::string, std::string> training_metadata(const Generator& batches, int64_t iter, double train_seconds,
-                                                     const app::MetricsHistory& hist,
-                                                     const std::string& data_fingerprint) {
-  return {{kDataKey, data_fingerprint},
-          {"iter", std::to_string(iter)},
-          {"batch_generator_offset", std::to_string(batches.offset())},
-          {"dropout_generator_offset", std::to_string(default_generator().offset())},
-          {"train_seconds", nlohmann::json(train_seconds).dump()},
-          {"history", hist.to_json().dump()}};
-}
-
-void check_resume_data(const Config& c, const std::map<std::string, std::string>& meta, const Corpus& corpus,
-                       const std::string& now) {
-  const auto it = meta.find(kDataKey);
-  if (it == meta.end() || it->second == now) return;
-  const std::string what = "the corpus (" + corpus.description + ") changed since " + c.resume +
-                           " was written: it is now " + now + ", the checkpoint recorded " + it->second.substr(0, 80);
-  if (!c.allow_data_change) throw app::UsageError(what + " (--allow-data-change trains on it anyway)");
-  std::fprintf(stderr, "gpt: note: %s; training on it (--allow-data-change)\n", what.c_str());
-}
-
-int64_t restore(const StateDict& ckpt, const std::map<std::string, std::string>& meta, const std::string& path,
-                nn::GPT& model, optim::AdamW& opt, optim::LRScheduler& sched, Generator& batches, double& train_seconds,
-                app::MetricsHistory& hist, int64_t total_iters) {
-  bool has_optimizer = false;
-  for (auto& [k, t] : ckpt) has_optimizer = has_optimizer || k.rfind("optimizer.", 0) == 0;
-  if (!has_optimizer || !meta.count("iter"))
-    throw IOError(path + ": not a checkpoint (no optimizer state or iteration; a model.safetensors is for --weights)");
-  // Counts as the whole string, in range ("4abc" is not 4).
-  const auto count = [&](const char* key, const CLI::Validator& v) {
-    const auto it = meta.find(key);
-    if (it == meta.end()) throw IOError(path + ": no '" + key + "' in its metadata");
-    std::string text = it->second.substr(0, 64);
-    const std::string err = v(text);
-    if (!err.empty()) throw IOError(path + ": metadata '" + key + "': " + err);
-    return text;
-  };
-  const int64_t iter = std::stoll(count("iter", app::int_range(0, total_iters)));
-  const uint64_t batch_offset = std::stoull(count("batch_generator_offset", app::uint64_any()));
-  const uint64_t dropout_offset = std::stoull(count("dropout_generator_offset", app::uint64_any()));
-  try {
-    if (shared_layout(ckpt)) {
-      nn::load_training_checkpoint(ckpt, path, model, opt, sched);
-    } else {
-      // The older layout: the model's tensors move under "model.", and the
-      // schedule, a function of the iteration alone, is that iteration.
-      StateDict all;
-      for (auto& [k, t] : ckpt) all.emplace_back(k.rfind("optimizer.", 0) == 0 ? k : "model." + k, t);
-      all.emplace_back("scheduler.last_epoch", scalar_tensor(static_cast<double>(iter), kFloat64));
-      nn::load_training_checkpoint(all, path, model, opt, sched);
-      std::fprintf(stderr,
-                   "gpt: note: %s is in the older GPT checkpoint layout; read once, the checkpoints this run "
-                   "writes have the shared layout (model., optimizer., scheduler.)\n",
-                   path.c_str());
-    }
-    batches.set_offset(batch_offset);
-    default_generator().set_offset(dropout_offset);
-    const nlohmann::json seconds = app::parse_stored_json(meta.at("train_seconds"), path, "metadata 'train_seconds'");
-    if (!seconds.is_number() || !std::isfinite(seconds.get<double>()) || seconds.get<double>() < 0)
-      throw IOError(path + ": metadata 'train_seconds': " + stored_text(seconds) + " is not a number of seconds");
-    train_seconds = seconds.get<double>();
-    hist.from_json(app::parse_stored_json(meta.at("history"), path, "metadata 'history'"), {"train_loss", "val_loss"});
-    return iter;
-  } catch (const IOError&) {
-    throw;  // parse_stored_json's and load_training_checkpoint's, which name the file already
-  } catch (const Error& e) {
-    throw IOError(path + ": " + e.what());
-  } catch (const std::exception& e) {
-    throw IOError(path + ": bad checkpoint metadata: " + e.what());
-  }
 }
 
 void save_loss_chart(const app::MetricsHistory& hist, const std::string& title, const std::string& path) {

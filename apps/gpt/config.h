@@ -33,6 +33,11 @@ struct Config {
   // its parameters, 4.5x its work per step); the corpus (2.6 MB) is seen
   // about once, so no dropout.
   int64_t layers = 4, heads = 4, width = 192, context = 128, batch = 12, iters = 1500;
+  // The cosine's length (nanoGPT's lr_decay_iters): --iters for a new run; a
+  // resumed run keeps its checkpoint's, whatever --iters it is given, so the
+  // rate it continues with is the one the schedule was at. Past it the rate
+  // stays at min_lr (optim::NanoGPTCosineLR, as nanoGPT's get_lr).
+  int64_t decay_iters = 0;
   double lr = 1e-3, min_lr = 1e-4, weight_decay = 0.1, dropout = 0.0, beta2 = 0.99, clip = 1.0;
   int64_t warmup = 100, eval_interval = 250, eval_iters = 20, sample_tokens = 600, top_k = 0, stop_after = 0;
   double temperature = 0.8, top_p = 1.0;
@@ -67,6 +72,23 @@ void finish_flags(const CLI::App& app, Config& c);
 /// configuration from the flags (file empty) or from `file`'s metadata;
 /// fail gets the message and throws.
 void check_config(const Config& c, const std::function<void(const std::string&)>& fail, const std::string& file);
+/// --resume: the checkpoint's configuration `saved` (read from `path`, whose
+/// metadata is `meta`) with what this invocation says about the run itself:
+/// the flags of its length and its reports (--iters, --eval-interval,
+/// --eval-iters, --sample-tokens, --temperature, --top-k, --top-p,
+/// --stop-after, --out, --threads, --device, --quiet, --check,
+/// --export-onnx, and --data where the corpus moved) are honoured; the model's,
+/// the data's and the optimizer's (--layers, --heads, --width, --context,
+/// --batch-size, --lr, --min-lr, --warmup, --weight-decay, --dropout,
+/// --seed, --preset, --precision) come from the checkpoint, and one given
+/// with another value than the stored one is an app::UsageError naming the
+/// flag, both values and the file. --iters below the iteration the
+/// checkpoint stopped at is refused likewise.
+Config resumed_config(const CLI::App& app, const Config& given, Config saved, const std::string& path,
+                      const std::map<std::string, std::string>& meta);
+/// Whether a checkpoint's tensors have the shared layout (nn/checkpoint.h:
+/// model., optimizer., scheduler.) rather than the older GPT one.
+bool shared_layout(const StateDict& sd);
 /// A stored configuration describing a model larger than the file's tensors
 /// is refused (IOError naming the file) before anything is built.
 void check_model_size(const Config& c, const StateDict& tensors, const std::string& path);

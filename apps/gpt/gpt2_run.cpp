@@ -92,11 +92,21 @@ void copy_tokenizer_files(const std::string& from, const fs::path& to) {
 }
 
 // --hf DIR as a model: a missing directory is one IOError with the remedy.
-std::shared_ptr<nn::GPT> load_hf(const std::string& dir) {
-  if (!fs::is_directory(dir))
-    throw IOError("--hf '" + dir + "': no such directory (a Hugging Face GPT-2 directory: config.json + " +
+// Its weights are checked as every other path's (apps/common/README.md):
+// NaN, Inf or overflowing values are refused by name, for --generate unless
+// --force-eval (a warning then); fine-tuning from them is refused outright
+// (training from NaN would only spread it).
+std::shared_ptr<nn::GPT> load_hf(const Config& c) {
+  if (!fs::is_directory(c.hf))
+    throw IOError("--hf '" + c.hf + "': no such directory (a Hugging Face GPT-2 directory: config.json + " +
                   "model.safetensors)");
-  return nn::load_gpt2_hf(dir);
+  std::shared_ptr<nn::GPT> model = nn::load_gpt2_hf(c.hf);
+  const std::string file = (fs::path(c.hf) / "model.safetensors").string();
+  if (c.generate)
+    app::check_eval_weights("gpt", model->state_dict(), file, c.force_eval);
+  else
+    app::refuse_suspicious(model->state_dict(), file, "--hf");
+  return model;
 }
 
 // A new model of an --init shape, or of the character path's flags with
@@ -152,17 +162,16 @@ void save_gpt2_checkpoint(const fs::path& path, const Config& c, const std::stri
 }
 
 // --resume of a GPT-2 checkpoint: its configuration (config_from_metadata:
-// the flags' ranges) with this run's paths and verbosity, and the model's
+// the flags' ranges) with this run's length and reports (resumed_config), and the model's
 // shape from its "gpt2" entry, each field checked (IOError naming the file
 // and the field).
-nn::GPTConfig resume_gpt2(Config& c, const std::map<std::string, std::string>& meta, const StateDict& ckpt) {
+nn::GPTConfig resume_gpt2(Config& c, const CLI::App& app, const std::map<std::string, std::string>& meta,
+                          const StateDict& ckpt) {
   const std::string path = c.resume;
   Config saved = config_from_metadata(meta, path);
   check_model_size(saved, ckpt, path);
-  saved.out = c.out, saved.threads = c.threads, saved.quiet = c.quiet, saved.stop_after = c.stop_after;
-  saved.resume = c.resume, saved.check = c.check, saved.onnx = c.onnx, saved.device = c.device;
-  saved.allow_data_change = c.allow_data_change, saved.tokenizer = "gpt2";
-  if (!c.data.empty()) saved.data = c.data;  // the corpus moved: its fingerprint is still checked
+  saved = resumed_config(app, c, saved, path, meta);
+  saved.tokenizer = "gpt2";
   if (!meta.count("gpt2")) throw IOError(path + ": not a GPT-2 checkpoint (no 'gpt2' in its metadata)");
   const nlohmann::json j = app::parse_stored_json(meta.at("gpt2"), path, "metadata 'gpt2'");
   const std::string where = path + ": stored GPT-2 model: ";
@@ -235,11 +244,11 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
   if (!c.resume.empty()) {
     ckpt = load_safetensors(c.resume, &meta);
     app::warn_suspicious("gpt", ckpt, c.resume);  // NaN/Inf or negative second moments named on stderr
-    const nn::GPTConfig g = resume_gpt2(c, meta, ckpt);
+    const nn::GPTConfig g = resume_gpt2(c, app, meta, ckpt);
     manual_seed(c.seed + 1);  // as init_model; the weights and the dropout stream come from the checkpoint
     model = std::make_shared<nn::GPT>(g);
   } else if (!c.hf.empty()) {
-    model = load_hf(c.hf);
+    model = load_hf(c);
   }
   const Device dev = run_device(c);
   const std::string tdir = tokenizer_dir(c);
@@ -293,7 +302,7 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
   optim::AdamWOptions ao;
   ao.lr = c.lr, ao.beta2 = c.beta2, ao.weight_decay = c.weight_decay;
   optim::AdamW opt({optim::ParamGroup{decay, -1, c.weight_decay}, optim::ParamGroup{no_decay, -1, 0.0}}, ao);
-  optim::NanoGPTCosineLR sched(opt, c.warmup, c.iters, c.min_lr);
+  optim::NanoGPTCosineLR sched(opt, c.warmup, c.decay_iters, c.min_lr);
   Generator batches(c.seed);
   app::MetricsHistory hist = make_history();
   int64_t start = 0;
@@ -407,7 +416,7 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
 
 int generate_gpt2(const Config& c) {
   app::apply_threads(c.threads);
-  std::shared_ptr<nn::GPT> model = load_hf(c.hf);
+  std::shared_ptr<nn::GPT> model = load_hf(c);
   const Device dev = run_device(c);
   model->to(dev);
   const std::string tdir = tokenizer_dir(c);

@@ -116,24 +116,20 @@ int check_done() {
   return 0;
 }
 
-int train(gpt::Config c) {
+int train(gpt::Config c, const CLI::App& app) {
   app::apply_threads(c.threads);
   app::prepare_out_dir(c.out);
   app::check_export_onnx(c.onnx);
-  // A resumed run takes everything but --out, --threads, --quiet and
-  // --stop-after from the checkpoint.
+  // A resumed run takes the model, data and optimizer from the checkpoint and
+  // its length and reports from the flags (gpt::resumed_config, README.md).
   std::map<std::string, std::string> meta;
   StateDict ckpt;
   if (!c.resume.empty()) {
     ckpt = load_safetensors(c.resume, &meta);
     app::warn_suspicious("gpt", ckpt, c.resume);  // NaN/Inf or negative second moments named on stderr
-    gpt::Config saved = gpt::config_from_metadata(meta, c.resume);
+    const gpt::Config saved = gpt::config_from_metadata(meta, c.resume);
     gpt::check_model_size(saved, ckpt, c.resume);
-    saved.out = c.out, saved.threads = c.threads, saved.quiet = c.quiet, saved.stop_after = c.stop_after;
-    saved.resume = c.resume, saved.check = c.check, saved.onnx = c.onnx, saved.device = c.device;
-    saved.allow_data_change = c.allow_data_change;
-    if (!c.data.empty()) saved.data = c.data;  // the corpus moved: its fingerprint is still checked
-    c = saved;
+    c = gpt::resumed_config(app, c, saved, c.resume, meta);
   }
   const Device dev = gpt::run_device(c);
   const gpt::Corpus corpus = gpt::read_corpus(c);
@@ -157,7 +153,7 @@ int train(gpt::Config c) {
   ao.weight_decay = c.weight_decay;
   optim::AdamW opt({optim::ParamGroup{decay, -1, c.weight_decay}, optim::ParamGroup{no_decay, -1, 0.0}}, ao);
   // nanoGPT's get_lr: linear warm-up, then a cosine from lr to min_lr at the last iteration.
-  optim::NanoGPTCosineLR sched(opt, c.warmup, c.iters, c.min_lr);
+  optim::NanoGPTCosineLR sched(opt, c.warmup, c.decay_iters, c.min_lr);
   Generator batches(c.seed);
   app::MetricsHistory hist = gpt::make_history();
   int64_t start = 0;
@@ -298,6 +294,8 @@ int eval_only(gpt::Config c) {
   nn::CharTokenizer vocab;
   std::map<std::string, std::string> meta;
   std::unique_ptr<nn::GPT> model = gpt::load_model(c.weights, vocab, meta, c.force_eval);
+  // What --force-eval let through (load_model warned): eval.json says so beside a finite loss.
+  const std::vector<std::string> suspicious = nn::suspicious_tensors(model->state_dict());
   c.context = model->cfg.block_size;
   const Device dev = gpt::run_device(c);
   model->to(dev);
@@ -311,6 +309,7 @@ int eval_only(gpt::Config c) {
       {"data", corpus.description},
       {"final_val_loss", v},
       {"val_tokens", data.val.size()},
+      {"suspicious_tensors", suspicious},
       {"recorded_final_val_loss",
        meta.count("final_val_loss")
            ? app::parse_stored_json(meta.at("final_val_loss"), c.weights, "metadata 'final_val_loss'")
@@ -362,6 +361,6 @@ int main(int argc, char** argv) {
     if (c.gpt2()) return c.generate ? gpt::generate_gpt2(c) : gpt::train_gpt2(c, app);
     if (c.generate) return generate(c);
     if (c.eval_only) return eval_only(c);
-    return train(c);
+    return train(c, app);
   });
 }

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "app.h"
 #include "precision.h"
@@ -138,6 +139,90 @@ inline void add_flags(CLI::App& cli, Config& c, std::string& randaugment) {
                  "and evaluate it beside the raw weights every epoch")
       ->check(app::finite_range(0.0, 1.0));
   app::add_precision(cli, c.precision);  // apps/common/precision.h
+}
+
+// The flags whose values a checkpoint's configuration stores (to_json's
+// keys), other than those resumed_config honours.
+struct StoredFlag {
+  const char* flag;
+  std::vector<const char*> keys;
+};
+inline const std::vector<StoredFlag>& stored_flags() {
+  static const std::vector<StoredFlag> flags = {{"--data", {"data"}},
+                                                {"--batch-size", {"batch_size"}},
+                                                {"--lr", {"lr"}},
+                                                {"--weight-decay", {"weight_decay"}},
+                                                {"--warmup-epochs", {"warmup_epochs"}},
+                                                {"--min-lr", {"min_lr"}},
+                                                {"--label-smoothing", {"label_smoothing"}},
+                                                {"--clip", {"clip"}},
+                                                {"--seed", {"seed"}},
+                                                {"--patch-size", {"patch_size"}},
+                                                {"--width", {"width"}},
+                                                {"--depth", {"depth"}},
+                                                {"--heads", {"heads"}},
+                                                {"--mlp", {"mlp"}},
+                                                {"--hybrid", {"stem_channels"}},
+                                                {"--dropout", {"dropout"}},
+                                                {"--crop-padding", {"crop_padding"}},
+                                                {"--hflip", {"hflip"}},
+                                                {"--erase", {"erase_prob"}},
+                                                {"--mixup", {"mixup_alpha"}},
+                                                {"--cutmix", {"cutmix_alpha"}},
+                                                {"--randaugment", {"randaugment_ops", "randaugment_magnitude"}},
+                                                {"--drop-path", {"drop_path"}},
+                                                {"--ema", {"ema_decay"}},
+                                                {"--distill", {"distill"}},
+                                                {"--distill-temperature", {"distill_temperature"}},
+                                                {"--distill-alpha", {"distill_alpha"}},
+                                                {"--precision", {"precision"}},
+                                                {"--limit-train", {"limit_train"}}};
+  return flags;
+}
+
+// --resume and --eval-only: the checkpoint's configuration `saved` (read
+// from `file`) with what this invocation says about the run itself. Honoured: --epochs (the
+// run's length; the cosine is stretched over the new total, README.md), and
+// --limit-test (how it is scored), beside the flags no checkpoint stores
+// (--out, --data-dir, --threads, --device, --stop-after, --eval-batch-size,
+// --quiet, --check); --teacher names where the teacher file is now (its
+// fingerprint is still checked). Every flag of the model, the data or the
+// recipe (stored_flags) comes from the checkpoint, and one given with another
+// value than the stored one is a UsageError naming the flag, both values and
+// the file; so is --epochs below the epochs already trained.
+inline Config resumed_config(const CLI::App& cli, const Config& given, Config saved, const std::string& file,
+                             const Metadata& meta) {
+  namespace app = ember::app;
+  const nlohmann::ordered_json now = to_json(given), stored = to_json(saved);
+  const std::string why = saved.eval_only ? "--eval-only scores the file's model on its data set"
+                                          : "a resumed run keeps its checkpoint's model, data and recipe";
+  const auto spelled = [](const nlohmann::ordered_json& j, const std::vector<const char*>& keys) {
+    std::string s;
+    for (const char* k : keys) {
+      const nlohmann::ordered_json& v = j.at(k);
+      s += (s.empty() ? "" : ",") + (v.is_string() ? "'" + v.get<std::string>() + "'" : v.dump());
+    }
+    return s;
+  };
+  for (const StoredFlag& f : stored_flags()) {
+    if (!cli.count(f.flag)) continue;
+    for (const char* k : f.keys)
+      if (now.at(k) != stored.at(k))
+        throw app::UsageError(std::string(f.flag) + " " + spelled(now, f.keys) + " differs from the " +
+                              spelled(stored, f.keys) + " that " + file + " was trained with: " + why + " (leave " +
+                              f.flag + " out" + (saved.eval_only ? ")" : ", or start a new run)"));
+  }
+  if (cli.count("--epochs") && saved.eval_only) throw app::UsageError("--epochs is for training, not --eval-only");
+  if (cli.count("--epochs")) {
+    const int64_t done = read_train_state(meta, file).epoch;
+    if (given.epochs < done)
+      throw app::UsageError("--epochs " + std::to_string(given.epochs) + " is fewer than the " + std::to_string(done) +
+                            " epochs " + file + " has trained (give at least " + std::to_string(done) + ")");
+    saved.epochs = given.epochs;
+  }
+  if (cli.count("--limit-test")) saved.limit_test = given.limit_test;
+  if (cli.count("--teacher")) saved.teacher = given.teacher;  // moved: check_teacher_file compares its bytes
+  return saved;
 }
 
 }  // namespace vit

@@ -115,9 +115,9 @@ Loaded load_run(Config& c, const CLI::App& cli) {
   if (l.meta.count("config") || !c.eval_only) {
     int64_t stored_values = 0;
     for (const auto& [name, t] : l.tensors) stored_values += t.numel();
-    const int epochs = c.epochs;
+    const Config given = c;
     c = vit::read_config(l.meta, from, stored_values, c);
-    if (cli.count("--epochs") && !c.eval_only) c.epochs = epochs;  // extending a run: the schedule stretches
+    c = vit::resumed_config(cli, given, c, from, l.meta);  // flags.h: which flags are honoured, which refused
   }
   if (c.eval_only) l.recorded = vit::recorded_accuracy(l.meta, from);
   return l;
@@ -127,7 +127,11 @@ Loaded load_run(Config& c, const CLI::App& cli) {
 int evaluate_only(const Config& c, nn::VisionTransformer& model, const Loaded& l, const Datasets& d,
                   const data::DataLoader& test_loader, Device dev) {
   StateDict weights = nn::take_prefixed(l.tensors, "model.");
-  model.load_state_dict(weights.empty() ? l.tensors : weights);
+  try {
+    model.load_state_dict(weights.empty() ? l.tensors : weights);
+  } catch (const Error&) {
+    nn::rethrow_with_context(c.weights + ": ");  // the same type, the file named
+  }
   if (c.check) return app::kExitOk;
   const Evaluation ev = evaluate(model, test_loader, d.test.num_classes(), dev);
   app::check_eval_loss(ev.loss, c.weights);
@@ -136,6 +140,7 @@ int evaluate_only(const Config& c, nn::VisionTransformer& model, const Loaded& l
             {"test_loss", ev.loss},
             {"test_images", d.test.n},
             {"recorded_test_accuracy", l.recorded ? json(*l.recorded) : json()},
+            {"suspicious_tensors", nn::suspicious_tensors(weights.empty() ? l.tensors : weights)},  // --force-eval's
             {"config", to_json(c)}};
   app::write_json((fs::path(c.out) / "eval.json").string(), m);
   vit::plot_confusion(ev.confusion, d.test.class_names, (fs::path(c.out) / "confusion.png").string(),
@@ -150,11 +155,7 @@ int evaluate_only(const Config& c, nn::VisionTransformer& model, const Loaded& l
 // naming what would differ), the position in training and the RNG.
 TrainState resume(const Config& c, const Loaded& l, nn::Module& model, optim::Optimizer& opt, optim::LRScheduler& sched,
                   int64_t steps_per_epoch, int world) {
-  try {
-    nn::load_training_checkpoint(l.tensors, c.resume, model, opt, sched);
-  } catch (const ValueError& e) {
-    throw IOError("training checkpoint '" + c.resume + "': " + e.what());
-  }
+  nn::load_training_checkpoint(l.tensors, c.resume, model, opt, sched);  // its errors name the file and the part
   TrainState s = vit::read_train_state(l.meta, c.resume);
   // Every parameter of the ViT trains: after a step each has both Adam
   // moments (a parameter with neither would silently restart from zero).
@@ -479,8 +480,8 @@ int run(Config c, const CLI::App& cli, const app::OnnxExportFlags& onnx) {
   data::DataLoader loader(d.train, lo);
   const int64_t steps_per_epoch = loader.num_batches();
   if (steps_per_epoch == 0)
-    throw UsageError("--batch-size " + std::to_string(c.batch_size) + " is larger than the " +
-                     std::to_string(d.train.n) + " training images");
+    vit::refuse_setting(c, vit::setting_name(c, "--batch-size", "batch_size") + " " + std::to_string(c.batch_size) +
+                               " is larger than the " + std::to_string(d.train.n) + " training images");
   optim::AdamWOptions ao;
   ao.lr = c.lr;
   ao.weight_decay = c.weight_decay;

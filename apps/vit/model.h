@@ -19,19 +19,35 @@ namespace vit {
 using namespace ember;
 namespace data = ember::nn::data;
 
+// A setting that does not fit, named where it came from: the flag (a
+// UsageError), or, once read_config has read the run's configuration from a
+// checkpoint, that file's stored field (an IOError naming the file): the
+// value was not given on this command line.
+inline std::string setting_name(const Config& c, const char* flag, const char* key) {
+  return c.config_from.empty() ? flag : key;
+}
+[[noreturn]] inline void refuse_setting(const Config& c, const std::string& why) {
+  if (c.config_from.empty()) throw ember::app::UsageError(why);
+  throw ember::IOError(c.config_from + ": stored configuration: " + why);
+}
+
 // The model's sizes, before anything is built: a documented maximum
 // instead of bad_alloc.
 inline void check_model_size(const Config& c) {
   if (c.width % c.heads != 0)
-    throw ember::app::UsageError("--width " + std::to_string(c.width) + " is not divisible by --heads " +
-                                 std::to_string(c.heads));
+    refuse_setting(c, setting_name(c, "--width", "width") + " " + std::to_string(c.width) + " is not divisible by " +
+                          setting_name(c, "--heads", "heads") + " " + std::to_string(c.heads));
   const double params = vit::parameter_lower_bound(c);
   if (params > vit::kMaxParameters)
-    throw ember::app::UsageError(
-        ember::app::fmt("--width %lld, --depth %lld, --mlp %lld, --patch-size %lld and --hybrid %lld make a model of "
-                        "at least %.3g parameters, more than this demo builds (%.3g)",
-                        static_cast<long long>(c.width), static_cast<long long>(c.depth), static_cast<long long>(c.mlp),
-                        static_cast<long long>(c.patch), static_cast<long long>(c.stem), params, vit::kMaxParameters));
+    refuse_setting(
+        c, ember::app::fmt("%s %lld, %s %lld, %s %lld, %s %lld and %s %lld make a model of at least %.3g "
+                           "parameters, more than this demo builds (%.3g)",
+                           setting_name(c, "--width", "width").c_str(), static_cast<long long>(c.width),
+                           setting_name(c, "--depth", "depth").c_str(), static_cast<long long>(c.depth),
+                           setting_name(c, "--mlp", "mlp").c_str(), static_cast<long long>(c.mlp),
+                           setting_name(c, "--patch-size", "patch_size").c_str(), static_cast<long long>(c.patch),
+                           setting_name(c, "--hybrid", "stem_channels").c_str(), static_cast<long long>(c.stem), params,
+                           vit::kMaxParameters));
 }
 
 struct Datasets {
@@ -53,8 +69,9 @@ inline Datasets load_data(Config& c) {
 
 inline std::shared_ptr<nn::VisionTransformer> make_model(const Config& c, const data::ImageSet& set) {
   if (set.height % c.patch != 0 || set.width % c.patch != 0)
-    throw ember::app::UsageError("--patch-size " + std::to_string(c.patch) + " does not divide the " +
-                                 std::to_string(set.height) + "x" + std::to_string(set.width) + " images of " + c.data);
+    refuse_setting(c, setting_name(c, "--patch-size", "patch_size") + " " + std::to_string(c.patch) +
+                          " does not divide the " + std::to_string(set.height) + "x" + std::to_string(set.width) +
+                          " images of " + c.data);
   return std::make_shared<nn::VisionTransformer>(nn::VisionTransformerOptions{.img_size = {set.height, set.width},
                                                                               .patch_size = {c.patch, c.patch},
                                                                               .in_channels = set.channels,

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <stdexcept>
 #include <string>
@@ -213,6 +214,26 @@ TEST_CASE("MetricsHistory: recorded series, JSON round trip, refused when damage
   CHECK_THROWS_AS(back.from_json(short_series, {"train_loss", "val_loss"}), std::out_of_range);
   CHECK_THROWS(back.from_json(j, {"train_loss", "accuracy"}));
   CHECK(back.to_json() == j);  // unchanged by a refused read
+}
+
+TEST_CASE("MetricsHistory: NaN and Inf losses are stored as strings and read back") {
+  app::MetricsHistory h("iters");
+  h.record(2, {{"train_loss", std::nan("")}, {"val_loss", INFINITY}});
+  h.record(4, {{"train_loss", -INFINITY}, {"val_loss", 0.5}});
+  const nlohmann::json j = h.to_json();
+  CHECK(j.dump() == R"({"iters":[2.0,4.0],"train_loss":["nan","-inf"],"val_loss":["inf",0.5]})");
+  app::MetricsHistory back("iters");
+  back.from_json(nlohmann::json::parse(j.dump()), {"train_loss", "val_loss"});
+  CHECK(std::isnan(back.at("train_loss")[0]));
+  CHECK(back.at("train_loss")[1] == -INFINITY);
+  CHECK(back.at("val_loss") == std::vector<double>{INFINITY, 0.5});
+  // What nlohmann writes for NaN (null), and other strings, are no numbers.
+  CHECK_THROWS_AS(back.from_json(nlohmann::json::parse(R"({"iters":[2],"train_loss":[null],"val_loss":[1]})"),
+                                 {"train_loss", "val_loss"}),
+                  std::out_of_range);
+  CHECK_THROWS_AS(back.from_json(nlohmann::json::parse(R"({"iters":[2],"train_loss":["NaN"],"val_loss":[1]})"),
+                                 {"train_loss", "val_loss"}),
+                  std::out_of_range);
 }
 
 TEST_CASE("MetricsHistory: a history saved before its first evaluation reads back empty and grows") {

@@ -8,6 +8,7 @@
 // std::stod, uncaught).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 
 #include "../test_util.h"
@@ -158,4 +159,25 @@ TEST_CASE("vit config: a damaged training state or recorded accuracy is an IOErr
                      vit::recorded_accuracy({{"test_accuracy", bad}}, kFile);
                    }),
                    "ckpt.safetensors: metadata \"test_accuracy\" must be a number from 0 to 1"));
+}
+
+TEST_CASE("vit config: a NaN or infinite loss in the training state is stored so that it reads back") {
+  vit::TrainState s = two_epochs();
+  s.history[1].test_loss = std::nan("");
+  s.history[1].train_loss = INFINITY;
+  s.loss_sum = -INFINITY;
+  const vit::Metadata m = vit::checkpoint_metadata(small_config(), s);
+  CHECK(contains(m.at("state"), "\"test_loss\":\"nan\""));
+  const vit::TrainState back = vit::read_train_state(m, kFile);
+  CHECK(std::isnan(back.history[1].test_loss));
+  CHECK(back.history[1].train_loss == INFINITY);
+  CHECK(back.loss_sum == -INFINITY);
+  CHECK(back.history[0].test_loss == 1.875);
+  // null (what a NaN became before) and other strings are refused by name.
+  json bad_entry = vit::to_json(two_epochs().history);
+  bad_entry[0]["train_loss"] = nullptr;
+  CHECK(contains(state_error(with("state", "history", bad_entry)),
+                 "history entry 0: field \"train_loss\" must be a number (or \"nan\", \"inf\", \"-inf\"), not a JSON "
+                 "null"));
+  CHECK(contains(state_error(with("state", "loss_sum", "NaN")), "field \"loss_sum\" must be a number (or"));
 }
