@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <new>
+#include <string_view>
 #include <system_error>
 
 #include <ember/core/device.h>
@@ -160,6 +161,17 @@ int fail(const char* name, int code, const std::string& why) {
 int run_main(const char* name, CLI::App& cli, int argc, char** argv, const std::function<int()>& run) {
   bool table = false;
   cli.add_flag("--flag-table", table, "print the options as JSON (for the bad-invocation tests) and exit")->group("");
+  // CLI11 reads "--out=" as the flag without its value and takes the next
+  // argument for it ("--out= --check" would write into a directory named
+  // --check): an empty value after '=' is refused here.
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() > 3 && arg.starts_with("--") && arg.back() == '=' && arg.find('=') == arg.size() - 1)
+      return fail(name, kExitUsage,
+                  std::string(arg) + ": an empty value after '=' (give one, or '" +
+                      std::string(arg.substr(0, arg.size() - 1)) + " \"\"' for an empty string; see --help)");
+  }
   try {
     cli.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -183,6 +183,23 @@ foreach(k IN LISTS indices)
 endforeach()
 run_case("--no-such-flag" "1" TRUE "")
 run_case("" "stray-argument" TRUE "")
+# "--flag=" with nothing after '=' and a flag next: CLI11 alone would take
+# that next argument as the value ("--out= --check" trained into a
+# directory named --check). Once per kind of option that takes a value.
+set(empty_done "")
+foreach(k IN LISTS indices)
+  string(JSON name GET "${table}" ${k} name)
+  string(JSON kind GET "${table}" ${k} kind)
+  if(NOT kind STREQUAL "flag" AND NOT kind IN_LIST empty_done)
+    list(APPEND empty_done "${kind}")
+    execute_process(COMMAND "${APP}" "${name}=" --check RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err
+                    TIMEOUT ${TIMEOUT})
+    math(EXPR runs "${runs} + 1")
+    if(NOT rc EQUAL 2 OR NOT err MATCHES "an empty value after '='")
+      set(failures "${failures}\n  ${NAME} ${name}= --check: exit '${rc}', expected 2 and the empty value named: ${err}")
+    endif()
+  endif()
+endforeach()
 
 if(NOT failures STREQUAL "")
   message(FATAL_ERROR "${NAME}: bad invocations that did not end in one line and exit 1 or 2:${failures}")
