@@ -244,8 +244,12 @@ Result run_trained(const Config& c, Generator& g) {
 }
 
 // --eval-only: a saved model (its kind from the file's "model") scored on
-// its test inputs again.
-int eval_only(Config c) {
+// its test inputs again. --model, given again, must name the file's kind;
+// training's flags (the seed draws the training data and the initialisation)
+// would do nothing.
+int eval_only(Config c, const CLI::App& cli) {
+  app::refuse_training_flags(cli, {"--epochs", "--batch-size", "--lr", "--seed"});
+  const std::string given = c.model;
   std::map<std::string, std::string> meta;
   const StateDict sd = load_safetensors(c.weights, &meta);
   const auto kind = meta.find("model");
@@ -255,6 +259,7 @@ int eval_only(Config c) {
                   ": not a model.safetensors of attention_regression's trained models (its metadata "
                   "\"model\" is not single-head, transformer or encoder)");
   c.model = kind->second;
+  app::refuse_changed_flag(cli, "--model", "'" + given + "'", "'" + c.model + "'", c.weights);
   app::check_eval_weights("attention_regression", sd, c.weights, c.force_eval);
   const std::unique_ptr<ar::AttentionModel> model = make_model(c.model);
   try {
@@ -395,14 +400,14 @@ int main(int argc, char** argv) {
                                    " is kernel regression over its training points, not a trained network; export "
                                    "single-head, transformer or encoder");
     if (c.model == "nw-param" && c.epochs == 0) c.epochs = 50;
-    if ((c.model == "nw" || c.model == "nw-param") && c.device != "cpu")
+    if (!c.eval_only && (c.model == "nw" || c.model == "nw-param") && c.device != "cpu")
       throw ember::app::UsageError("--device " + c.device + ": the nw models run on the cpu only");
-    if ((c.model == "nw" || c.model == "nw-param") && c.precision != "fp32")
+    if (!c.eval_only && (c.model == "nw" || c.model == "nw-param") && c.precision != "fp32")
       throw ember::app::UsageError("--precision " + c.precision + ": the nw models run in fp32 only");
     ember::app::apply_threads(c.threads);
     ember::app::prepare_out_dir(c.out);
     ember::app::check_export_onnx(c.onnx);
-    if (c.eval_only) return eval_only(c);
+    if (c.eval_only) return eval_only(c, cli);
     if (c.check) {  // the models are small: the flags and --out are what can go wrong
       std::printf("attention_regression: check ok\n");
       return 0;

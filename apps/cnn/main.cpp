@@ -81,12 +81,28 @@ void export_resnet(const Config& c, nn::ResNet& model, const data::DataLoader& t
       app::image_classifier_graph(images, "Ember's ResNet (apps/cnn) trained on " + tc.data, tc.mean, tc.std), c.onnx);
 }
 
+// "16,32,64", as --widths and --blocks spell a list.
+std::string joined(const std::vector<int64_t>& v) {
+  std::string s;
+  for (const int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
 // --eval-only: a saved teacher (its sizes and normalisation from the file)
-// scored on the test split of the data set it was trained on.
+// scored on the test split of the data set it was trained on. The model's
+// flags, given again, must name the file's model; training's do nothing.
 int eval_only(Config c, const CLI::App& cli) {
+  app::refuse_training_flags(cli, {"--epochs", "--batch-size", "--lr", "--momentum", "--weight-decay", "--pct-start",
+                                   "--label-smoothing", "--crop-padding", "--hflip", "--limit-train", "--seed"});
   app::Teacher t = app::load_teacher(c.weights, "cnn", c.force_eval);
   if (cli.count("--data") && c.data != t.config.data)
     throw UsageError("--data " + c.data + ": " + c.weights + " was trained on " + t.config.data);
+  if (cli.count("--widths"))
+    app::refuse_changed_flag(cli, "--widths", joined(app::parse_int_list(c.widths, "--widths", 1, 1024)),
+                             joined(t.config.resnet.widths), c.weights);
+  if (cli.count("--blocks"))
+    app::refuse_changed_flag(cli, "--blocks", joined(app::parse_int_list(c.blocks, "--blocks", 1, 16)),
+                             joined(t.config.resnet.blocks), c.weights);
   c.data = t.config.data;
   if (c.data_dir.empty()) c.data_dir = data::default_data_dir(c.data);
   const data::ImageSet test = data::load_dataset(c.data, c.data_dir, false).head(c.limit_test);

@@ -389,6 +389,18 @@ void check_eval_loss(double loss, const std::string& file) {
                   ": its weights are broken or overflow (see the warning above); no accuracy is reported");
 }
 
+void refuse_changed_flag(const CLI::App& cli, const std::string& flag, const std::string& given,
+                         const std::string& stored, const std::string& file) {
+  if (!cli.count(flag) || given == stored) return;
+  throw UsageError(flag + " " + given + " differs from the " + stored + " that " + file +
+                   " was trained with: --eval-only scores the file's model (leave " + flag + " out)");
+}
+
+void refuse_training_flags(const CLI::App& cli, const std::vector<std::string>& flags) {
+  for (const std::string& f : flags)
+    if (cli.count(f)) throw UsageError(f + " is for training, not --eval-only (leave it out)");
+}
+
 std::string fmt(const char* format, ...) {
   va_list ap, ap2;
   va_start(ap, format);

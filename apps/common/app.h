@@ -156,6 +156,16 @@ void refuse_suspicious(const ember::StateDict& tensors, const std::string& file,
 // reported with exit 0.
 void check_eval_loss(double loss, const std::string& file);
 
+// --eval-only takes the model (and what it was trained on) from the weights
+// file: a flag the file decides, given with another value than the stored
+// one, is a UsageError naming the flag, both values as the command line
+// spells them and the file; given with the stored value it is accepted.
+void refuse_changed_flag(const CLI::App& cli, const std::string& flag, const std::string& given,
+                         const std::string& stored, const std::string& file);
+// --eval-only trains nothing: a training flag given with it would do
+// nothing, and is a UsageError naming it.
+void refuse_training_flags(const CLI::App& cli, const std::vector<std::string>& flags);
+
 // "SIZE bytes, fnv1a64 HEX" of a file's bytes: what a resumed run compares
 // to tell that a file it depends on (a distillation teacher) is the one it
 // started with. FNV-1a reads a few MB in milliseconds; it guards against a

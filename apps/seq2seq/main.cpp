@@ -201,7 +201,12 @@ T parse_field(const std::map<std::string, std::string>& meta, const std::string&
   return x;
 }
 
-Saved load_saved(Config& c) {
+// --eval-only: the model, seed and split sizes from the file's metadata
+// into c. Those flags, given again, must name the file's values; training's
+// (and --heatmaps, drawn after training) would do nothing and are refused.
+Saved load_saved(Config& c, const CLI::App& cli) {
+  app::refuse_training_flags(cli, {"--epochs", "--batch-size", "--lr", "--heatmaps"});
+  const Config given = c;
   std::map<std::string, std::string> meta;
   Saved s{load_safetensors(c.weights, &meta), std::nullopt};
   if (meta.count("model")) {  // files from before --model are GRU models
@@ -216,6 +221,12 @@ Saved load_saved(Config& c) {
   c.seed = parse_field<uint64_t>(meta, c.weights, "seed", 0, std::numeric_limits<uint64_t>::max());
   c.train_size = parse_field<int64_t>(meta, c.weights, "train_size", 1, kMaxTrainSize);
   c.test_size = parse_field<int64_t>(meta, c.weights, "test_size", 1, kMaxTestSize);
+  app::refuse_changed_flag(cli, "--model", "'" + given.model + "'", "'" + c.model + "'", c.weights);
+  app::refuse_changed_flag(cli, "--hidden", std::to_string(given.hidden), std::to_string(c.hidden), c.weights);
+  app::refuse_changed_flag(cli, "--seed", std::to_string(given.seed), std::to_string(c.seed), c.weights);
+  app::refuse_changed_flag(cli, "--train-size", std::to_string(given.train_size), std::to_string(c.train_size),
+                           c.weights);
+  app::refuse_changed_flag(cli, "--test-size", std::to_string(given.test_size), std::to_string(c.test_size), c.weights);
   if (meta.count("test_exact_match"))
     s.recorded_exact = parse_field<double>(meta, c.weights, "test_exact_match", 0.0, 1.0);
   // The tensors must hold what the metadata's model has (and not more): the
@@ -425,11 +436,11 @@ void write_report(const Config& c, nn::Module& model, const Vocab& v, const Spli
 // Load (--eval-only), generate the data, build the model; then train epoch
 // by epoch with a validation pass after each, evaluate on the test split,
 // and report.
-int run(Config c) {
+int run(Config c, const CLI::App& cli) {
   app::apply_threads(c.threads);
   app::prepare_out_dir(c.out);
   app::check_export_onnx(c.onnx);
-  const Saved saved = c.eval_only ? load_saved(c) : Saved{};
+  const Saved saved = c.eval_only ? load_saved(c, cli) : Saved{};
   // Before any work: the model (--model, or the file's) must be one that exports.
   if (c.onnx.enabled() && !seq2seq_app::onnx_refusal(c.model).empty())
     throw app::UsageError(seq2seq_app::onnx_refusal(c.model));
@@ -551,6 +562,6 @@ int main(int argc, char** argv) {
     if (c.hidden % 2 != 0)
       throw app::UsageError("--hidden must be even (the bidirectional encoder runs half per direction), got " +
                             std::to_string(c.hidden));
-    return run(c);
+    return run(c, cli);
   });
 }
