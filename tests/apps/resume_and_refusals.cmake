@@ -23,8 +23,13 @@
 #   gpt --hf DIR: NaN or overflowing weights refused by name for --generate
 #     (with --force-eval a warning and exit 0) and for fine-tuning;
 #   gpt --eval-only --force-eval on weights of 3e38: the warning, a finite
-#     loss, exit 0, and eval.json listing the tensor (apps/gpt/README.md).
-# Variables: GPT, VIT, MAKE_DATA, REWRITE, COMPARE, TOKENIZER, OUT.
+#     loss, exit 0, and eval.json listing the tensor (apps/gpt/README.md);
+#   cnn, seq2seq and attention_regression --eval-only after a tiny run: a
+#     model flag with another value than the file's -> exit 2 naming the
+#     flag, both values and the file; the same value -> accepted; a training
+#     flag -> exit 2 naming it.
+# Variables: GPT, VIT, CNN, SEQ2SEQ, ATTENTION_REGRESSION, MAKE_DATA, REWRITE,
+# COMPARE, TOKENIZER, OUT.
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
 function(expect what code pattern)
@@ -226,4 +231,41 @@ expect("vit --eval-only with a tensor missing" 1 "vit_no_head.safetensors: load_
 rewrite("${vck}" "${OUT}/vit_no_moment.safetensors" "drop:optimizer.state.0.0.exp_avg")
 expect("vit --resume without an Adam moment" 1 "training checkpoint '.*vit_no_moment.safetensors': optimizer state: "
        "${VIT}" --data-dir "${OUT}/data" --resume "${OUT}/vit_no_moment.safetensors" --out "${OUT}/vit_r")
+
+# ---- cnn, seq2seq, attention_regression --eval-only ------------------------
+set(scores "was trained with: --eval-only scores the file's model")
+run("cnn (tiny run)" "${CNN}" --data-dir "${OUT}/data" --epochs 1 --batch-size 32 --widths 4,8 --blocks 1,1
+    --limit-train 64 --limit-test 32 --threads 1 --quiet --out "${OUT}/cnn")
+set(cnn_eval "${CNN}" --data-dir "${OUT}/data" --eval-only --weights "${OUT}/cnn/model.safetensors" --out "${OUT}/cnn_e")
+expect("cnn --eval-only --widths" 2
+       "^cnn: --widths 8,8 differs from the 4,8 that .*cnn/model.safetensors ${scores} \\(leave --widths out\\)$"
+       ${cnn_eval} --widths 8,8)
+expect("cnn --eval-only --blocks" 2 "^cnn: --blocks 2,1 differs from the 1,1 that .*cnn/model.safetensors ${scores}"
+       ${cnn_eval} --blocks 2,1)
+expect("cnn --eval-only with the stored sizes" 0 "^$" ${cnn_eval} --widths 4,8 --blocks 1,1 --limit-test 16 --quiet)
+expect("cnn --eval-only --lr" 2 "^cnn: --lr is for training, not --eval-only \\(leave it out\\)$" ${cnn_eval} --lr 0.1)
+run("seq2seq (tiny run)" "${SEQ2SEQ}" --train-size 64 --test-size 16 --hidden 8 --epochs 1 --heatmaps 0 --threads 1
+    --quiet --out "${OUT}/seq2seq")
+set(s2s_eval "${SEQ2SEQ}" --eval-only --weights "${OUT}/seq2seq/model.safetensors" --out "${OUT}/seq2seq_e")
+foreach(case "--hidden;16;--hidden 16 differs from the 8" "--model;transformer;--model 'transformer' differs from the 'gru'"
+             "--seed;3;--seed 3 differs from the 0" "--train-size;65;--train-size 65 differs from the 64"
+             "--test-size;15;--test-size 15 differs from the 16")
+  list(GET case 0 flag)
+  list(GET case 1 value)
+  list(GET case 2 pattern)
+  expect("seq2seq --eval-only ${flag} ${value}" 2 "^seq2seq: ${pattern} that .*seq2seq/model.safetensors ${scores}"
+         ${s2s_eval} ${flag} ${value})
+endforeach()
+expect("seq2seq --eval-only with the stored values" 0 "^$" ${s2s_eval} --model gru --hidden 8 --seed 0 --train-size 64
+       --test-size 16 --beam 2 --quiet)
+expect("seq2seq --eval-only --epochs" 2 "^seq2seq: --epochs is for training, not --eval-only" ${s2s_eval} --epochs 2)
+run("attention_regression (tiny run)" "${ATTENTION_REGRESSION}" --model single-head --epochs 1 --threads 1 --quiet
+    --out "${OUT}/ar")
+set(ar_eval "${ATTENTION_REGRESSION}" --eval-only --weights "${OUT}/ar/model.safetensors" --out "${OUT}/ar_e")
+expect("attention_regression --eval-only --model" 2
+       "^attention_regression: --model 'transformer' differs from the 'single-head' that .*ar/model.safetensors ${scores}"
+       ${ar_eval} --model transformer)
+expect("attention_regression --eval-only --model (the stored kind)" 0 "^$" ${ar_eval} --model single-head --quiet)
+expect("attention_regression --eval-only --lr" 2 "^attention_regression: --lr is for training, not --eval-only"
+       ${ar_eval} --lr 0.1)
 message(STATUS "resume and refusals: every case ended as expected")
