@@ -16,10 +16,8 @@ LoadResult load(Module& module, const std::string& path, bool strict) {
   const StateDict sd = load_safetensors(path);
   try {
     return module.load_state_dict(sd, strict);
-  } catch (const ShapeError& e) {
-    throw ShapeError("checkpoint '" + path + "': " + e.what());
-  } catch (const ValueError& e) {
-    throw ValueError("checkpoint '" + path + "': " + e.what());
+  } catch (const Error&) {
+    rethrow_with_context("checkpoint '" + path + "': ");
   }
 }
 

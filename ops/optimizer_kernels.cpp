@@ -35,14 +35,8 @@ void cpu_adam(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& 
     const T* gp = static_cast<const T*>(g.data_ptr());
     T* mp = static_cast<T*>(m.data_ptr());
     T* vp = static_cast<T*>(v.data_ptr());
-    const T b1 = static_cast<T>(s.beta1), b2 = static_cast<T>(s.beta2), eps = static_cast<T>(s.eps);
-    const T step_size = static_cast<T>(s.lr / s.bias_correction1);
-    const T bc2_sqrt = static_cast<T>(std::sqrt(s.bias_correction2));
-    const T wd = static_cast<T>(s.weight_decay), decay = static_cast<T>(1.0 - s.lr * s.weight_decay);
-    const auto range = s.decoupled ? adam_range<T, true> : adam_range<T, false>;
-    parallel_for(0, p.numel(), 16384, [&](int64_t lo, int64_t hi) {
-      range(lo, hi, pp, gp, mp, vp, b1, b2, eps, step_size, bc2_sqrt, wd, decay);
-    });
+    const auto step = adam_stepper<T>(s);
+    parallel_for(0, p.numel(), 16384, [&](int64_t lo, int64_t hi) { step(lo, hi, pp, gp, mp, vp); });
   });
 }
 

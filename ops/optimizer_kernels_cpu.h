@@ -33,6 +33,21 @@ inline void adam_range(int64_t lo, int64_t hi, T* __restrict pp, const T* __rest
   }
 }
 
+// adam_range for one step of AdamStep s, in T: its scalars rounded from
+// float64 once (as cuda/optimizer.cu's AdamScalars<T> rounds them), the
+// decay branch chosen; called as step(lo, hi, p, g, m, v).
+template <class T>
+inline auto adam_stepper(const AdamStep& s) {
+  const T b1 = static_cast<T>(s.beta1), b2 = static_cast<T>(s.beta2), eps = static_cast<T>(s.eps);
+  const T step_size = static_cast<T>(s.lr / s.bias_correction1);
+  const T bc2_sqrt = static_cast<T>(std::sqrt(s.bias_correction2));
+  const T wd = static_cast<T>(s.weight_decay), decay = static_cast<T>(1.0 - s.lr * s.weight_decay);
+  const auto range = s.decoupled ? adam_range<T, true> : adam_range<T, false>;
+  return [=](int64_t lo, int64_t hi, T* pp, const T* gp, T* mp, T* vp) {
+    range(lo, hi, pp, gp, mp, vp, b1, b2, eps, step_size, bc2_sqrt, wd, decay);
+  };
+}
+
 // One chunk's sum of squares, in float64, in vector lanes. A function of its
 // own on a restrict pointer: written inside the pool's lambda, GCC 12
 // vectorised the loop with gathers, at a tenth of the speed of memory.

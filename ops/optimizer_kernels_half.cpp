@@ -73,13 +73,8 @@ void adam_half(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep&
   const T* gp = static_cast<const T*>(g.data_ptr());
   T* mp = static_cast<T*>(m.data_ptr());
   T* vp = static_cast<T*>(v.data_ptr());
-  // The scalars rounded to float32 as the float32 kernel and the CUDA
-  // kernel's AdamScalars<float> round them.
-  const float b1 = static_cast<float>(s.beta1), b2 = static_cast<float>(s.beta2), eps = static_cast<float>(s.eps);
-  const float step_size = static_cast<float>(s.lr / s.bias_correction1);
-  const float bc2_sqrt = static_cast<float>(std::sqrt(s.bias_correction2));
-  const float wd = static_cast<float>(s.weight_decay), decay = static_cast<float>(1.0 - s.lr * s.weight_decay);
-  const auto range = s.decoupled ? adam_range<float, true> : adam_range<float, false>;
+  // The float32 kernel's step, on float32 copies of each block.
+  const auto step = adam_stepper<float>(s);
   const bool stochastic = s.stochastic_rounding && std::is_same_v<T, bfloat16>;
   for_blocks(p.numel(), stochastic, s.seed, s.offset, [&](int64_t begin, int64_t n, const uint32_t* words) {
     alignas(64) float fp[kBlock], fg[kBlock], fm[kBlock], fv[kBlock];
@@ -88,7 +83,7 @@ void adam_half(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamStep&
     load(mp + begin, fm, n);
     load(vp + begin, fv, n);
     // p's update reads the float32 m and v, before their rounding (as CUDA).
-    range(0, n, fp, fg, fm, fv, b1, b2, eps, step_size, bc2_sqrt, wd, decay);
+    step(0, n, fp, fg, fm, fv);
     store(fm, mp + begin, n);
     store(fv, vp + begin, n);
     store_param(fp, pp + begin, words, n);

@@ -449,22 +449,20 @@ Config resumed_config(const CLI::App& app, const Config& given, Config saved, co
                           " was trained with: a resumed run keeps its checkpoint's model, data and optimizer (leave " +
                           flag + " out, or start a new run)");
   };
-  for (const IntSetting& s : kInts) {
-    if (!*s.flag) continue;
-    const std::string flag = flag_name(s.flag);
-    if (s.run && app.count(flag))
-      saved.*s.field = given.*s.field;
-    else
-      refuse_change(flag, given.*s.field, saved.*s.field);
-  }
-  for (const RealSetting& s : kReals) {
-    if (!*s.flag) continue;
-    const std::string flag = flag_name(s.flag);
-    if (s.run && app.count(flag))
-      saved.*s.field = given.*s.field;
-    else
-      refuse_change(flag, given.*s.field, saved.*s.field);
-  }
+  // A run-length setting given on the command line replaces the stored one;
+  // any other must agree with it.
+  const auto take_or_refuse = [&](const auto& table) {
+    for (const auto& s : table) {
+      if (!*s.flag) continue;
+      const std::string flag = flag_name(s.flag);
+      if (s.run && app.count(flag))
+        saved.*s.field = given.*s.field;
+      else
+        refuse_change(flag, given.*s.field, saved.*s.field);
+    }
+  };
+  take_or_refuse(kInts);
+  take_or_refuse(kReals);
   refuse_change("--seed", given.seed, saved.seed);
   refuse_change("--preset", given.preset, saved.preset);
   refuse_change("--precision", given.precision, saved.precision);

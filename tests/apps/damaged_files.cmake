@@ -29,32 +29,7 @@
 # Variables: SEQ2SEQ, VIT, CNN, GPT, MAKE_DATA, REWRITE, TOKENIZER, OUT.
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
-function(expect what code pattern)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err TIMEOUT 60)
-  string(STRIP "${err}" e)
-  string(REGEX MATCHALL "\n" nl "${e}")
-  list(LENGTH nl extra)
-  if(NOT rc STREQUAL "${code}" OR NOT e MATCHES "${pattern}" OR (NOT code EQUAL 0 AND extra GREATER 0))
-    message(FATAL_ERROR "${what}: exit ${rc} (expected ${code}), stderr (expected one line matching '${pattern}'):\n${err}")
-  endif()
-endfunction()
-# A non-zero exit whose stderr is two lines: a warning, then the error.
-function(expect_warned what code warning pattern)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err TIMEOUT 60)
-  string(STRIP "${err}" e)
-  string(REGEX MATCHALL "\n" nl "${e}")
-  list(LENGTH nl extra)
-  if(NOT rc STREQUAL "${code}" OR NOT e MATCHES "^[^\n]*${warning}[^\n]*\n[^\n]*${pattern}" OR NOT extra EQUAL 1)
-    message(FATAL_ERROR "${what}: exit ${rc} (expected ${code}), stderr (expected a warning matching '${warning}' "
-                        "and one line matching '${pattern}'):\n${err}")
-  endif()
-endfunction()
-function(rewrite in out)
-  execute_process(COMMAND "${REWRITE}" "${in}" "${out}" ${ARGN} RESULT_VARIABLE rc)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "rewrite_safetensors ${ARGN} exited with ${rc}")
-  endif()
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/expect.cmake")  # expect, expect_warned, rewrite
 execute_process(COMMAND mkfifo "${OUT}/fifo")
 
 # ---- seq2seq -----------------------------------------------------------
