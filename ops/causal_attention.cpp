@@ -10,6 +10,7 @@
 #include <ember/core/parallel.h>
 #include <ember/ops/attention.h>
 #include <ember/ops/causal_attention.h>
+#include <ember/ops/decode_attention_avx512.h>
 #include <ember/ops/dropout.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
@@ -202,16 +203,24 @@ void forward_kernel(const Args& a, T* out, T* lse) {
 // scores against every visible key as dot products, one softmax over them,
 // then O = sum_j w_j V_j row by row of V. The same math as forward_kernel,
 // which at one query row would pack each 64-key block of K and of V for two
-// GEMMs of one row each; here K and V are read once, in place. The heads
-// are split into one group per thread and a group's heads are done side by
-// side, key by key: each key's row is read as one contiguous run of the
-// group's heads, not one 64-element run per head a row apart.
+// GEMMs of one row each; here K and V are read once, in place. In float32
+// arithmetic on AVX-512, ops/decode_attention_avx512.h; otherwise (float64, other
+// head widths) decode_kernel's loops: the heads split into one group per
+// thread, a group's heads side by side, key by key.
 constexpr int64_t kDecodeRows = 4;
 
 // T: the arithmetic (float32 for float32 and bfloat16 arrays, float64 for
 // float64); S: the arrays' element. lse may be null (no backward to feed).
 template <class T, class S = T>
 void decode_kernel(const Args& a, S* out, T* lse) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu::decode_attention_supported(a.H, a.D, a.S)) {
+      cpu::DecodeAttention d{
+          a.q, a.k, a.v, std::is_same_v<S, bfloat16>, a.qs0, a.qs1, a.ks0, a.ks1, a.vs0, a.vs1, a.N, a.H,
+          a.L, a.S, a.D, static_cast<float>(a.scale), out,   lse};
+      return cpu::decode_attention(d);
+    }
+  }
   const int64_t E = a.H * a.D, D = a.D, L = a.L;
   const int64_t G = std::min<int64_t>(a.H, num_threads());  // head groups
   parallel_for(0, a.N * G, 1, [&](int64_t lo, int64_t hi) {

@@ -137,3 +137,40 @@ TEST_CASE("causal_attention: bfloat16 decoding without a graph equals float32 on
     CHECK(max(abs(want)).item<double>() > 0.1);
   }
 }
+
+TEST_CASE("causal_attention: decoding against a cache view equals float64 for every head width and key count") {
+  // The decoding path (a few queries, a longer cache; AVX-512 builds run
+  // ops/decode_attention_avx512.h) over head widths 16 to 128, key counts
+  // around its 16-key blocks and its split of the keys between threads, and
+  // the cache as GPT keeps it: a (N, max_len, E) buffer narrowed to the
+  // filled length. float32 and bfloat16 keys and values against float64.
+  Generator gen(21);
+  for (int64_t D : {16, 48, 64, 128})
+    for (int64_t S : {2, 15, 16, 17, 33, 100, 257})
+      for (int64_t L : {1, 2}) {
+        if (L >= S) continue;
+        CAPTURE(D);
+        CAPTURE(S);
+        CAPTURE(L);
+        const int64_t H = D == 64 ? 12 : 3, E = H * D;
+        const Tensor kc = randn({2, S + 5, E}, TensorOptions(DType::Float64), &gen);
+        const Tensor vc = randn({2, S + 5, E}, TensorOptions(DType::Float64), &gen);
+        const Tensor q = randn({2, L, E}, TensorOptions(DType::Float64), &gen);
+        const Tensor k = kc.narrow(1, 0, S), v = vc.narrow(1, 0, S);
+        NoGradGuard ng;
+        const Tensor want = multi_head_attention(q, k, v, H, causal_attention_mask(L, S));
+        const Tensor f32 =
+            causal_attention(q.to(kFloat32), kc.to(kFloat32).narrow(1, 0, S), vc.to(kFloat32).narrow(1, 0, S), H);
+        CHECK(max_diff(f32.to(DType::Float64), want) < 2e-6);
+        // bfloat16: the same values rounded to bfloat16 first, so only the arithmetic differs.
+        const Tensor qb = q.to(kBFloat16), kb = kc.to(kBFloat16), vb = vc.to(kBFloat16);
+        const Tensor want_b =
+            multi_head_attention(qb.to(DType::Float64), kb.narrow(1, 0, S).to(DType::Float64),
+                                 vb.narrow(1, 0, S).to(DType::Float64), H, causal_attention_mask(L, S));
+        const Tensor bf = causal_attention(qb, kb.narrow(1, 0, S), vb.narrow(1, 0, S), H);
+        CHECK(bf.dtype() == kBFloat16);
+        // One bfloat16 rounding of outputs below 4 in magnitude: at most 2^-7 relative.
+        CHECK(max_diff(bf.to(DType::Float64), want_b) < 4.0 * 0x1p-8);
+        CHECK(max(abs(want)).item<double>() > 0.1);
+      }
+}
