@@ -7,6 +7,7 @@
 // BPE, whose cost is one hash probe per adjacent pair per merge pass.
 #include <ember/core/error.h>
 #include <ember/core/file_io.h>
+#include <ember/core/utf8.h>
 #include <ember/nn/gpt2_tokenizer.h>
 
 #include <nlohmann/json.hpp>
@@ -33,10 +34,9 @@ namespace {
 constexpr size_t kMaxCachedWord = 64;
 constexpr size_t kMaxCachedWords = 1 << 20;
 
-// One code point of text at byte p: its class and length in bytes. WHATWG's
-// UTF-8 rules (the second byte's range depends on the first: no overlongs,
-// no surrogates, nothing past U+10FFFF); a byte that does not start a
-// well-formed sequence is a one-byte code point of class Other.
+// One code point of text at byte p: its class and length in bytes
+// (core/utf8.h's rules); a byte that does not start a well-formed sequence
+// is a one-byte code point of class Other.
 struct CodePoint {
   char32_t c;
   uint32_t len;
@@ -52,33 +52,11 @@ struct AsciiClasses {
 const AsciiClasses kAscii;
 
 CodePoint decode_at(std::string_view s, size_t p) {
-  const auto b = [&](size_t i) { return static_cast<uint8_t>(s[i]); };
-  const uint8_t b0 = b(p);
+  const uint8_t b0 = static_cast<uint8_t>(s[p]);
   if (b0 < 0x80) return {b0, 1, kAscii.cls[b0]};
-  const CodePoint invalid{0xFFFD, 1, CharClass::Other};
-  uint32_t len;
-  uint8_t lo = 0x80, hi = 0xBF;
-  char32_t c;
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    len = 2, c = b0 & 0x1F;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    len = 3, c = b0 & 0x0F;
-    if (b0 == 0xE0) lo = 0xA0;
-    if (b0 == 0xED) hi = 0x9F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    len = 4, c = b0 & 0x07;
-    if (b0 == 0xF0) lo = 0x90;
-    if (b0 == 0xF4) hi = 0x8F;
-  } else {
-    return invalid;
-  }
-  if (p + len > s.size()) return invalid;
-  for (uint32_t i = 1; i < len; ++i) {
-    const uint8_t bi = b(p + i);
-    if (bi < (i == 1 ? lo : 0x80) || bi > (i == 1 ? hi : 0xBF)) return invalid;
-    c = (c << 6) | (bi & 0x3F);
-  }
-  return {c, len, gpt2_unicode::classify(c)};
+  const Utf8Char u = utf8_at(s, p);
+  if (!u.valid) return {0xFFFD, 1, CharClass::Other};
+  return {u.c, u.len, gpt2_unicode::classify(u.c)};
 }
 
 // The end of the pre-token starting at byte p, trying the pattern's

@@ -2,6 +2,8 @@
 // decoding, and drawing with stb_truetype or the stb_easy_font fallback.
 #include "font.h"
 
+#include <ember/core/utf8.h>
+
 #include <stb_easy_font.h>
 #include <stb_truetype.h>
 
@@ -31,45 +33,10 @@ const char* const Font::kSearchPaths[] = {
 std::u32string decode_utf8(std::string_view s) {
   std::u32string out;
   out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char b = static_cast<unsigned char>(s[i++]);
-    if (b < 0x80) {
-      out.push_back(b);
-      continue;
-    }
-    // Well-formed sequences (the Standard's table 3-7): the lead byte fixes the
-    // length and the range of the second byte, which is what rules out
-    // overlong forms (E0, F0), surrogates (ED) and values past U+10FFFF (F4).
-    int need = 0;
-    char32_t cp = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (b >= 0xC2 && b <= 0xDF) {
-      need = 1, cp = b & 0x1F;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      need = 2, cp = b & 0x0F;
-      if (b == 0xE0) lo = 0xA0;
-      if (b == 0xED) hi = 0x9F;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      need = 3, cp = b & 0x07;
-      if (b == 0xF0) lo = 0x90;
-      if (b == 0xF4) hi = 0x8F;
-    } else {  // a continuation byte with no lead, C0, C1, F5..FF
-      out.push_back(0xFFFD);
-      continue;
-    }
-    bool ok = true;
-    for (int k = 0; k < need; ++k) {
-      const unsigned char c = i < s.size() ? static_cast<unsigned char>(s[i]) : 0;
-      if (i >= s.size() || c < lo || c > hi) {
-        ok = false;  // the bad byte starts the next character
-        break;
-      }
-      cp = (cp << 6) | (c & 0x3F);
-      lo = 0x80, hi = 0xBF;
-      ++i;
-    }
-    out.push_back(ok ? cp : 0xFFFD);
+  for (size_t i = 0; i < s.size();) {
+    const Utf8Char u = utf8_at(s, i);
+    out.push_back(u.c);
+    i += u.len;
   }
   return out;
 }
