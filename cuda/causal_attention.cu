@@ -1,6 +1,8 @@
 // CUDA kernels of ops/causal_attention.cpp: causal multi-head attention as
 // FlashAttention, float32 and float64, head dims up to
-// detail::kCudaCausalMaxHeadDim (wider heads take the op's composed path).
+// detail::kCudaCausalMaxHeadDim (wider heads take the op's composed path);
+// bfloat16 and float16 run the forward of cuda/causal_attention_tc.cu
+// (tensor cores) and the float32 backward here on upcast copies.
 //
 // Forward: one block of kWarps warps per (batch entry, head, query tile of
 // kWarps * rows queries); each warp owns `rows` queries, its lanes own the
@@ -33,6 +35,11 @@
 #include <ember/cuda/block_reduce.cuh>
 
 namespace ember::cuda {
+
+// cuda/causal_attention_tc.cu: the bfloat16 and float16 forward on tensor cores.
+void causal_forward_tensor_core(const Tensor& q, const Tensor& k, const Tensor& v,
+                                const detail::CausalAttentionParams& pr, Tensor& out, Tensor& lse);
+
 namespace {
 
 using detail::CausalAttentionParams;
@@ -430,7 +437,9 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const CausalAt
 
 void cuda_causal_forward(const Tensor& q, const Tensor& k, const Tensor& v, const CausalAttentionParams& pr,
                          Tensor& out, Tensor& lse) {
-  if (q.dtype() == DType::Float32)
+  if (q.dtype() == DType::BFloat16 || q.dtype() == DType::Float16)
+    causal_forward_tensor_core(q, k, v, pr, out, lse);
+  else if (q.dtype() == DType::Float32)
     forward_t<float>(q, k, v, pr, out, lse);
   else
     forward_t<double>(q, k, v, pr, out, lse);
@@ -489,9 +498,28 @@ void backward_t(const Tensor& gr, const Tensor& q, const Tensor& k, const Tensor
   }
 }
 
+// The backward of the 16-bit tensor-core forward: the float32 kernels on
+// float32 copies of g, q, k, v and out (the values the forward multiplied,
+// exactly) with its float32 log-sum-exp, each gradient rounded once into
+// its 16-bit view.
+void backward_upcast(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                     const Tensor& lse, const CausalAttentionParams& pr, Tensor& dq, Tensor& dk, Tensor& dv) {
+  auto f32 = [](const Tensor& x) { return x.to(DType::Float32); };
+  auto grad = [](const Tensor& x) {
+    return x.defined() ? empty(x.shape(), TensorOptions(DType::Float32, x.device())) : Tensor();
+  };
+  Tensor dq32 = grad(dq), dk32 = grad(dk), dv32 = grad(dv);
+  backward_t<float>(f32(g), f32(q), f32(k), f32(v), f32(out), lse, pr, dq32, dk32, dv32);
+  if (dq.defined()) dq.copy_(dq32);
+  if (dk.defined()) dk.copy_(dk32);
+  if (dv.defined()) dv.copy_(dv32);
+}
+
 void cuda_causal_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                           const Tensor& lse, const CausalAttentionParams& pr, Tensor& dq, Tensor& dk, Tensor& dv) {
-  if (q.dtype() == DType::Float32)
+  if (q.dtype() == DType::BFloat16 || q.dtype() == DType::Float16)
+    backward_upcast(g, q, k, v, out, lse, pr, dq, dk, dv);
+  else if (q.dtype() == DType::Float32)
     backward_t<float>(g, q, k, v, out, lse, pr, dq, dk, dv);
   else
     backward_t<double>(g, q, k, v, out, lse, pr, dq, dk, dv);
