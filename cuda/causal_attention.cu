@@ -1,8 +1,8 @@
 // CUDA kernels of ops/causal_attention.cpp: causal multi-head attention as
 // FlashAttention, float32 and float64, head dims up to
 // detail::kCudaCausalMaxHeadDim (wider heads take the op's composed path);
-// bfloat16 and float16 run the forward of cuda/causal_attention_tc.cu
-// (tensor cores) and the float32 backward here on upcast copies.
+// bfloat16 and float16 (head dims 64 and 128) run on tensor cores in
+// cuda/causal_attention_tc.cu (forward) and cuda/causal_attention_tc_bwd.cu.
 //
 // Forward: one block of kWarps warps per (batch entry, head, query tile of
 // kWarps * rows queries); each warp owns `rows` queries, its lanes own the
@@ -36,9 +36,12 @@
 
 namespace ember::cuda {
 
-// cuda/causal_attention_tc.cu: the bfloat16 and float16 forward on tensor cores.
+// cuda/causal_attention_tc.cu and _tc_bwd.cu: bfloat16 and float16 on tensor cores.
 void causal_forward_tensor_core(const Tensor& q, const Tensor& k, const Tensor& v,
                                 const detail::CausalAttentionParams& pr, Tensor& out, Tensor& lse);
+void causal_backward_tensor_core(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                 const Tensor& lse, const detail::CausalAttentionParams& pr, Tensor& dq, Tensor& dk,
+                                 Tensor& dv);
 
 namespace {
 
@@ -498,27 +501,10 @@ void backward_t(const Tensor& gr, const Tensor& q, const Tensor& k, const Tensor
   }
 }
 
-// The backward of the 16-bit tensor-core forward: the float32 kernels on
-// float32 copies of g, q, k, v and out (the values the forward multiplied,
-// exactly) with its float32 log-sum-exp, each gradient rounded once into
-// its 16-bit view.
-void backward_upcast(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                     const Tensor& lse, const CausalAttentionParams& pr, Tensor& dq, Tensor& dk, Tensor& dv) {
-  auto f32 = [](const Tensor& x) { return x.to(DType::Float32); };
-  auto grad = [](const Tensor& x) {
-    return x.defined() ? empty(x.shape(), TensorOptions(DType::Float32, x.device())) : Tensor();
-  };
-  Tensor dq32 = grad(dq), dk32 = grad(dk), dv32 = grad(dv);
-  backward_t<float>(f32(g), f32(q), f32(k), f32(v), f32(out), lse, pr, dq32, dk32, dv32);
-  if (dq.defined()) dq.copy_(dq32);
-  if (dk.defined()) dk.copy_(dk32);
-  if (dv.defined()) dv.copy_(dv32);
-}
-
 void cuda_causal_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                           const Tensor& lse, const CausalAttentionParams& pr, Tensor& dq, Tensor& dk, Tensor& dv) {
   if (q.dtype() == DType::BFloat16 || q.dtype() == DType::Float16)
-    backward_upcast(g, q, k, v, out, lse, pr, dq, dk, dv);
+    causal_backward_tensor_core(g.dtype() == q.dtype() ? g : g.to(q.dtype()), q, k, v, out, lse, pr, dq, dk, dv);
   else if (q.dtype() == DType::Float32)
     backward_t<float>(g, q, k, v, out, lse, pr, dq, dk, dv);
   else

@@ -112,9 +112,22 @@ TEST_CASE("cuda tensor-core attention: dropout drops the CPU's weights, forward 
   check_case({1, 9, 75, 1, 128}, kFloat16, 0.25);
 }
 
-TEST_CASE("cuda tensor-core attention: other head dims in 16 bits take the composed path") {
+TEST_CASE("cuda tensor-core attention: only the gradients asked for, and other head dims take the composed path") {
   if (!test::cuda_usable()) return;
   Generator gen(3);
+  // dv alone (q and k frozen): the dK/dV kernel without dQ; dq alone: no dK/dV kernel.
+  const Tensor q = randn({1, 20, 128}, TensorOptions(kFloat32), &gen).to(kBFloat16),
+               k = randn({1, 30, 128}, TensorOptions(kFloat32), &gen).to(kBFloat16),
+               v = randn({1, 30, 128}, TensorOptions(kFloat32), &gen).to(kBFloat16);
+  const Tensor vd = v.to(kCuda).requires_grad_(), vh = v.to(kFloat64).requires_grad_();
+  sum(causal_attention(q.to(kCuda), k.to(kCuda), vd, 2)).backward();
+  sum(causal_attention(q.to(kFloat64), k.to(kFloat64), vh, 2)).backward();
+  CHECK(rel_diff(vd.grad(), vh.grad()) < 2e-2);
+  const Tensor qd = q.to(kCuda).requires_grad_(), qh = q.to(kFloat64).requires_grad_();
+  sum(mul(causal_attention(qd, k.to(kCuda), v.to(kCuda), 2), v.narrow(1, 0, 20).to(kCuda))).backward();
+  sum(mul(causal_attention(qh, k.to(kFloat64), v.to(kFloat64), 2), v.narrow(1, 0, 20).to(kFloat64))).backward();
+  CHECK(rel_diff(qd.grad(), qh.grad()) < 2e-2);
+  // Head dim 32 in bfloat16: the composed attention.
   const Tensor x = randn({1, 5, 3 * 2 * 32}, TensorOptions(kFloat32), &gen).to(kBFloat16);
   profiler::reset();
   Tensor out;
@@ -124,4 +137,45 @@ TEST_CASE("cuda tensor-core attention: other head dims in 16 bits take the compo
   }
   CHECK(seen("softmax"));
   CHECK(rel_diff(out, causal_self_attention(x.to(kFloat64), 2)) < 2e-2);
+}
+
+TEST_CASE("cuda tensor-core attention: a GPT step under bfloat16 autocast runs it, forward and backward") {
+  if (!test::cuda_usable()) return;
+  // Two heads of 64 (GPT-2's head dim): autocast's bfloat16 c_attn output
+  // goes to the fused op, not to the composed attention.
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 33;
+  cfg.block_size = 24;
+  cfg.n_layer = 1;
+  cfg.n_head = 2;
+  cfg.n_embd = 128;
+  Generator init(9);
+  nn::GPT cpu_model(cfg, &init), dev_model(cfg, &init);
+  dev_model.load_state_dict(cpu_model.state_dict());
+  dev_model.to(kCuda);
+  Generator gen(4);
+  const Tensor idx = randint(0, cfg.vocab_size, {2, 20}, TensorOptions(kInt64), &gen);
+  const Tensor tgt = randint(0, cfg.vocab_size, {2, 20}, TensorOptions(kInt64), &gen);
+  const Tensor want = cpu_model.loss(idx, tgt);
+  profiler::reset();
+  Tensor got;
+  {
+    profiler::Guard guard;
+    AutocastGuard autocast(DeviceType::CUDA, kBFloat16);
+    got = dev_model.loss(idx.to(kCuda), tgt.to(kCuda));
+    got.backward();
+  }
+  CHECK(seen("causal_attention"));  // the fused kernels' table
+  CHECK(seen("causal_attention_backward"));
+  CHECK_FALSE(seen("softmax"));
+  CHECK(std::abs(got.item<double>() - want.item<double>()) < 2e-2 * std::abs(want.item<double>()));
+  want.backward();
+  // The attention's input projection: its gradient went through the fused backward.
+  auto c_attn_grad = [](const nn::GPT& m) {
+    for (const auto& [name, p] : m.named_parameters())
+      if (name.find("attn.c_attn.weight") != std::string::npos) return p.grad();
+    return Tensor();
+  };
+  REQUIRE(c_attn_grad(cpu_model).defined());
+  CHECK(rel_diff(c_attn_grad(dev_model), c_attn_grad(cpu_model)) < 5e-2);
 }
