@@ -1,8 +1,7 @@
 // The tensor-core forward of causal attention (ops/causal_attention.h) for
 // bfloat16 and float16, head dims 64 and 128: FlashAttention 2's tiling on
-// the warp-level m16n8k16 product of cuda/mma.cuh. cuda/causal_attention.cu
-// dispatches to it and keeps the backward (float32 SIMT kernels on upcast
-// copies).
+// the warp-level m16n8k16 product of cuda/mma.cuh (cuda/causal_attention.cu
+// dispatches to it; the backward is cuda/causal_attention_tc_bwd.cu).
 //
 // One block of four warps owns a tile of 64 queries of one (batch entry,
 // head), each warp 16 rows, its Q rows held in registers as mma A fragments

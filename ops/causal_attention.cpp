@@ -434,7 +434,7 @@ EMBER_REGISTER_OP(causal_self_attention_op);
 // a device that registered them; on CUDA only heads up to
 // kCudaCausalMaxHeadDim wide (the kernels keep a row's D accumulators in
 // registers, four per lane), wider ones run the composed path; bfloat16 and
-// float16 on CUDA at the head dims of its tensor-core forward.
+// float16 on CUDA at the head dims of its tensor-core kernels.
 template <const OpDef& D>
 bool fused(const Tensor& q, int64_t H) {
   if (!op::fast_path<D>(causal_forward_kernel, q.device())) return false;

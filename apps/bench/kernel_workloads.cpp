@@ -276,7 +276,7 @@ void Bench::causal_attention() {
 
 // On a GPU: bfloat16 causal self-attention at GPT-2's heads (12 of 64,
 // batch 4), the tensor-core forward (cuda/causal_attention_tc.cu) alone and
-// with the backward, against the dense bf16 tensor-core peak of an H100 /
+// with the backward (_tc_bwd.cu), against the dense bf16 tensor-core peak of an H100 /
 // H200 SXM (989 TFLOP/s). FLOPs as FlashAttention 2 counts them: forward
 // 4 B H T^2 D / 2 (S = Q K^T and O = P V, the causal half), backward 2.5
 // times that (five products, one of them recomputing S).

@@ -1,10 +1,10 @@
 // Causal attention in bfloat16 and float16 on device "cuda": the
-// tensor-core forward (cuda/causal_attention_tc.cu) and the float32
-// backward on upcast copies, against the float64 CPU op on the same 16-bit
-// values; lengths that are and are not multiples of the 64-row tiles,
-// several heads, head dims 64 and 128, fewer queries than keys, dropout
-// (the CPU's mask). The profiler shows the fused path ran, not the
-// composed one. Linked into the emulated test binary and into
+// tensor-core forward and backward (cuda/causal_attention_tc.cu, _tc_bwd.cu)
+// against the float64 CPU op on the same 16-bit values; lengths that are
+// and are not multiples of the 64-row tiles, several heads, head dims 64
+// and 128, fewer queries than keys, dropout (the CPU's mask), gradients
+// asked for alone, and a GPT step under bfloat16 autocast. The profiler
+// shows the fused path ran, not the composed one. Linked into the emulated test binary and into
 // ember_gpu_tests (real CUDA), where it skips with a message on a machine
 // without a GPU. Shapes stay small: the emulator runs every CUDA thread as
 // a fiber.
