@@ -93,11 +93,27 @@ __device__ __forceinline__ void load_a(uint32_t (&a)[D / 16][4], const uint16_t*
     }
 }
 
+/// Eight 16-bit elements: one 16-byte access.
+struct alignas(16) Pack8 {
+  uint32_t w[4];
+};
+
 /// Rows r0 .. r0 + kTile - 1 of src (row stride rs) into shared dst (row
-/// stride D + kPad), the whole block cooperating; rows at or past lim are
-/// zeros (a weight of 0 times them stays 0).
+/// stride D + kPad, 16-byte multiples), the whole block cooperating; rows at
+/// or past lim are zeros (a weight of 0 times them stays 0). Eight elements
+/// per access where src's rows start on 16 bytes (a projection's packed
+/// output: row strides of 3E, heads at multiples of D), one otherwise.
 template <int D>
 __device__ __forceinline__ void stage(uint16_t* dst, const uint16_t* src, int64_t rs, int64_t r0, int64_t lim) {
+  if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && rs % 8 == 0) {
+    for (int idx = static_cast<int>(threadIdx.x); idx < kTile * D / 8; idx += kWarps * 32) {
+      const int r = idx / (D / 8), d = 8 * (idx % (D / 8));
+      const Pack8 zero{};
+      *reinterpret_cast<Pack8*>(dst + r * (D + kPad) + d) =
+          r0 + r < lim ? *reinterpret_cast<const Pack8*>(src + (r0 + r) * rs + d) : zero;
+    }
+    return;
+  }
   for (int idx = static_cast<int>(threadIdx.x); idx < kTile * D; idx += kWarps * 32) {
     const int r = idx / D, d = idx % D;
     dst[r * (D + kPad) + d] = r0 + r < lim ? src[(r0 + r) * rs + d] : uint16_t(0);
@@ -108,9 +124,10 @@ __device__ __forceinline__ void stage(uint16_t* dst, const uint16_t* src, int64_
 /// stride ld): the k pairs are adjacent in a row of X (X^T as B: K in S = Q K^T).
 __device__ __forceinline__ void b_rows(uint32_t (&b)[2], const uint16_t* x, int ld, int n0, int k0) {
   const int lane = static_cast<int>(threadIdx.x % 32);
+  // An even element offset in shared memory: each pair is one aligned 32-bit word, low half first.
   const uint16_t* p = x + (n0 + lane / 4) * ld + k0 + 2 * (lane % 4);
-  b[0] = mma_pack(p[0], p[1]);
-  b[1] = mma_pack(p[8], p[9]);
+  b[0] = *reinterpret_cast<const uint32_t*>(p);
+  b[1] = *reinterpret_cast<const uint32_t*>(p + 8);
 }
 
 /// B fragment of B[k][n] = X[k0 + k][n0 + n] (X as B: V in O = P V).
