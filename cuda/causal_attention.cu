@@ -1,6 +1,8 @@
 // CUDA kernels of ops/causal_attention.cpp: causal multi-head attention as
 // FlashAttention, float32 and float64, head dims up to
-// detail::kCudaCausalMaxHeadDim (wider heads take the op's composed path).
+// detail::kCudaCausalMaxHeadDim (wider heads take the op's composed path);
+// bfloat16 and float16 (head dims 64 and 128) run on tensor cores in
+// cuda/causal_attention_tc.cu (forward) and cuda/causal_attention_tc_bwd.cu.
 //
 // Forward: one block of kWarps warps per (batch entry, head, query tile of
 // kWarps * rows queries); each warp owns `rows` queries, its lanes own the
@@ -33,6 +35,14 @@
 #include <ember/cuda/block_reduce.cuh>
 
 namespace ember::cuda {
+
+// cuda/causal_attention_tc.cu and _tc_bwd.cu: bfloat16 and float16 on tensor cores.
+void causal_forward_tensor_core(const Tensor& q, const Tensor& k, const Tensor& v,
+                                const detail::CausalAttentionParams& pr, Tensor& out, Tensor& lse);
+void causal_backward_tensor_core(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                 const Tensor& lse, const detail::CausalAttentionParams& pr, Tensor& dq, Tensor& dk,
+                                 Tensor& dv);
+
 namespace {
 
 using detail::CausalAttentionParams;
@@ -430,7 +440,9 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const CausalAt
 
 void cuda_causal_forward(const Tensor& q, const Tensor& k, const Tensor& v, const CausalAttentionParams& pr,
                          Tensor& out, Tensor& lse) {
-  if (q.dtype() == DType::Float32)
+  if (q.dtype() == DType::BFloat16 || q.dtype() == DType::Float16)
+    causal_forward_tensor_core(q, k, v, pr, out, lse);
+  else if (q.dtype() == DType::Float32)
     forward_t<float>(q, k, v, pr, out, lse);
   else
     forward_t<double>(q, k, v, pr, out, lse);
@@ -491,7 +503,9 @@ void backward_t(const Tensor& gr, const Tensor& q, const Tensor& k, const Tensor
 
 void cuda_causal_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                           const Tensor& lse, const CausalAttentionParams& pr, Tensor& dq, Tensor& dk, Tensor& dv) {
-  if (q.dtype() == DType::Float32)
+  if (q.dtype() == DType::BFloat16 || q.dtype() == DType::Float16)
+    causal_backward_tensor_core(g.dtype() == q.dtype() ? g : g.to(q.dtype()), q, k, v, out, lse, pr, dq, dk, dv);
+  else if (q.dtype() == DType::Float32)
     backward_t<float>(g, q, k, v, out, lse, pr, dq, dk, dv);
   else
     backward_t<double>(g, q, k, v, out, lse, pr, dq, dk, dv);

@@ -401,9 +401,10 @@ EMBER_REGISTER_KERNEL(causal_forward_kernel, CPU, cpu_causal_forward);
 EMBER_REGISTER_KERNEL(causal_backward_kernel, CPU, cpu_causal_backward);
 
 // Neither op is on an autocast list (PyTorch 1.13's has no fused attention).
-// The fused kernels compute float32 and float64; 16-bit inputs, and devices
-// without the kernels, take the composed path (multi_head_attention with a
-// causal mask, which has its own bf16 path). FLOPs: the kept half of
+// The fused kernels compute float32 and float64, and on CUDA bfloat16 and
+// float16 at head dims 64 and 128 (tensor cores); other 16-bit inputs, and
+// devices without the kernels, take the composed path (multi_head_attention
+// with a causal mask, which has its own bf16 path). FLOPs: the kept half of
 // S = Q K^T and O = W V, about 2 N L S E.
 void lower_causal_attention(lowering::Graph& g, const lowering::Call& c) {
   EMBER_CHECK(c.f(4) == 0.0, ValueError, "ONNX export: causal_attention ran with attention dropout (training mode)");
@@ -441,12 +442,15 @@ EMBER_REGISTER_OP(causal_self_attention_op);
 // Whether the fused kernels take q (width E = H * D): float32 or float64 on
 // a device that registered them; on CUDA only heads up to
 // kCudaCausalMaxHeadDim wide (the kernels keep a row's D accumulators in
-// registers, four per lane), wider ones run the composed path.
+// registers, four per lane), wider ones run the composed path; bfloat16 and
+// float16 on CUDA at the head dims of its tensor-core kernels.
 template <const OpDef& D>
 bool fused(const Tensor& q, int64_t H) {
   if (!op::fast_path<D>(causal_forward_kernel, q.device())) return false;
+  const bool cuda = q.device().type == DeviceType::CUDA;
+  if (cuda && detail::cuda_causal_tensor_core(q.dtype(), q.size(2) / H)) return true;
   if (q.dtype() != DType::Float32 && q.dtype() != DType::Float64) return false;
-  return q.device().type != DeviceType::CUDA || q.size(2) / H <= detail::kCudaCausalMaxHeadDim;
+  return !cuda || q.size(2) / H <= detail::kCudaCausalMaxHeadDim;
 }
 
 // The fused path: forward through the table, and a node whose backward runs
@@ -470,7 +474,9 @@ Saved run_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, 
   }
   const TensorOptions o(q.dtype(), q.device());
   out = empty({N, L, q.size(2)}, o);
-  sv.lse = empty({N, H, L}, o);
+  // 16-bit inputs keep the log-sum-exp in float32, as their arithmetic is.
+  const bool half = q.dtype() == DType::BFloat16 || q.dtype() == DType::Float16;
+  sv.lse = empty({N, H, L}, half ? TensorOptions(DType::Float32, q.device()) : o);
   if (out.numel() > 0) causal_forward_kernel(q.device(), q, k, v, sv.pr, out, sv.lse);
   return sv;
 }

@@ -18,8 +18,11 @@
 /// it and redraws the same dropout mask from the same Philox counters.
 /// On CUDA (cuda/causal_attention.cu, float32 and float64, head dims up to
 /// detail::kCudaCausalMaxHeadDim) the same algorithm runs one block per
-/// (batch entry, head, query tile), with the same dropout draws. Other
-/// devices and dtypes, and wider heads on CUDA, run the composed path
+/// (batch entry, head, query tile), with the same dropout draws; bfloat16
+/// and float16 with head dim 64 or 128 run forward and backward on tensor
+/// cores (cuda/causal_attention_tc.cu and _tc_bwd.cu, FlashAttention 2's
+/// tiling; float32 accumulation and log-sum-exp). Other devices
+/// and dtypes, and other heads on CUDA, run the composed path
 /// (multi_head_attention with the mask), which every backend has.
 #pragma once
 
@@ -56,7 +59,8 @@ struct CausalAttentionParams {
 };
 /// The fused kernels; a backend registers both to take the op over from the
 /// composed path. q, k, v: (N, T, E) with unit last stride; out (N, L, E)
-/// and lse (N, H, L) contiguous, of q's dtype (float32 or float64); g and
+/// and lse (N, H, L) contiguous, of q's dtype (float32 or float64; for
+/// bfloat16 and float16 on CUDA out has q's dtype and lse is float32); g and
 /// out unit last stride; dq, dk, dv: views with unit last stride, or
 /// undefined when that gradient is not wanted.
 ///@{
@@ -71,6 +75,12 @@ extern KernelTable<void(const Tensor& g, const Tensor& q, const Tensor& k, const
 /// accumulators four columns each, 4 x 32 = 128. Wider heads on CUDA take
 /// the composed path (its GEMMs have no such limit).
 inline constexpr int64_t kCudaCausalMaxHeadDim = 128;
+/// Whether the CUDA tensor-core kernels take dtype dt at head dim D:
+/// bfloat16 or float16, D = 64 or 128 (a warp's mma fragments cover D in
+/// steps of 16, and D / 8 float32 output blocks stay in registers).
+inline bool cuda_causal_tensor_core(DType dt, int64_t D) {
+  return (dt == DType::BFloat16 || dt == DType::Float16) && (D == 64 || D == 128);
+}
 }  // namespace detail
 
 }  // namespace ember

@@ -132,7 +132,7 @@ say ""
 # --- benchmarks ---------------------------------------------------------------
 say "## Benchmarks (bench --device cuda; medians; launches per training step)"
 run bench 300 "$bin/bench" --device cuda --json "$out/bench.json"
-grep -E "^device|train step|launches per step|tokens/s|gpt generate|causal|cross_entropy|layer_norm|softmax|gelu" \
+grep -E "^device|train step|launches per step|tokens/s|gpt generate|causal|of the bf16|cross_entropy|layer_norm|softmax|gelu" \
   "$out/bench.log" | sed 's/^/    /' | tee -a "$FIGURES"
 say ""
 say "## GPT-2 124M training, batch $B, context $T"

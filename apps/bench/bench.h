@@ -105,6 +105,7 @@ struct Bench {
   void bgemm_shapes();
   void kernels();
   void causal_attention();
+  void causal_attention_tensor_core();
   void overhead();
 };
 

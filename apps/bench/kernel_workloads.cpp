@@ -271,6 +271,49 @@ void Bench::causal_attention() {
              t, gflop, static_cast<double>(memory_stats(g_dev).peak_allocated - before) / 1048576.0);
     }
   }
+  if (!g_dev.is_cpu()) causal_attention_tensor_core();
+}
+
+// On a GPU: bfloat16 causal self-attention at GPT-2's heads (12 of 64,
+// batch 4), the tensor-core forward (cuda/causal_attention_tc.cu) alone and
+// with the backward (_tc_bwd.cu), against the dense bf16 tensor-core peak of an H100 /
+// H200 SXM (989 TFLOP/s). FLOPs as FlashAttention 2 counts them: forward
+// 4 B H T^2 D / 2 (S = Q K^T and O = P V, the causal half), backward 2.5
+// times that (five products, one of them recomputing S).
+void Bench::causal_attention_tensor_core() {
+  constexpr double kPeakTflops = 989.0;
+  std::printf("\ncausal self-attention, bfloat16 on tensor cores (batch 4, 12 heads, head dim 64)\n");
+  table_header("forward alone, and forward + backward; % of the 989 TFLOP/s bf16 peak below each row");
+#if defined(EMBER_CUDA_EMULATE)
+  // bench_emu: the SIMT emulator runs each mma lane by lane; one short context checks the rows run.
+  const std::vector<int64_t> lengths = {128};
+#else
+  const std::vector<int64_t> lengths = {1024, 4096};
+#endif
+  for (int64_t T : lengths) {
+    const int64_t B = 4, H = 12, D = 64, E = H * D;
+    Tensor x = randn({B, T, 3 * E}, on_dev(kBFloat16)).requires_grad_();
+    const Tensor g = randn({B, T, E}, on_dev(kBFloat16));
+    const double fwd_gflop = 4.0 * B * H * T * T * D / 2 * 1e-9;
+    for (bool backward : {false, true}) {
+      auto body = [&] {
+        if (!backward) {
+          autograd::NoGradGuard no_grad;
+          (void)causal_self_attention(x, H);
+          return;
+        }
+        autograd::backward({causal_self_attention(x, H)}, {g});
+        x.mutable_grad() = Tensor();
+      };
+      const double gflop = backward ? 3.5 * fwd_gflop : fwd_gflop;
+      const Timing t = time_steps(std::max(1, warmup / 4), steps, body);
+      record(std::string("causal attention bf16 ") + (backward ? "fwd+bwd" : "fwd") + " T=" + std::to_string(T), B, t,
+             gflop, 0);
+      const double frac = t.median_ms > 0 ? gflop / (t.median_ms * 1e-3) / (kPeakTflops * 1e3) : 0;
+      std::printf("    %.1f%% of the bf16 tensor-core peak\n", 100 * frac);
+      records.back()["fraction_of_bf16_tensor_peak"] = frac;
+    }
+  }
 }
 
 void Bench::overhead() {
