@@ -82,10 +82,11 @@ Tensor linear_gelu_fused(const Tensor& x, const Tensor& weight, const Tensor& bi
 
 // Whether the fused form takes these operands: what it does not take goes
 // through linear and gelu, which compute it or name the fault.
+bool fused_device(Device d) {
+  return op::fast_path<linear_gelu_op>(detail::bias_gelu_kernel, d) &&
+         op::fast_path<linear_gelu_op>(detail::bias_gelu_backward_kernel, d);
+}
 bool fused_takes(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (!op::fast_path<linear_gelu_op>(detail::bias_gelu_kernel, x.device()) ||
-      !op::fast_path<linear_gelu_op>(detail::bias_gelu_backward_kernel, x.device()))
-    return false;
   if (!x.is_floating_point() || weight.dtype() != x.dtype() || weight.device() != x.device() || weight.dim() != 2 ||
       x.dim() < 1 || x.size(-1) != weight.size(1) || weight.size(0) == 0 || x.numel() == 0)
     return false;
@@ -99,12 +100,13 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, Ge
   return op::call<linear_gelu_op>(
       [](const Tensor& x, const Tensor& weight, const Tensor& bias, GeluApproximation approximate) -> Tensor {
         EMBER_CHECK(x.defined() && weight.defined(), ValueError, "linear_gelu: got an undefined tensor");
+        if (!fused_device(x.device())) return gelu(linear(x, weight, bias), approximate);
         if (auto ac = op::autocast_dtype<linear_gelu_op>(x)) {
-          // Cast as linear would (parameters through the region's cache),
-          // so the fused form sees one 16-bit dtype.
+          // Cast as linear would (parameters from the region's cache when
+          // it holds them), so the fused form sees one 16-bit dtype.
           AutocastSuspend off;
-          const Tensor cx = autocast_cast(x, *ac), w = autocast_param_cast(weight, *ac),
-                       b = autocast_param_cast(bias, *ac);
+          const Tensor cx = autocast_cast(x, *ac), w = autocast_cast(autocast_param_cast(weight, *ac), *ac),
+                       b = autocast_cast(autocast_param_cast(bias, *ac), *ac);
           if (fused_takes(cx, w, b)) return linear_gelu_fused(cx, w, b, approximate);
         } else if (fused_takes(x, weight, bias)) {
           return linear_gelu_fused(x, weight, bias, approximate);

@@ -208,13 +208,19 @@ TEST_CASE("linear_gelu: on CUDA the GEMM plus one kernel forward, one pass fewer
     y.backward(g);
     return std::pair<uint64_t, uint64_t>(forward, profiler::device_launches() - l0);
   };
-  const auto composed = count(false), fused = count(true);
+  auto composed = count(false), fused = count(true);
   // Composed: the bias copy, the GEMM, gelu. Fused: the GEMM, bias + gelu.
   CHECK(composed.first == 3);
   CHECK(fused.first == 2);
   // Backward: gelu's backward and the bias's two-pass column sum become one
   // pass with the sum's first half in it (plus the same two GEMMs).
   CHECK(fused.second + 1 == composed.second);
+  // Under autocast the same, after the same three casts (x, weight, bias).
+  AutocastGuard guard(DeviceType::CUDA, kBFloat16);
+  composed = count(false), fused = count(true);
+  CHECK(composed.first == 6);
+  CHECK(fused.first == 5);
+  CHECK(fused.second + 1 <= composed.second);
 }
 
 TEST_CASE("linear_gelu: errors name the op that refuses the operands") {
