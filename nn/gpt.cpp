@@ -78,9 +78,7 @@ GPTMLP::GPTMLP(const GPTConfig& cfg) : gelu(cfg.gelu) {
   dropout = register_module("dropout", std::make_shared<Dropout>(cfg.dropout));
 }
 
-Tensor GPTMLP::forward(const Tensor& x) {
-  return dropout->forward(c_proj->forward(ember::gelu(c_fc->forward(x), gelu)));
-}
+Tensor GPTMLP::forward(const Tensor& x) { return dropout->forward(c_proj->forward(c_fc->forward_gelu(x, gelu))); }
 
 GPTBlock::GPTBlock(const GPTConfig& cfg) {
   ln_1 = register_module("ln_1", make_norm(cfg.n_embd, cfg.bias, cfg.layer_norm_eps));

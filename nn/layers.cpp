@@ -10,6 +10,7 @@
 #include <ember/ops/dropout.h>
 #include <ember/ops/factory.h>
 #include <ember/ops/indexing.h>
+#include <ember/ops/linear_gelu.h>
 #include <ember/ops/matmul.h>
 #include <ember/ops/norm.h>
 
@@ -29,6 +30,10 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, TensorOptions opts) : in_
 }
 
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+
+Tensor Linear::forward_gelu(const Tensor& x, GeluApproximation approximate) {
+  return linear_gelu(x, weight, bias, approximate);
+}
 
 Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, TensorOptions opts) : padding_idx(pad) {
   EMBER_CHECK(num > 0 && dim > 0, ValueError, "Embedding: sizes must be positive, got ", num, " and ", dim);

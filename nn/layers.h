@@ -25,6 +25,10 @@ class Linear : public Module {
   /// A layer from in_features to out_features, with a bias unless told otherwise.
   Linear(int64_t in_features, int64_t out_features, bool bias = true, TensorOptions opts = {});
   Tensor forward(const Tensor& x) override;
+  /// gelu(forward(x), approximate) as one op (ops/linear_gelu.h): an MLP's
+  /// first layer. The same values as the two calls on the CPU; one
+  /// elementwise pass after the GEMM on CUDA.
+  Tensor forward_gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::None);
   std::string type_name() const override { return "Linear"; }
   std::string extra_repr() const override;
   ///@{

@@ -39,7 +39,9 @@ Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const Tensor& mask, co
 
 Tensor detail::transformer_feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2,
                                         Dropout& dropout_out, const Activation& activation) {
-  return dropout_out(linear2(dropout(activation(linear1(x)))));
+  // GELU's bias add and activation as one op after the GEMM (ops/linear_gelu.h).
+  const Tensor h = activation.kind() == Activation::GELU ? linear1.forward_gelu(x) : activation(linear1(x));
+  return dropout_out(linear2(dropout(h)));
 }
 
 Tensor TransformerEncoderLayer::ff_block(const Tensor& x) {

@@ -47,19 +47,11 @@ Tensor tanh(const Tensor& x) {
   return op::call_captured<tanh_op>(
       [&](const auto&...) -> Tensor { return activation<fn::Tanh, fn::TanhBackward>("tanh", x, true); }, x);
 }
-namespace {
-// silu(x) = x * sigmoid(x)
-void lower_silu(lowering::Graph& g, const lowering::Call& c) {
-  const std::string x = g.value(c.tensor(0));
-  g.bind(c.outputs[0], g.node("Mul", {x, g.node("Sigmoid", {x})[0]})[0]);
-}
 // Opset 17 has no Gelu node: gelu(x) = x/2 (1 + erf(x / sqrt 2)), or with tanh,
 // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as torch.onnx writes them.
-void lower_gelu(lowering::Graph& g, const lowering::Call& c) {
-  const DType dt = c.tensor(0).dtype();
-  const std::string x = g.value(c.tensor(0));
+std::string lowering::gelu_value(Graph& g, const std::string& x, DType dt, bool tanh) {
   std::string inner;
-  if (static_cast<GeluApproximation>(c.i(1)) == GeluApproximation::Tanh) {
+  if (tanh) {
     const std::string x3 = g.node("Pow", {x, g.scalar(3.0, dt)})[0];
     const std::string u = g.node("Add", {x, g.node("Mul", {x3, g.scalar(0.044715, dt)})[0]})[0];
     inner = g.node("Tanh", {g.node("Mul", {u, g.scalar(std::sqrt(2.0 / M_PI), dt)})[0]})[0];
@@ -67,7 +59,18 @@ void lower_gelu(lowering::Graph& g, const lowering::Call& c) {
     inner = g.node("Erf", {g.node("Div", {x, g.scalar(std::sqrt(2.0), dt)})[0]})[0];
   }
   const std::string one_plus = g.node("Add", {inner, g.scalar(1.0, dt)})[0];
-  g.bind(c.outputs[0], g.node("Mul", {g.node("Mul", {x, g.scalar(0.5, dt)})[0], one_plus})[0]);
+  return g.node("Mul", {g.node("Mul", {x, g.scalar(0.5, dt)})[0], one_plus})[0];
+}
+
+namespace {
+// silu(x) = x * sigmoid(x)
+void lower_silu(lowering::Graph& g, const lowering::Call& c) {
+  const std::string x = g.value(c.tensor(0));
+  g.bind(c.outputs[0], g.node("Mul", {x, g.node("Sigmoid", {x})[0]})[0]);
+}
+void lower_gelu(lowering::Graph& g, const lowering::Call& c) {
+  const bool tanh = static_cast<GeluApproximation>(c.i(1)) == GeluApproximation::Tanh;
+  g.bind(c.outputs[0], lowering::gelu_value(g, g.value(c.tensor(0)), c.tensor(0).dtype(), tanh));
 }
 // softplus(x) = log(1 + exp(beta x)) / beta; the threshold (linear above it) changes nothing in float32.
 void lower_softplus(lowering::Graph& g, const lowering::Call& c) {

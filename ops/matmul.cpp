@@ -199,27 +199,30 @@ bool autocast_bf16_form(DType ac, const Tensor& a, const Tensor& b) {
 // the copy. Their 16-bit handling is the body's too (half_needs_upcast).
 // FLOPs: 2 per multiply-add, 2 m n k.
 int64_t product_flops(const Tensor* const* in, int, const Tensor& out) { return 2 * out.numel() * in[0]->size(-1); }
+}  // namespace
+
+// y = x W^T + b: Gemm for a matrix, MatMul and Add otherwise (as torch.onnx writes Linear).
+std::string lowering::linear_value(Graph& g, const Call& c) {
+  const Tensor& x = c.tensor(0);
+  const std::string w = g.value(c.tensor(1));
+  if (x.dim() == 2) {
+    std::vector<std::string> in{g.value(x), w};
+    if (c.has_tensor(2)) in.push_back(g.value(c.tensor(2)));
+    return g.node("Gemm", in, {{"transB", int64_t{1}}})[0];
+  }
+  const std::string wt = g.node("Transpose", {w}, {{"perm", std::vector<int64_t>{1, 0}}})[0];
+  std::string y = g.node("MatMul", {g.value(x), wt})[0];
+  if (c.has_tensor(2)) y = g.node("Add", {y, g.value(c.tensor(2))})[0];
+  return y;
+}
+
 namespace {
 // MatMul of the two tensors among the arguments (mm and bmm carry their name first).
 void lower_matmul(lowering::Graph& g, const lowering::Call& c) {
   const size_t a = c.has_tensor(0) ? 0 : 1;
   g.bind(c.outputs[0], g.node("MatMul", {g.value(c.tensor(a)), g.value(c.tensor(a + 1))})[0]);
 }
-// y = x W^T + b: Gemm for a matrix, MatMul and Add otherwise (as torch.onnx writes Linear).
-void lower_linear(lowering::Graph& g, const lowering::Call& c) {
-  const Tensor& x = c.tensor(0);
-  const std::string w = g.value(c.tensor(1));
-  if (x.dim() == 2) {
-    std::vector<std::string> in{g.value(x), w};
-    if (c.has_tensor(2)) in.push_back(g.value(c.tensor(2)));
-    return g.bind(c.outputs[0], g.node("Gemm", in, {{"transB", int64_t{1}}})[0]);
-  }
-  const std::string wt = g.node("Transpose", {w}, {{"perm", std::vector<int64_t>{1, 0}}})[0];
-  std::string y = g.node("MatMul", {g.value(x), wt})[0];
-  if (c.has_tensor(2)) y = g.node("Add", {y, g.value(c.tensor(2))})[0];
-  g.bind(c.outputs[0], y);
-}
-}  // namespace
+void lower_linear(lowering::Graph& g, const lowering::Call& c) { g.bind(c.outputs[0], lowering::linear_value(g, c)); }
 
 constexpr OpDef matmul_op{.name = "matmul",
                           .autocast = Autocast::LowerPrecision,

@@ -46,6 +46,11 @@ void compare(Graph& g, const Call& c) {
   binary_node(g, c, Op.s, true);
 }
 
+/// x W^T + b of a call whose arguments 0, 1 and 2 are x, W and b (b optional): linear's nodes.
+std::string linear_value(Graph& g, const Call& c);
+/// GELU of value x of dtype dt, exact (erf) or in the tanh form: gelu's nodes.
+std::string gelu_value(Graph& g, const std::string& x, DType dt, bool tanh);
+
 /// The result is argument 0 (contiguous, clone: the same values).
 void identity(Graph& g, const Call& c);
 /// The result is argument 0 reshaped to the result's shape (view, reshape, flatten, unflatten, squeeze,

@@ -1,5 +1,6 @@
-// Conformance rows: matmul in all its 1-D / 2-D / batched forms, mm, bmm and
-// linear, and multi-head attention (ops/attention.h), which is made of GEMMs.
+// Conformance rows: matmul in all its 1-D / 2-D / batched forms, mm, bmm,
+// linear and linear_gelu, and multi-head attention (ops/attention.h), which
+// is made of GEMMs.
 // GEMMs sum k products, so float32 tolerances are looser.
 #include "conformance.h"
 
@@ -28,6 +29,11 @@ Register rows({
     gemm({"linear", {F({2, 3, 4}), F({5, 4}), F({5})}, [](const In& x) { return linear(x[0], x[1], x[2]); }}),
     gemm({"linear no bias", {F({3, 4}), F({2, 4})}, [](const In& x) { return linear(x[0], x[1]); }}),
     gemm({"linear 1-D input", {F({4}), F({3, 4}), F({3})}, [](const In& x) { return linear(x[0], x[1], x[2]); }}),
+    // The fused CUDA kernels: 7 x 3 rows, and an odd width with no bias.
+    gemm({"linear_gelu", {F({7, 3, 4}), F({5, 4}), F({5})}, [](const In& x) { return linear_gelu(x[0], x[1], x[2]); }}),
+    gemm({"linear_gelu tanh, no bias",
+          {F({3, 4}), F({7, 4})},
+          [](const In& x) { return linear_gelu(x[0], x[1], Tensor(), GeluApproximation::Tanh); }}),
     // Attention as one op: its GEMMs read and write per-head strided views.
     gemm({"multi_head_attention",
           {F({2, 3, 4}), F({2, 5, 4}), F({2, 5, 4})},

@@ -34,6 +34,10 @@ std::map<std::string, std::function<Tensor(DType)>> op_cases() {
        [=](DType dt) {
          return linear(r({3, 4}, dt), r({5, 4}, dt), r({5}, dt));
        }},
+      {"linear_gelu",
+       [=](DType dt) {
+         return linear_gelu(r({3, 4}, dt), r({5, 4}, dt), r({5}, dt));
+       }},
       {"conv2d",
        [=](DType dt) {
          return conv2d(r({1, 2, 5, 5}, dt), r({3, 2, 3, 3}, dt), r({3}, dt));
@@ -102,6 +106,7 @@ const std::map<std::string, Autocast>& pytorch_categories() {
       {"mm", Autocast::LowerPrecision},
       {"bmm", Autocast::LowerPrecision},
       {"linear", Autocast::LowerPrecision},
+      {"linear_gelu", Autocast::LowerPrecision},  // linear's: gelu(linear(...)) as one op
       {"conv2d", Autocast::LowerPrecision},
       {"multi_head_attention", Autocast::LowerPrecision},  // nn.MultiheadAttention's products
       {"multi_head_self_attention", Autocast::LowerPrecision},

@@ -1,7 +1,7 @@
 // CUDA graphs (core/cuda_graph.h): a training step captured once and
 // replayed gives, replay by replay, the same bits as the same steps run
 // eagerly (loss, gradients after clipping, parameters after AdamW with a
-// learning rate changed between steps); what a graph cannot hold fails the
+// learning rate changed between steps), GPT blocks' step likewise; what a graph cannot hold fails the
 // capture with a DeviceError and leaves the device usable; the graph's
 // tensors keep their memory. Linked into the emulated test binary (the
 // emulator records and replays, and refuses what a GPU refuses) and into
@@ -228,4 +228,69 @@ TEST_CASE("cuda graph: indices are checked at every replay, on the device") {
   target.copy_(from_vector(std::vector<int64_t>{4, 3, 2, 1, 0, 0}));
   graph.replay();  // the error record starts clean at each replay
   CHECK(same_bits(loss, cross_entropy(logits, target)));
+}
+
+// GPT's blocks (nn::GPT itself builds its position indices with arange,
+// which on CUDA is a copy from the host, and so cannot be captured).
+struct GptBlocks : nn::Module {
+  std::shared_ptr<nn::GPTBlock> b0, b1;
+  explicit GptBlocks(const nn::GPTConfig& c) {
+    b0 = register_module("b0", std::make_shared<nn::GPTBlock>(c));
+    b1 = register_module("b1", std::make_shared<nn::GPTBlock>(c));
+  }
+  Tensor forward(const Tensor& x) override { return b1->forward(b0->forward(x)); }
+};
+
+TEST_CASE("cuda graph: GPT blocks' training step (linear_gelu's fused kernels in the MLPs) replays the eager bits") {
+  if (!test::cuda_usable()) return;
+  const Device dev("cuda");
+  const nn::GPTConfig cfg{
+      .vocab_size = 11, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 16, .gelu = GeluApproximation::Tanh};
+  manual_seed(5);
+  const StateDict init = GptBlocks(cfg).state_dict();
+  struct GptRun {
+    GptBlocks model;
+    std::unique_ptr<optim::AdamW> opt;
+    Tensor x = zeros({2, 8, 16}, TensorOptions(Device("cuda"))), y = zeros({2, 8, 16}, TensorOptions(Device("cuda")));
+    GptRun(const nn::GPTConfig& c, const StateDict& init, Device dev) : model(c) {
+      model.load_state_dict(init);
+      model.to(dev);
+      opt = std::make_unique<optim::AdamW>(model.parameters(), optim::AdamWOptions{.lr = 1e-2});
+    }
+    Tensor step() {
+      opt->zero_grad();
+      Tensor loss = mse_loss(model.forward(x), y);
+      loss.backward();
+      opt->step();
+      return loss;
+    }
+  };
+  GptRun eager(cfg, init, dev), graphed(cfg, init, dev);
+  auto feed = [](GptRun& r, int i) {
+    Generator gi(100 + i);
+    r.x.copy_(randn({2, 8, 16}, {}, &gi));
+    r.y.copy_(randn({2, 8, 16}, {}, &gi));
+  };
+  for (GptRun* r : {&eager, &graphed}) {
+    feed(*r, 0);
+    r->step();
+  }
+  CudaGraph graph;
+  Tensor loss;
+  graph.capture(dev, [&] { loss = graphed.step(); });
+  REQUIRE(graph.captured());
+  for (int i = 1; i < 4; ++i) {
+    feed(eager, i);
+    feed(graphed, i);
+    const Tensor eager_loss = eager.step();
+    graph.replay();
+    INFO("step " << i);
+    CHECK(same_bits(loss, eager_loss));
+    const StateDict pe = eager.model.named_parameters(), pg = graphed.model.named_parameters();
+    for (size_t k = 0; k < pe.size(); ++k) {
+      INFO(pe[k].first);
+      CHECK(same_bits(pg[k].second, pe[k].second));
+      CHECK(same_bits(pg[k].second.grad(), pe[k].second.grad()));
+    }
+  }
 }
