@@ -40,7 +40,8 @@ struct DeviceState {
   std::once_flag once;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
-  void* cublas_workspace = nullptr;  // held for the handle's life (the process's)
+  void* cublas_workspace = nullptr;      // held for the handle's life (the process's)
+  unsigned int* grid_counter = nullptr;  // grid_counter(): the process's, like the workspace
 };
 DeviceState& state(int d) {
   static DeviceState* states = new DeviceState[kMaxDevices];  // never destroyed: used until exit
@@ -91,6 +92,13 @@ DeviceState& init(int device) {
     EMBER_CUBLAS_CHECK(cublasSetWorkspace(s.cublas, s.cublas_workspace, kCublasWorkspace));
     EMBER_CUBLAS_CHECK(
         cublasSetMathMode(s.cublas, g_allow_tf32.load() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    // Zeroed here, before anything can capture the stream; the kernels that
+    // use it leave it zero.
+    void* counter = nullptr;
+    EMBER_CUDA_CHECK(cudaMalloc(&counter, sizeof(unsigned int)));
+    s.grid_counter = static_cast<unsigned int*>(counter);
+    EMBER_CUDA_CHECK(cudaMemsetAsync(s.grid_counter, 0, sizeof(unsigned int), s.stream));
+    EMBER_CUDA_CHECK(cudaStreamSynchronize(s.stream));
   });
   return s;
 }
@@ -106,6 +114,8 @@ cublasHandle_t cublas_handle(int device) {
 }
 
 void synchronize(int device) { EMBER_CUDA_CHECK(cudaStreamSynchronize(stream(device))); }
+
+unsigned int* grid_counter(int device) { return init(device).grid_counter; }
 
 void set_allow_tf32(bool on) { g_allow_tf32.store(on); }
 bool allow_tf32() { return g_allow_tf32.load(); }

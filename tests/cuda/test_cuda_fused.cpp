@@ -1,0 +1,104 @@
+// The fused kernels of the CUDA backend against the CPU: layer_norm's
+// backward in one launch (dx, and dw, db summed by the last block to
+// finish; cuda/norm.cu) and cross_entropy's row kernels (cuda/loss.cu), at
+// shapes that are not multiples of the block sizes, rows of one element,
+// odd class counts, ignored rows and all-ignored batches, in float32,
+// float64 and bfloat16; and the number of launches each takes. Linked into
+// the emulated test binary and into ember_gpu_tests (a real GPU; skipped
+// without one).
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include <ember/ember.h>
+
+#include "test_util.h"
+
+using namespace ember;
+
+namespace {
+
+const Device kCuda("cuda");
+
+// x's layer_norm over its last dim on the CPU and on cuda, backward from
+// the same upstream gradient; the gradients asked for (which inputs need
+// grad) must agree within tol.
+void check_layer_norm(DType dt, int64_t rows, int64_t N, bool weight, bool bias, bool grad_x, double tol,
+                      uint64_t seed) {
+  INFO("dtype " << std::string(dtype_name(dt)) << ", rows " << rows << ", N " << N << ", weight " << weight << ", bias "
+                << bias << ", dx " << grad_x);
+  Generator g(seed);
+  const TensorOptions o(kFloat32);
+  const Tensor x0 = randn({rows, N}, o, &g).to(dt), up0 = randn({rows, N}, o, &g).to(dt);
+  const Tensor w0 = weight ? randn({N}, o, &g).to(dt) : Tensor(), b0 = bias ? randn({N}, o, &g).to(dt) : Tensor();
+  struct Side {
+    Tensor x, w, b;
+  };
+  auto make = [&](Device d) {
+    Side s{x0.to(d).detach(), w0.defined() ? w0.to(d).detach() : Tensor(), b0.defined() ? b0.to(d).detach() : Tensor()};
+    if (grad_x) s.x.requires_grad_();
+    if (s.w.defined()) s.w.requires_grad_();
+    if (s.b.defined()) s.b.requires_grad_();
+    autograd::backward({layer_norm(s.x, {N}, s.w, s.b)}, {up0.to(d)});
+    return s;
+  };
+  const Side c = make(Device("cpu")), d = make(kCuda);
+  auto close = [&](const Tensor& got, const Tensor& want) {
+    return allclose(got.cpu().to(kFloat64), want.to(kFloat64), tol, tol);
+  };
+  if (grad_x) CHECK(close(d.x.grad(), c.x.grad()));
+  if (weight) CHECK(close(d.w.grad(), c.w.grad()));
+  if (bias) CHECK(close(d.b.grad(), c.b.grad()));
+}
+
+}  // namespace
+
+TEST_CASE("cuda fused: layer_norm backward in one launch matches the CPU") {
+  if (!test::cuda_usable()) return;
+  SUBCASE("float64 at ragged shapes, rows of one element, every mix of gradients") {
+    // (rows, N): one row, N = 1, N not a multiple of 32 or of the block,
+    // more rows than blocks (the last block sums up to 1024 partials).
+    const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 7}, {3, 1}, {5, 33}, {300, 50}, {2000, 40}, {9, 257}};
+    uint64_t seed = 1;
+    for (auto [rows, N] : shapes) {
+      check_layer_norm(kFloat64, rows, N, true, true, true, 1e-10, seed++);
+      check_layer_norm(kFloat64, rows, N, true, false, false, 1e-10, seed++);  // dw only
+      check_layer_norm(kFloat64, rows, N, false, true, true, 1e-10, seed++);   // dx and db
+      check_layer_norm(kFloat64, rows, N, false, false, true, 1e-10, seed++);  // dx only
+    }
+  }
+  SUBCASE("partials too wide for shared memory go through the scratch buffer") {
+    check_layer_norm(kFloat64, 40, 3000, true, true, true, 1e-10, 31);  // 2 x 3000 doubles: 48 KB
+    check_layer_norm(kFloat32, 3, 6000, true, true, true, 1e-4, 32);
+  }
+  SUBCASE("float32 and bfloat16") {
+    check_layer_norm(kFloat32, 700, 48, true, true, true, 1e-4, 41);
+    check_layer_norm(kFloat32, 1, 1000, true, true, true, 1e-4, 42);
+    // bf16 rounds each gradient once from float32 math; the CPU rounds its
+    // own float32 result: one bf16 ulp apart at most, plus the sums' order.
+    check_layer_norm(kBFloat16, 300, 50, true, true, true, 2e-2, 43);
+    check_layer_norm(kBFloat16, 2, 129, true, false, true, 2e-2, 44);
+  }
+}
+
+TEST_CASE("cuda fused: layer_norm backward is one launch, and the same bits run after run") {
+  if (!test::cuda_usable()) return;
+  Generator g(5);
+  const Tensor x = randn({2000, 40}, {}, &g).to(kCuda), up = randn({2000, 40}, {}, &g).to(kCuda);
+  const Tensor w0 = randn({40}, {}, &g).to(kCuda), b0 = randn({40}, {}, &g).to(kCuda);
+  std::vector<std::vector<float>> runs;
+  for (int i = 0; i < 3; ++i) {
+    Tensor xr = x.detach().requires_grad_(), w = w0.detach().requires_grad_(), b = b0.detach().requires_grad_();
+    const Tensor y = layer_norm(xr, {40}, w, b);
+    const uint64_t l0 = profiler::device_launches();
+    autograd::backward({y}, {up});
+    CHECK(profiler::device_launches() - l0 == 1);  // dx, dw and db
+    std::vector<float> all = w.grad().cpu().to_vector<float>(), db = b.grad().cpu().to_vector<float>();
+    all.insert(all.end(), db.begin(), db.end());
+    runs.push_back(all);
+  }
+  // The last block to finish differs from run to run; the sums do not.
+  CHECK(runs[1] == runs[0]);
+  CHECK(runs[2] == runs[0]);
+}
