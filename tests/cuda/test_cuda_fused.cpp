@@ -8,6 +8,7 @@
 // without one).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -101,4 +102,73 @@ TEST_CASE("cuda fused: layer_norm backward is one launch, and the same bits run 
   // The last block to finish differs from run to run; the sums do not.
   CHECK(runs[1] == runs[0]);
   CHECK(runs[2] == runs[0]);
+}
+
+namespace {
+
+// cross_entropy of (N, C) logits on the CPU and on cuda: the loss and the
+// logits' gradient, with targets where `ignored` rows hold ignore_index.
+void check_cross_entropy(DType dt, int64_t N, int64_t C, Reduction red, double smoothing,
+                         const std::vector<int64_t>& ignored, double tol, uint64_t seed) {
+  INFO("dtype " << std::string(dtype_name(dt)) << ", N " << N << ", C " << C << ", reduction " << int(red)
+                << ", smoothing " << smoothing << ", ignored rows " << ignored.size());
+  Generator g(seed);
+  const Tensor x0 = mul(randn({N, C}, {}, &g), 3.0).to(dt);
+  std::vector<int64_t> tv = randint(0, C, {N}, TensorOptions(kInt64), &g).to_vector<int64_t>();
+  for (int64_t r : ignored) tv[r] = -100;
+  const Tensor t0 = from_vector(tv);
+  const Tensor up0 = red == Reduction::None ? randn({N}, {}, &g).to(dt) : full({}, 0.7, TensorOptions(dt));
+  Tensor xc = x0.detach().requires_grad_(), xd = x0.to(kCuda).detach().requires_grad_();
+  const Tensor lc = cross_entropy(xc, t0, red, -100, smoothing);
+  const Tensor ld = cross_entropy(xd, t0.to(kCuda), red, -100, smoothing);
+  autograd::backward({lc}, {up0});
+  autograd::backward({ld}, {up0.to(kCuda)});
+  const Tensor lcv = lc.to(kFloat64), ldv = ld.cpu().to(kFloat64);
+  if (red == Reduction::Mean && static_cast<int64_t>(ignored.size()) == N) {
+    CHECK(std::isnan(ldv.item<double>()));  // 0 / 0, as on the CPU and in PyTorch
+    CHECK(std::isnan(lcv.item<double>()));
+  } else {
+    CHECK(allclose(ldv, lcv, tol, tol));
+  }
+  if (red != Reduction::Mean || static_cast<int64_t>(ignored.size()) < N)
+    CHECK(allclose(xd.grad().cpu().to(kFloat64), xc.grad().to(kFloat64), tol, tol));
+  for (int64_t r : ignored)  // no gradient reaches an ignored row
+    CHECK(equal(xd.grad().cpu().select(0, r), zeros({C}, TensorOptions(dt))));
+}
+
+}  // namespace
+
+TEST_CASE("cuda fused: cross_entropy's row kernels match the CPU") {
+  if (!test::cuda_usable()) return;
+  const Reduction reds[] = {Reduction::Mean, Reduction::Sum, Reduction::None};
+  SUBCASE("float64: a warp per row, a block per row, ragged and unaligned rows") {
+    // (N, C): one class; C odd, so rows start off 16-byte boundaries; just
+    // below and above the warp/block switch at 4096; a GPT-2-like vocabulary.
+    const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1},    {3, 5},    {37, 33},
+                                                             {9, 4096}, {5, 4097}, {3, 50257}};
+    uint64_t seed = 100;
+    for (auto [N, C] : shapes)
+      for (Reduction r : reds) {
+        check_cross_entropy(kFloat64, N, C, r, 0.0, {}, 1e-10, seed++);
+        check_cross_entropy(kFloat64, N, C, r, 0.1, {}, 1e-10, seed++);
+      }
+  }
+  SUBCASE("ignored rows, and a batch with every row ignored") {
+    uint64_t seed = 200;
+    for (Reduction r : reds) {
+      check_cross_entropy(kFloat64, 6, 77, r, 0.0, {0, 4}, 1e-10, seed++);
+      check_cross_entropy(kFloat64, 4, 5000, r, 0.2, {1}, 1e-10, seed++);
+      check_cross_entropy(kFloat64, 3, 33, r, 0.0, {0, 1, 2}, 1e-10, seed++);
+      check_cross_entropy(kFloat32, 3, 4100, r, 0.1, {0, 1, 2}, 1e-5, seed++);
+    }
+  }
+  SUBCASE("float32 and bfloat16 (float32 math, the loss in float32 before its rounding)") {
+    uint64_t seed = 300;
+    for (Reduction r : reds) {
+      check_cross_entropy(kFloat32, 50, 257, r, 0.0, {3}, 1e-5, seed++);
+      check_cross_entropy(kFloat32, 2, 50257, r, 0.1, {}, 1e-5, seed++);
+      check_cross_entropy(kBFloat16, 20, 129, r, 0.0, {7}, 2e-2, seed++);
+      check_cross_entropy(kBFloat16, 2, 5003, r, 0.1, {}, 2e-2, seed++);
+    }
+  }
 }
