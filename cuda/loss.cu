@@ -152,6 +152,13 @@ __global__ void cross_entropy_cols_kernel(const T* __restrict__ x, const int64_t
   }
 }
 
+// Row r's upstream gradient, divided by the mean's count when there is one
+// (as div(g, count) would, rounded to A before the scale).
+template <class A>
+__device__ __forceinline__ A row_grad(const A* g, const int64_t* count, int64_t r) {
+  return count ? g[r] / A(*count) : g[r];
+}
+
 // The classifier case (L == 1) of the backward: a row group per row, the
 // logits read and the gradient written in 16-byte accesses where both rows
 // share their alignment; lse, the target and g read once per row. The
@@ -160,9 +167,10 @@ __global__ void cross_entropy_cols_kernel(const T* __restrict__ x, const int64_t
 template <class T, bool kWarp>
 __global__ void cross_entropy_backward_rows_kernel(const T* __restrict__ x, const int64_t* __restrict__ t,
                                                    const opmath_t<T>* __restrict__ lse,
-                                                   const opmath_t<T>* __restrict__ g, T* __restrict__ d, int64_t rows,
-                                                   int64_t C, int64_t ignore, opmath_t<T> keep, opmath_t<T> spread,
-                                                   opmath_t<T> scale, bool per_row) {
+                                                   const opmath_t<T>* __restrict__ g, const int64_t* __restrict__ count,
+                                                   T* __restrict__ d, int64_t rows, int64_t C, int64_t ignore,
+                                                   opmath_t<T> keep, opmath_t<T> spread, opmath_t<T> scale,
+                                                   bool per_row) {
   using A = opmath_t<T>;
   using G = RowGroup<kWarp>;
   constexpr int V = 16 / sizeof(T);
@@ -171,7 +179,7 @@ __global__ void cross_entropy_backward_rows_kernel(const T* __restrict__ x, cons
     const T* xr = x + r * C;
     T* dr = d + r * C;
     const bool skip = tr == ignore || tr < 0 || tr >= C;
-    const A l = skip ? A(0) : lse[r], gr = skip ? A(0) : g[per_row ? r : 0] * scale;
+    const A l = skip ? A(0) : lse[r], gr = skip ? A(0) : row_grad(g, count, per_row ? r : 0) * scale;
     auto grad = [&](int64_t c, T v) {
       return skip ? T(0) : T((fn::hd::exp(A(v) - l) - spread - (c == tr ? keep : A(0))) * gr);
     };
@@ -197,9 +205,10 @@ __global__ void cross_entropy_backward_rows_kernel(const T* __restrict__ x, cons
 template <class T>
 __global__ void cross_entropy_backward_kernel_impl(const T* __restrict__ x, const int64_t* __restrict__ t,
                                                    const opmath_t<T>* __restrict__ lse,
-                                                   const opmath_t<T>* __restrict__ g, T* __restrict__ d, int64_t N,
-                                                   int64_t C, int64_t L, int64_t ignore, opmath_t<T> keep,
-                                                   opmath_t<T> spread, opmath_t<T> scale, bool per_row) {
+                                                   const opmath_t<T>* __restrict__ g, const int64_t* __restrict__ count,
+                                                   T* __restrict__ d, int64_t N, int64_t C, int64_t L, int64_t ignore,
+                                                   opmath_t<T> keep, opmath_t<T> spread, opmath_t<T> scale,
+                                                   bool per_row) {
   using A = opmath_t<T>;
   const int64_t total = N * C * L;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -208,7 +217,7 @@ __global__ void cross_entropy_backward_kernel_impl(const T* __restrict__ x, cons
       d[i] = T(0);
       continue;
     }
-    const A gr = g[per_row ? r : 0] * scale;
+    const A gr = row_grad(g, count, per_row ? r : 0) * scale;
     d[i] = T((fn::hd::exp(A(x[i]) - lse[r]) - spread - (c == tr ? keep : A(0))) * gr);
   }
 }
@@ -241,7 +250,7 @@ void cuda_cross_entropy(const Tensor& logits3, const Tensor& target, Tensor& los
 }
 
 void cuda_cross_entropy_backward(const Tensor& logits3, const Tensor& target, const Tensor& lse, const Tensor& grad,
-                                 Tensor& dlogits3, int64_t ignore, double eps, double scale) {
+                                 const Tensor& count, Tensor& dlogits3, int64_t ignore, double eps, double scale) {
   const int64_t N = logits3.size(0), C = logits3.size(1), L = logits3.size(2);
   if (N * C * L == 0) return;
   const double keep = 1.0 - eps, spread = C > 0 ? eps / static_cast<double>(C) : 0.0;
@@ -252,18 +261,20 @@ void cuda_cross_entropy_backward(const Tensor& logits3, const Tensor& target, co
     const int64_t* t = target.data<int64_t>();
     const A* l = static_cast<const A*>(lse.data_ptr());
     const A* g = static_cast<const A*>(grad.data_ptr());
+    const int64_t* n = count.defined() ? count.data<int64_t>() : nullptr;
     T* d = static_cast<T*>(dlogits3.data_ptr());
     const int dev = logits3.device().index;
     const bool per_row = grad.numel() != 1;
     if (L == 1 && C <= kWarpRowMax)
       EMBER_CUDA_LAUNCH((cross_entropy_backward_rows_kernel<T, true>), blocks_for(N, kRowsPerBlock, 65535),
-                        32 * kRowsPerBlock, 0, dev, x, t, l, g, d, N, C, ignore, A(keep), A(spread), A(scale), per_row);
+                        32 * kRowsPerBlock, 0, dev, x, t, l, g, n, d, N, C, ignore, A(keep), A(spread), A(scale),
+                        per_row);
     else if (L == 1)
       EMBER_CUDA_LAUNCH((cross_entropy_backward_rows_kernel<T, false>), blocks_for(N, 1, 65535), kBlockRowThreads, 0,
-                        dev, x, t, l, g, d, N, C, ignore, A(keep), A(spread), A(scale), per_row);
+                        dev, x, t, l, g, n, d, N, C, ignore, A(keep), A(spread), A(scale), per_row);
     else
       EMBER_CUDA_LAUNCH(cross_entropy_backward_kernel_impl<T>, blocks_for(N * C * L, 256, 8192), 256, 0, dev, x, t, l,
-                        g, d, N, C, L, ignore, A(keep), A(spread), A(scale), per_row);
+                        g, n, d, N, C, L, ignore, A(keep), A(spread), A(scale), per_row);
   });
 }
 

@@ -93,7 +93,7 @@ void cpu_cross_entropy(const Tensor& logits3, const Tensor& target, Tensor& loss
 }
 
 void cpu_cross_entropy_backward(const Tensor& logits3, const Tensor& target, const Tensor& lse, const Tensor& grad,
-                                Tensor& dlogits3, int64_t ignore, double eps, double scale) {
+                                const Tensor& count, Tensor& dlogits3, int64_t ignore, double eps, double scale) {
   const int64_t N = logits3.size(0), C = logits3.size(1), L = logits3.size(2);
   const int64_t* t = target.data<int64_t>();
   const bool per_row = grad.numel() != 1;
@@ -104,6 +104,7 @@ void cpu_cross_entropy_backward(const Tensor& logits3, const Tensor& target, con
     const T* g = static_cast<const T*>(grad.data_ptr());
     T* d = static_cast<T*>(dlogits3.data_ptr());
     const T keep = static_cast<T>(1.0 - eps), spread = static_cast<T>(C > 0 ? eps / static_cast<double>(C) : 0.0);
+    const T cnt = count.defined() ? static_cast<T>(count.data<int64_t>()[0]) : T(1);
     parallel_for(0, N * L, row_grain(C), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t off = (r / L) * C * L + r % L, tr = t[r];
@@ -114,7 +115,8 @@ void cpu_cross_entropy_backward(const Tensor& logits3, const Tensor& target, con
           continue;
         }
         // d loss / d x_c = softmax_c - q_c with q the smoothed target.
-        const T gr = static_cast<T>(static_cast<double>(g[per_row ? r : 0]) * scale), l = ls[r];
+        const T gc = count.defined() ? g[per_row ? r : 0] / cnt : g[per_row ? r : 0];
+        const T gr = static_cast<T>(static_cast<double>(gc) * scale), l = ls[r];
         if (L == 1) {
           for (int64_t c = 0; c < C; ++c) drow[c] = (fn::hd::exp(row[c] - l) - spread) * gr;
         } else {
@@ -321,12 +323,17 @@ Tensor cross_entropy_body(const Tensor& logits, const Tensor& target, Reduction 
              // loss_r = lse_r - (1 - eps) x_t - eps / C sum_c x_c, so
              // d loss_r / d x_c = softmax_c - (1 - eps) [c == t] - eps / C;
              // times g_r (and 1 / count for the mean); ignored rows get 0.
+             // The mean's device count divides g inside the kernel.
              const Tensor& x3 = sx.get();
-             Tensor g = row_grad(ctx, lse_dtype(x3.dtype()), reduction, cd);
+             const DType dt = lse_dtype(x3.dtype());
+             Tensor g = ctx.grad_output();
+             if (g.dtype() != dt) g = g.to(dt);
+             g = g.contiguous();
+             const Tensor divisor = reduction == Reduction::Mean ? cd : Tensor();
              Tensor d = empty(x3.shape(), TensorOptions(x3.dtype(), x3.device()));
              if (d.numel() > 0)
-               cross_entropy_backward_kernel(x3.device(), x3, st.get(), slse.get(), g, d, ignore_index, label_smoothing,
-                                             row_scale(reduction, count, cd));
+               cross_entropy_backward_kernel(x3.device(), x3, st.get(), slse.get(), g, divisor, d, ignore_index,
+                                             label_smoothing, row_scale(reduction, count, cd));
              ctx.set_grad(0, d.view(ctx.input_meta(0).shape));
            });
   }

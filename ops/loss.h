@@ -70,10 +70,12 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 extern KernelTable<void(const Tensor& logits3, const Tensor& target, Tensor& loss, Tensor& lse, int64_t ignore_index,
                         double label_smoothing)>
     cross_entropy_kernel;
-/// dlogits3[r, c] = (exp(x[r, c] - lse[r]) - (1 - eps) [c == t] - eps / C) * grad[r] * scale; 0 for
-/// ignored rows.
+/// dlogits3[r, c] = (exp(x[r, c] - lse[r]) - (1 - eps) [c == t] - eps / C) * (grad[r] / count) * scale; 0
+/// for ignored rows. count: the mean's count of rows that take part, an int64 0-d tensor on the logits'
+/// device (so the division needs no launch of its own, and no host read), or undefined for 1.
 extern KernelTable<void(const Tensor& logits3, const Tensor& target, const Tensor& lse, const Tensor& grad,
-                        Tensor& dlogits3, int64_t ignore_index, double label_smoothing, double scale)>
+                        const Tensor& count, Tensor& dlogits3, int64_t ignore_index, double label_smoothing,
+                        double scale)>
     cross_entropy_backward_kernel;
 /// loss[r] = -log_probs3[r, t]; 0 for ignored rows.
 extern KernelTable<void(const Tensor& log_probs3, const Tensor& target, Tensor& loss, int64_t ignore_index)>

@@ -172,3 +172,21 @@ TEST_CASE("cuda fused: cross_entropy's row kernels match the CPU") {
     }
   }
 }
+
+TEST_CASE("cuda fused: cross_entropy's backward is one launch, the mean's count divided inside it") {
+  if (!test::cuda_usable()) return;
+  Generator g(9);
+  const Tensor t = from_vector(std::vector<int64_t>{3, -100, 0, 39, 7, -100}).to(kCuda);
+  for (Reduction red : {Reduction::Mean, Reduction::Sum}) {
+    Tensor x = randn({6, 40}, {}, &g).to(kCuda).detach().requires_grad_();
+    const Tensor loss = cross_entropy(x, t, red, -100, 0.1);
+    const Tensor up = full({}, 2.0, TensorOptions(kCuda));
+    const uint64_t l0 = profiler::device_launches();
+    autograd::backward({loss}, {up});
+    CHECK(profiler::device_launches() - l0 == 1);
+    // Against the CPU: 4 rows take part, so the mean's rows get 2 / 4.
+    Tensor xc = x.detach().cpu().requires_grad_();
+    autograd::backward({cross_entropy(xc, t.cpu(), red, -100, 0.1)}, {full({}, 2.0)});
+    CHECK(allclose(x.grad().cpu(), xc.grad(), 1e-5, 1e-6));
+  }
+}
