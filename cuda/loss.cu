@@ -8,6 +8,9 @@
 // or a block (more, e.g. GPT-2's 50257), which reads the row once in 16-byte
 // loads with an online max and sum; the backward writes the gradient the
 // same way. L > 1: one thread per row, neighbouring threads on neighbouring l.
+// A mean or sum is finished in the forward launch (the last block to finish
+// sums the rows' losses in a fixed order and divides by the device's count),
+// and the backward divides the upstream gradient by that count itself.
 #include <limits>
 
 #include <ember/core/dtype_dispatch.h>
@@ -84,6 +87,39 @@ __device__ __forceinline__ void lse_add(A x, A& m, A& s) {
     s += fn::hd::exp(x - m);
   }
 }
+// The rows' reduction inside the forward launch (reduced null: none):
+// reduced = sum_r loss[r] / *count (1 without a count).
+template <class A>
+struct RowsReduce {
+  A* reduced;
+  const int64_t* count;
+  unsigned int* counter;  // grid_counter(device)
+};
+
+// At the end of a forward kernel, every thread of every block: the block's
+// losses are fenced and counted; the last block to finish sums all R of
+// them (thread k takes rows k, k + blockDim.x, ..., then the block's tree),
+// an order fixed by R and blockDim alone, so a replayed graph and an eager
+// call give the same bits. scratch: __shared__ A[32]; last: a __shared__ bool.
+template <class A>
+__device__ __forceinline__ void reduce_rows_in_last_block(const A* loss, int64_t R, const RowsReduce<A>& red,
+                                                          A* scratch, bool* last) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) *last = atomicAdd(red.counter, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!*last) return;
+  __threadfence();
+  const volatile A* l = loss;  // other blocks' stores: from memory, not a stale cache
+  A s = 0;
+  for (int64_t r = threadIdx.x; r < R; r += blockDim.x) s += l[r];
+  s = block_reduce(s, SumOp{}, A(0), scratch);
+  if (threadIdx.x == 0) {
+    *red.reduced = red.count ? s / A(*red.count) : s;
+    *red.counter = 0u;
+  }
+}
+
 // loss = lse - (1 - eps) x_t - eps / C sum_c x_c (the smoothed target
 // distribution q = (1 - eps) onehot + eps / C against log p = x - lse).
 // Logits of T load as A = opmath_t<T>; loss and lse are A (float32 for the
@@ -92,13 +128,14 @@ __device__ __forceinline__ void lse_add(A x, A& m, A& s) {
 // then the sums rescaled to the group's max (a thread that saw nothing, or
 // only -inf, adds 0).
 template <class T, bool kWarp>
-__global__ void cross_entropy_rows_kernel(const T* __restrict__ x, const int64_t* __restrict__ t,
-                                          opmath_t<T>* __restrict__ loss, opmath_t<T>* __restrict__ lse, int64_t rows,
-                                          int64_t C, int64_t ignore, opmath_t<T> keep, opmath_t<T> spread,
-                                          bool smooth) {
+__global__ void cross_entropy_rows_kernel(const T* __restrict__ x, const int64_t* __restrict__ t, opmath_t<T>* loss,
+                                          opmath_t<T>* __restrict__ lse, int64_t rows, int64_t C, int64_t ignore,
+                                          opmath_t<T> keep, opmath_t<T> spread, bool smooth,
+                                          RowsReduce<opmath_t<T>> red) {
   using A = opmath_t<T>;
   using G = RowGroup<kWarp>;
   __shared__ A scratch[32];
+  __shared__ bool last;
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   for (int64_t r = G::first(); r < rows; r += G::stride()) {
     const int64_t tr = t[r];
@@ -124,14 +161,17 @@ __global__ void cross_entropy_rows_kernel(const T* __restrict__ x, const int64_t
       loss[r] = l - keep * A(row[tr]) - (smooth ? spread * sx : A(0));
     }
   }
+  if (red.reduced) reduce_rows_in_last_block(loss, rows, red, scratch, &last);
 }
 
 template <class T>
-__global__ void cross_entropy_cols_kernel(const T* __restrict__ x, const int64_t* __restrict__ t,
-                                          opmath_t<T>* __restrict__ loss, opmath_t<T>* __restrict__ lse, int64_t N,
-                                          int64_t C, int64_t L, int64_t ignore, opmath_t<T> keep, opmath_t<T> spread,
-                                          bool smooth) {
+__global__ void cross_entropy_cols_kernel(const T* __restrict__ x, const int64_t* __restrict__ t, opmath_t<T>* loss,
+                                          opmath_t<T>* __restrict__ lse, int64_t N, int64_t C, int64_t L,
+                                          int64_t ignore, opmath_t<T> keep, opmath_t<T> spread, bool smooth,
+                                          RowsReduce<opmath_t<T>> red) {
   using A = opmath_t<T>;
+  __shared__ A scratch[32];
+  __shared__ bool last;
   for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < N * L; r += int64_t(gridDim.x) * blockDim.x) {
     const int64_t tr = t[r];
     if (tr == ignore || tr < 0 || tr >= C) {
@@ -150,6 +190,7 @@ __global__ void cross_entropy_cols_kernel(const T* __restrict__ x, const int64_t
     lse[r] = l;
     loss[r] = l - keep * A(row[tr * L]) - (smooth ? spread * sx : A(0));
   }
+  if (red.reduced) reduce_rows_in_last_block(loss, N * L, red, scratch, &last);
 }
 
 // Row r's upstream gradient, divided by the mean's count when there is one
@@ -225,8 +266,8 @@ __global__ void cross_entropy_backward_kernel_impl(const T* __restrict__ x, cons
 // Threads of a block that owns a row of more than kWarpRowMax classes.
 constexpr int kBlockRowThreads = 512;
 
-void cuda_cross_entropy(const Tensor& logits3, const Tensor& target, Tensor& loss, Tensor& lse, int64_t ignore,
-                        double eps) {
+void cuda_cross_entropy(const Tensor& logits3, const Tensor& target, const Tensor& count, Tensor& loss, Tensor& lse,
+                        Tensor& reduced, int64_t ignore, double eps) {
   const int64_t N = logits3.size(0), C = logits3.size(1), L = logits3.size(2);
   if (N * L == 0) return;
   const int dev = logits3.device().index;
@@ -237,15 +278,17 @@ void cuda_cross_entropy(const Tensor& logits3, const Tensor& target, Tensor& los
     const T* x = static_cast<const T*>(logits3.data_ptr());
     A* lo = static_cast<A*>(loss.data_ptr());
     A* ls = static_cast<A*>(lse.data_ptr());
+    const RowsReduce<A> red{reduced.defined() ? static_cast<A*>(reduced.data_ptr()) : nullptr,
+                            count.defined() ? count.data<int64_t>() : nullptr, grid_counter(dev)};
     if (L == 1 && C <= kWarpRowMax)
       EMBER_CUDA_LAUNCH((cross_entropy_rows_kernel<T, true>), blocks_for(N, kRowsPerBlock, 65535), 32 * kRowsPerBlock,
-                        0, dev, x, target.data<int64_t>(), lo, ls, N, C, ignore, A(keep), A(spread), eps > 0);
+                        0, dev, x, target.data<int64_t>(), lo, ls, N, C, ignore, A(keep), A(spread), eps > 0, red);
     else if (L == 1)
       EMBER_CUDA_LAUNCH((cross_entropy_rows_kernel<T, false>), blocks_for(N, 1, 65535), kBlockRowThreads, 0, dev, x,
-                        target.data<int64_t>(), lo, ls, N, C, ignore, A(keep), A(spread), eps > 0);
+                        target.data<int64_t>(), lo, ls, N, C, ignore, A(keep), A(spread), eps > 0, red);
     else
       EMBER_CUDA_LAUNCH(cross_entropy_cols_kernel<T>, blocks_for(N * L, 128, 4096), 128, 0, dev, x,
-                        target.data<int64_t>(), lo, ls, N, C, L, ignore, A(keep), A(spread), eps > 0);
+                        target.data<int64_t>(), lo, ls, N, C, L, ignore, A(keep), A(spread), eps > 0, red);
   });
 }
 

@@ -7,7 +7,10 @@
 // (in [0, C) or ignore_index) in one scan that also counts the rows that
 // take part, which is the mean's denominator. Each op records one autograd
 // node whose output is already reduced, so the backward kernel applies the
-// reduction's scale itself: no chain of sum / div nodes.
+// reduction's scale itself: no chain of sum / div nodes. Where the index
+// check leaves its count on the device (CUDA), cross_entropy's kernels
+// also reduce the rows (forward) and divide by that count (backward) in
+// their own launches.
 #include <ember/ops/functors.h>
 #include <ember/ops/loss.h>
 
@@ -57,8 +60,8 @@ inline void row_logsumexp(const T* row, int64_t C, int64_t stride, bool want_sum
   sumx = want_sum ? s : 0.0;
 }
 
-void cpu_cross_entropy(const Tensor& logits3, const Tensor& target, Tensor& loss, Tensor& lse, int64_t ignore,
-                       double eps) {
+void cpu_cross_entropy(const Tensor& logits3, const Tensor& target, const Tensor& count, Tensor& loss, Tensor& lse,
+                       Tensor& reduced, int64_t ignore, double eps) {
   const int64_t N = logits3.size(0), C = logits3.size(1), L = logits3.size(2);
   const int64_t* t = target.data<int64_t>();
   // loss = lse - (1 - eps) x_t - eps / C * sum_c x_c: the smoothed target
@@ -89,6 +92,12 @@ void cpu_cross_entropy(const Tensor& logits3, const Tensor& target, Tensor& loss
         lo[r] = static_cast<T>(l - keep * static_cast<double>(row[tr * L]) - spread * sx);
       }
     });
+    if (reduced.defined()) {  // rows in order, in double
+      double total = 0;
+      for (int64_t r = 0; r < N * L; ++r) total += static_cast<double>(lo[r]);
+      const T s = static_cast<T>(total);
+      *static_cast<T*>(reduced.data_ptr()) = count.defined() ? s / static_cast<T>(count.data<int64_t>()[0]) : s;
+    }
   });
 }
 
@@ -314,8 +323,16 @@ Tensor cross_entropy_body(const Tensor& logits, const Tensor& target, Reduction 
   const DType acc = lse_dtype(logits.dtype());
   const TensorOptions opts(acc, logits.device());
   Tensor loss = empty({R}, opts), lse = empty({R}, opts);
-  if (R > 0) cross_entropy_kernel(logits.device(), rows.x3, rows.target, loss, lse, ignore_index, label_smoothing);
-  Tensor out = reduce_rows(loss, target.shape(), reduction, rows);
+  // Where the count stays on the device, the kernel reduces the rows too
+  // (dividing by that count for the mean); elsewhere the sum and division
+  // are ops of their own.
+  const bool fused = reduction != Reduction::None && rows.count_device.defined() && R > 0;
+  Tensor reduced = fused ? empty({}, opts) : Tensor();
+  const Tensor divisor = fused && reduction == Reduction::Mean ? rows.count_device : Tensor();
+  if (R > 0)
+    cross_entropy_kernel(logits.device(), rows.x3, rows.target, divisor, loss, lse, reduced, ignore_index,
+                         label_smoothing);
+  Tensor out = fused ? reduced : reduce_rows(loss, target.shape(), reduction, rows);
   if (needs_grad({logits})) {
     record("cross_entropy", {logits}, out,
            [sx = SavedTensor(rows.x3), st = SavedTensor(rows.target), slse = SavedTensor(lse), reduction, ignore_index,

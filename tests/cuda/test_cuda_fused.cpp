@@ -190,3 +190,25 @@ TEST_CASE("cuda fused: cross_entropy's backward is one launch, the mean's count 
     CHECK(allclose(x.grad().cpu(), xc.grad(), 1e-5, 1e-6));
   }
 }
+
+TEST_CASE("cuda fused: cross_entropy's forward reduces its rows in its own launch") {
+  if (!test::cuda_usable()) return;
+  Generator g(10);
+  const Tensor x = randn({300, 40}, {}, &g), t = randint(0, 40, {300}, TensorOptions(kInt64), &g);
+  const Tensor xd = x.to(kCuda), td = t.to(kCuda);
+  auto launches = [&](Reduction red) {
+    const uint64_t l0 = profiler::device_launches();
+    const Tensor loss = cross_entropy(xd, td, red, -100, 0.1);
+    return profiler::device_launches() - l0;
+  };
+  // The mean and the sum cost what the per-row losses cost: no sum, count
+  // conversion or division launches of their own.
+  CHECK(launches(Reduction::Mean) == launches(Reduction::None));
+  CHECK(launches(Reduction::Sum) == launches(Reduction::None));
+  for (Reduction red : {Reduction::Mean, Reduction::Sum}) {
+    const Tensor want = cross_entropy(x, t, red, -100, 0.1), got = cross_entropy(xd, td, red, -100, 0.1).cpu();
+    CHECK(got.dim() == 0);
+    CHECK(allclose(got, want, 1e-5, 1e-6));
+    CHECK(equal(cross_entropy(xd, td, red, -100, 0.1).cpu(), got));  // the same bits again
+  }
+}
