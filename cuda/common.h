@@ -77,6 +77,10 @@ void synchronize(int device);
 /// so a kernel captured into a CUDA graph uses it as an eager one does; one
 /// stream per device runs such kernels one at a time, so one word suffices.
 unsigned int* grid_counter(int device);
+/// Two words of the device, (~0, 0) between kernels: the index check's
+/// first bad position and count, accumulated with integer atomics (exact in
+/// any order); its last block copies them out and sets them back.
+unsigned long long* index_check_words(int device);
 
 /// TF32 tensor-core products for float32 matmul: off by default (full
 /// float32, like PyTorch's torch.backends.cuda.matmul.allow_tf32 = False).

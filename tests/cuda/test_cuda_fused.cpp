@@ -204,6 +204,8 @@ TEST_CASE("cuda fused: cross_entropy's forward reduces its rows in its own launc
   // The mean and the sum cost what the per-row losses cost: no sum, count
   // conversion or division launches of their own.
   CHECK(launches(Reduction::Mean) == launches(Reduction::None));
+  // In all: the index check (one kernel, its result read back) and the loss.
+  CHECK(launches(Reduction::Mean) == 3);
   CHECK(launches(Reduction::Sum) == launches(Reduction::None));
   for (Reduction red : {Reduction::Mean, Reduction::Sum}) {
     const Tensor want = cross_entropy(x, t, red, -100, 0.1), got = cross_entropy(xd, td, red, -100, 0.1).cpu();
@@ -211,4 +213,27 @@ TEST_CASE("cuda fused: cross_entropy's forward reduces its rows in its own launc
     CHECK(allclose(got, want, 1e-5, 1e-6));
     CHECK(equal(cross_entropy(xd, td, red, -100, 0.1).cpu(), got));  // the same bits again
   }
+}
+
+TEST_CASE("cuda fused: a captured cross_entropy is two kernels, and checks its targets at every replay") {
+  if (!test::cuda_usable()) return;
+  Generator g(12);
+  const Tensor logits = randn({50, 33}, {}, &g).to(kCuda);
+  Tensor target = randint(0, 33, {50}, TensorOptions(kInt64), &g).to(kCuda);
+  Tensor loss;
+  CudaGraph graph;
+  graph.capture(kCuda, [&] { loss = cross_entropy(logits, target, Reduction::Mean, -100, 0.1); });
+  CHECK(graph.captured_launches() == 2);  // the index check, the loss with its mean
+  graph.replay();
+  CHECK(equal(loss.cpu(), cross_entropy(logits, target, Reduction::Mean, -100, 0.1).cpu()));
+  target.copy_(from_vector(std::vector<int64_t>(50, -100)).to(kCuda));  // every row ignored: 0 / 0
+  graph.replay();
+  CHECK(std::isnan(loss.cpu().item<float>()));
+  std::vector<int64_t> bad(50, 1);
+  bad[17] = 33;
+  target.copy_(from_vector(bad).to(kCuda));
+  CHECK_THROWS_AS(graph.replay(), IndexError);
+  target.copy_(from_vector(std::vector<int64_t>(50, 2)).to(kCuda));
+  graph.replay();  // the device's words were set back: a good batch passes again
+  CHECK(equal(loss.cpu(), cross_entropy(logits, target, Reduction::Mean, -100, 0.1).cpu()));
 }
