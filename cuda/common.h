@@ -70,6 +70,18 @@ cublasHandle_t cublas_handle(int device);
 /// Waits for the device's stream.
 void synchronize(int device);
 
+/// A counter word of the device, zero between kernels, for a kernel whose
+/// blocks elect the last one to finish (each block __threadfence()s its
+/// results, then atomicAdd(counter, 1) == gridDim.x - 1 marks the last): that
+/// block must set it back to 0. Made and zeroed with the device's stream,
+/// so a kernel captured into a CUDA graph uses it as an eager one does; one
+/// stream per device runs such kernels one at a time, so one word suffices.
+unsigned int* grid_counter(int device);
+/// Two words of the device, (~0, 0) between kernels: the index check's
+/// first bad position and count, accumulated with integer atomics (exact in
+/// any order); its last block copies them out and sets them back.
+unsigned long long* index_check_words(int device);
+
 /// TF32 tensor-core products for float32 matmul: off by default (full
 /// float32, like PyTorch's torch.backends.cuda.matmul.allow_tf32 = False).
 ///@{

@@ -40,7 +40,9 @@ struct DeviceState {
   std::once_flag once;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
-  void* cublas_workspace = nullptr;  // held for the handle's life (the process's)
+  void* cublas_workspace = nullptr;           // held for the handle's life (the process's)
+  unsigned int* grid_counter = nullptr;       // grid_counter(): the process's, like the workspace
+  unsigned long long* index_words = nullptr;  // index_check_words(): likewise
 };
 DeviceState& state(int d) {
   static DeviceState* states = new DeviceState[kMaxDevices];  // never destroyed: used until exit
@@ -91,6 +93,18 @@ DeviceState& init(int device) {
     EMBER_CUBLAS_CHECK(cublasSetWorkspace(s.cublas, s.cublas_workspace, kCublasWorkspace));
     EMBER_CUBLAS_CHECK(
         cublasSetMathMode(s.cublas, g_allow_tf32.load() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    // Zeroed here, before anything can capture the stream; the kernels that
+    // use it leave it zero.
+    void* counter = nullptr;
+    EMBER_CUDA_CHECK(cudaMalloc(&counter, sizeof(unsigned int)));
+    s.grid_counter = static_cast<unsigned int*>(counter);
+    EMBER_CUDA_CHECK(cudaMemsetAsync(s.grid_counter, 0, sizeof(unsigned int), s.stream));
+    void* words = nullptr;
+    EMBER_CUDA_CHECK(cudaMalloc(&words, 2 * sizeof(unsigned long long)));
+    s.index_words = static_cast<unsigned long long*>(words);
+    EMBER_CUDA_CHECK(cudaMemsetAsync(s.index_words, 0xff, sizeof(unsigned long long), s.stream));
+    EMBER_CUDA_CHECK(cudaMemsetAsync(s.index_words + 1, 0, sizeof(unsigned long long), s.stream));
+    EMBER_CUDA_CHECK(cudaStreamSynchronize(s.stream));
   });
   return s;
 }
@@ -106,6 +120,9 @@ cublasHandle_t cublas_handle(int device) {
 }
 
 void synchronize(int device) { EMBER_CUDA_CHECK(cudaStreamSynchronize(stream(device))); }
+
+unsigned int* grid_counter(int device) { return init(device).grid_counter; }
+unsigned long long* index_check_words(int device) { return init(device).index_words; }
 
 void set_allow_tf32(bool on) { g_allow_tf32.store(on); }
 bool allow_tf32() { return g_allow_tf32.load(); }

@@ -20,8 +20,18 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// The whole check in one launch: every block folds its entries into the
+// device's words (index_check_words: atomicMin of the first bad position,
+// atomicAdd of the count; integers, so exact in any order), then counts
+// itself in the grid counter; the last block to finish moves the words to
+// out ([first_bad, count]), sets them back to (~0, 0) and, inside a CUDA
+// graph (err: the graph's error record [found, value, size], zeroed at the
+// start of each replay; the first op to find a bad entry writes it),
+// records a bad entry there.
 __global__ void index_check_kernel_impl(const int64_t* __restrict__ idx, int64_t n, int64_t size, bool has_ignore,
-                                        int64_t ignore, unsigned long long* first_bad, unsigned long long* count) {
+                                        int64_t ignore, unsigned long long* acc, unsigned int* counter,
+                                        unsigned long long* out, unsigned long long* err) {
+  __shared__ bool last;
   unsigned long long bad = ~0ull, c = 0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t v = idx[i];
@@ -30,8 +40,22 @@ __global__ void index_check_kernel_impl(const int64_t* __restrict__ idx, int64_t
     if (!ignored && (v < 0 || v >= size) && static_cast<unsigned long long>(i) < bad)
       bad = static_cast<unsigned long long>(i);
   }
-  atomicAdd(count, c);
-  if (bad != ~0ull) atomicMin(first_bad, bad);
+  if (c) atomicAdd(acc + 1, c);
+  if (bad != ~0ull) atomicMin(acc, bad);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last || threadIdx.x != 0) return;
+  __threadfence();
+  const unsigned long long first = atomicExch(acc, ~0ull), count = atomicExch(acc + 1, 0ull);
+  out[0] = first;
+  out[1] = count;
+  if (err && first != ~0ull && atomicCAS(err, 0ull, 1ull) == 0ull) {
+    err[1] = static_cast<unsigned long long>(idx[first]);
+    err[2] = static_cast<unsigned long long>(size);
+  }
+  *counter = 0u;
 }
 
 __global__ void index_max_kernel_impl(const int64_t* __restrict__ idx, int64_t n, long long* best) {
@@ -44,51 +68,25 @@ __global__ void index_max_kernel_impl(const int64_t* __restrict__ idx, int64_t n
 // Two int64 words on the device, initialised from the host, read back.
 Tensor scratch_words(Device d, int64_t a, int64_t b) { return from_vector(std::vector<int64_t>{a, b}).to(d); }
 
-__global__ void index_check_init_kernel(unsigned long long* w) {
-  w[0] = ~0ull;
-  w[1] = 0;
-}
-
-// Inside a CUDA graph: the check's finding goes to the graph's error record
-// ([found, value, size], zeroed at the start of each replay; the first op
-// to find a bad entry writes it), which the replay reads afterwards.
-__global__ void index_report_kernel(const int64_t* __restrict__ idx, const unsigned long long* __restrict__ w,
-                                    int64_t size, unsigned long long* err) {
-  if (w[0] == ~0ull) return;
-  if (atomicCAS(err, 0ull, 1ull) == 0ull) {
-    err[1] = static_cast<unsigned long long>(idx[w[0]]);
-    err[2] = static_cast<unsigned long long>(size);
-  }
-}
-
 IndexCheckResult cuda_index_check(const Tensor& index, int64_t size, bool has_ignore, int64_t ignore) {
   const int64_t n = index.numel();
   const int dev = index.device().index;
+  // Captured (an error record exists): nothing can be read back now; the
+  // check reports to the record and the count stays on the device.
+  unsigned long long* err = detail::graph_error_record(dev);
+  Tensor words = empty({2}, TensorOptions(DType::Int64, index.device()));
+  EMBER_CUDA_LAUNCH(index_check_kernel_impl, blocks_for(n, kThreads, 1024), kThreads, 0, dev, index.data<int64_t>(), n,
+                    size, has_ignore, ignore, index_check_words(dev), grid_counter(dev),
+                    static_cast<unsigned long long*>(words.data_ptr()), err);
   IndexCheckResult r;
-  if (unsigned long long* err = detail::graph_error_record(dev)) {
-    // Captured: nothing can be read back now; the count stays on the device.
-    Tensor words = empty({2}, TensorOptions(DType::Int64, index.device()));
-    auto* w = static_cast<unsigned long long*>(words.data_ptr());
-    EMBER_CUDA_LAUNCH(index_check_init_kernel, 1, 1, 0, dev, w);
-    if (n > 0) {
-      EMBER_CUDA_LAUNCH(index_check_kernel_impl, blocks_for(n, kThreads, 1024), kThreads, 0, dev, index.data<int64_t>(),
-                        n, size, has_ignore, ignore, w, w + 1);
-      EMBER_CUDA_LAUNCH(index_report_kernel, 1, 1, 0, dev, index.data<int64_t>(),
-                        static_cast<const unsigned long long*>(w), size, err);
-    }
+  r.count_device = words.select(0, 1);
+  if (err) {
     r.count = -1;
-    r.count_device = words.select(0, 1);
     return r;
   }
-  Tensor words = scratch_words(index.device(), -1, 0);  // first_bad as unsigned: -1 is "none"
-  auto* w = static_cast<unsigned long long*>(words.data_ptr());
-  if (n > 0)
-    EMBER_CUDA_LAUNCH(index_check_kernel_impl, blocks_for(n, kThreads, 1024), kThreads, 0, dev, index.data<int64_t>(),
-                      n, size, has_ignore, ignore, w, w + 1);
   const std::vector<int64_t> host = words.cpu().to_vector<int64_t>();
   r.bad_pos = host[0];  // ~0ull reads back as -1
   r.count = host[1];
-  r.count_device = words.select(0, 1);
   return r;
 }
 

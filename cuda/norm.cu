@@ -6,17 +6,18 @@
 //   dx = rstd (gw - mean(gw) - xhat mean(gw xhat))   term 1: gw; term 2: the
 //        mean's gradient; term 3: the variance's gradient;
 //   dw = sum over rows of g xhat,  db = sum over rows of g;
-// dx is one block per row; dw/db are column sums split over blocks of 32
-// columns by slices of the rows (cuda/column_sum.cuh; no atomics, so the
-// sums are deterministic). bfloat16 and float16 compute in float32 with float32
-// statistics, rounded once on store.
+// one launch: each block writes the dx of its rows and keeps partial dw, db;
+// the last block to finish sums the partials in block order (no float
+// atomics, so the sums are deterministic). bfloat16 and float16 compute in
+// float32 with float32 statistics, rounded once on store.
+#include <algorithm>
+
 #include <ember/core/dispatch.h>
 #include <ember/core/dtype_dispatch.h>
 #include <ember/ops/functors.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/norm.h>
 #include <ember/cuda/block_reduce.cuh>
-#include <ember/cuda/column_sum.cuh>
 
 namespace ember::cuda {
 namespace {
@@ -55,83 +56,84 @@ __global__ void layer_norm_kernel_impl(const T* __restrict__ x, const T* __restr
   }
 }
 
+// The whole backward in one launch. Block b takes rows b, b + G, ... (G =
+// gridDim.x) and writes their dx; thread t owns the columns t, t + blockDim.x,
+// ... of every row, so it adds its columns' g xhat and g into the block's
+// partial dw/db (acc: shared memory, or the block's slot of scratch when 2N
+// values do not fit) without a barrier. The blocks then store their partials
+// in scratch ([G][2][N]), fence, and count themselves in the device's grid
+// counter; the last one sums the G partials of each column in block order
+// 0..G-1. The sums therefore depend on the shape alone, not on which block
+// finished last: deterministic without float atomics.
 template <class T>
-__global__ void layer_norm_dx_kernel(const T* __restrict__ g, const T* __restrict__ x, const T* __restrict__ w,
-                                     const opmath_t<T>* __restrict__ mean, const opmath_t<T>* __restrict__ rstd,
-                                     T* __restrict__ dx, int64_t rows, int64_t N) {
+__global__ void layer_norm_backward_fused_kernel(const T* __restrict__ g, const T* __restrict__ x,
+                                                 const T* __restrict__ w, const opmath_t<T>* __restrict__ mean,
+                                                 const opmath_t<T>* __restrict__ rstd, T* __restrict__ dx,
+                                                 T* __restrict__ dw, T* __restrict__ db, opmath_t<T>* scratch,
+                                                 unsigned int* counter, int64_t rows, int64_t N, bool acc_shared) {
   using A = opmath_t<T>;
-  __shared__ A scratch[32];
+  __shared__ A red[32];
+  __shared__ bool last;
+  EMBER_DYNAMIC_SHARED(A, smem);
+  const bool sums = dw || db;
+  A* acc = acc_shared ? smem : scratch ? scratch + int64_t(blockIdx.x) * 2 * N : nullptr;  // [dw | db partials]
+  if (sums)
+    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) acc[i] = acc[N + i] = A(0);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T *gr = g + row * N, *xr = x + row * N;
     const A m = mean[row], rs = rstd[row];
-    A sg = 0, sgx = 0;
-    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
-      const A gi = w ? A(gr[i]) * A(w[i]) : A(gr[i]);
-      sg += gi;
-      sgx += gi * ((A(xr[i]) - m) * rs);
-    }
-    const A mg = block_reduce(sg, SumOp{}, A(0), scratch) / A(N);
-    const A mgx = block_reduce(sgx, SumOp{}, A(0), scratch) / A(N);
-    T* dr = dx + row * N;
-    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
-      const A gi = w ? A(gr[i]) * A(w[i]) : A(gr[i]);
-      dr[i] = T(rs * (gi - mg - (A(xr[i]) - m) * rs * mgx));
-    }
-  }
-}
-
-// Pass 1 of dw and db (cuda/column_sum.cuh): a 32 x 8 block sums g xhat and
-// g over one slice of the rows for 32 columns; with one slice it writes dw
-// and db, else float32/float64 partials that column_sum_finish adds up.
-template <class T, class TO>
-__global__ void layer_norm_dwdb_kernel(const T* __restrict__ g, const T* __restrict__ x,
-                                       const opmath_t<T>* __restrict__ mean, const opmath_t<T>* __restrict__ rstd,
-                                       TO* __restrict__ dw, TO* __restrict__ db, int64_t rows, int64_t N,
-                                       int64_t slice_rows) {
-  using A = opmath_t<T>;
-  __shared__ A tile[kColumnRows][kColumnTile + 1];
-  const int64_t r0 = int64_t(blockIdx.y) * slice_rows, r1 = r0 + slice_rows < rows ? r0 + slice_rows : rows;
-  const int64_t tiles = (N + kColumnTile - 1) / kColumnTile;
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int64_t i = t * kColumnTile + threadIdx.x;
-    A sw = 0, sb = 0;
-    if (i < N)
-      for (int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows) {
-        const A gi = A(g[r * N + i]);
-        sw += gi * ((A(x[r * N + i]) - mean[r]) * rstd[r]);
-        sb += gi;
+    A mg = 0, mgx = 0;
+    if (dx) {  // the same branch for the whole block
+      A sg = 0, sgx = 0;
+      for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+        const A gi = w ? A(gr[i]) * A(w[i]) : A(gr[i]);
+        sg += gi;
+        sgx += gi * ((A(xr[i]) - m) * rs);
       }
-    sw = column_combine(sw, tile);
-    sb = column_combine(sb, tile);
-    const int64_t o = int64_t(blockIdx.y) * N + i;
-    if (threadIdx.y == 0 && i < N) {
-      if (dw) dw[o] = TO(sw);
-      if (db) db[o] = TO(sb);
+      mg = block_reduce(sg, SumOp{}, A(0), red) / A(N);
+      mgx = block_reduce(sgx, SumOp{}, A(0), red) / A(N);
+    }
+    T* dr = dx ? dx + row * N : nullptr;
+    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+      const A gy = A(gr[i]), xh = (A(xr[i]) - m) * rs;
+      if (dr) dr[i] = T(rs * ((w ? gy * A(w[i]) : gy) - mg - xh * mgx));  // terms 1, 2, 3
+      if (sums) {
+        acc[i] += gy * xh;
+        acc[N + i] += gy;
+      }
     }
   }
-}
-
-// dw and db, either of which may be absent, in one pass (rows in one slice)
-// or two.
-template <class T>
-void layer_norm_dwdb(const T* g, const T* x, const opmath_t<T>* m, const opmath_t<T>* r, T* dw, T* db, int64_t rows,
-                     int64_t N, int dev) {
-  using A = opmath_t<T>;
-  const int64_t tiles = (N + kColumnTile - 1) / kColumnTile, slices = column_slices(tiles, rows);
-  const int64_t slice_rows = (rows + slices - 1) / slices;
-  const dim3 block(kColumnTile, kColumnRows);
-  if (slices == 1) {
-    EMBER_CUDA_LAUNCH((layer_norm_dwdb_kernel<T, T>), dim3(column_grid_x(tiles), 1), block, 0, dev, g, x, m, r, dw, db,
-                      rows, N, slice_rows);
+  if (!sums) return;
+  if (gridDim.x == 1) {  // this block saw every row
+    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+      if (dw) dw[i] = T(acc[i]);
+      if (db) db[i] = T(acc[N + i]);
+    }
     return;
   }
-  Tensor pw = dw ? partial_sums<T>(slices, N, dev) : Tensor(), pb = db ? partial_sums<T>(slices, N, dev) : Tensor();
-  A* w = dw ? static_cast<A*>(pw.data_ptr()) : nullptr;
-  A* b = db ? static_cast<A*>(pb.data_ptr()) : nullptr;
-  EMBER_CUDA_LAUNCH((layer_norm_dwdb_kernel<T, A>), dim3(column_grid_x(tiles), static_cast<unsigned>(slices)), block, 0,
-                    dev, g, x, m, r, w, b, rows, N, slice_rows);
-  if (dw) column_sum_finish(w, dw, slices, N, dev);
-  if (db) column_sum_finish(b, db, slices, N, dev);
+  if (acc_shared)  // each thread its own columns: no barrier needed
+    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+      scratch[int64_t(blockIdx.x) * 2 * N + i] = acc[i];
+      scratch[int64_t(blockIdx.x) * 2 * N + N + i] = acc[N + i];
+    }
+  __threadfence();  // the partials are visible to every block before the count says so
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // volatile: read from memory (L2), not from a cache that may hold stale lines.
+  const volatile A* part = scratch;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+    A sw = 0, sb = 0;
+    for (int64_t b = 0; b < gridDim.x; ++b) {
+      sw += part[b * 2 * N + i];
+      sb += part[b * 2 * N + N + i];
+    }
+    if (dw) dw[i] = T(sw);
+    if (db) db[i] = T(sb);
+  }
+  if (threadIdx.x == 0) *counter = 0u;  // zero for the next kernel that counts
 }
 
 int row_threads(int64_t N) { return N >= 1024 ? 256 : (N >= 256 ? 128 : 32); }
@@ -160,22 +162,38 @@ void cuda_layer_norm(const Tensor& x2, const Tensor& w, const Tensor& b, double 
   });
 }
 
+// Blocks of the fused backward: enough to keep a GPU busy with rows, few
+// enough that the last block's sum of G partials per column stays short
+// (G * N at most about kFinalSums, G at least a couple per SM of a large
+// GPU where the rows allow).
+constexpr int64_t kFinalSums = int64_t(1) << 18;
+constexpr int64_t kMinBlocks = 256, kMaxBlocks = 1024;
+// Dynamic shared memory for the partials, below the 48 KiB a launch may use
+// without opting in (the block reduction's scratch is static).
+constexpr size_t kAccSharedBytes = 40 * 1024;
+
 void cuda_layer_norm_backward(const Tensor& g2, const Tensor& x2, const Tensor& w, const Tensor& mean,
                               const Tensor& rstd, Tensor& dx2, Tensor& dw, Tensor& db) {
   const int64_t rows = x2.size(0), N = x2.size(1);
+  const bool want_dx = dx2.defined() && rows > 0, sums = (dw.defined() || db.defined()) && N > 0;
+  if (!want_dx && !sums) return;
   const int dev = x2.device().index;
   dispatch_floating_and_half(x2.dtype(), "layer_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = opmath_t<T>;
-    const T* g = static_cast<const T*>(g2.data_ptr());
-    const T* x = static_cast<const T*>(x2.data_ptr());
-    const A* m = static_cast<const A*>(mean.data_ptr());
-    const A* r = static_cast<const A*>(rstd.data_ptr());
-    if (dx2.defined() && rows > 0)
-      EMBER_CUDA_LAUNCH(layer_norm_dx_kernel<T>, blocks_for(rows, 1, 65535), row_threads(N), 0, dev, g, x,
-                        ptr_or_null<T>(w), m, r, static_cast<T*>(dx2.data_ptr()), rows, N);
-    if ((dw.defined() || db.defined()) && N > 0)
-      layer_norm_dwdb(g, x, m, r, mut_ptr_or_null<T>(dw), mut_ptr_or_null<T>(db), rows, N, dev);
+    const int64_t grid = std::clamp<int64_t>(
+        std::min(rows, std::clamp<int64_t>(kFinalSums / std::max<int64_t>(N, 1), kMinBlocks, kMaxBlocks)), 1, 65535);
+    const bool acc_shared = sums && size_t(2 * N) * sizeof(A) <= kAccSharedBytes;
+    // The partials of every block but the one that sees all rows alone.
+    Tensor scratch =
+        sums && (grid > 1 || !acc_shared) ? empty({grid * 2 * N}, TensorOptions(dtype_of_v<A>, x2.device())) : Tensor();
+    EMBER_CUDA_LAUNCH(layer_norm_backward_fused_kernel<T>, static_cast<unsigned>(grid), row_threads(N),
+                      acc_shared ? size_t(2 * N) * sizeof(A) : 0, dev, static_cast<const T*>(g2.data_ptr()),
+                      static_cast<const T*>(x2.data_ptr()), ptr_or_null<T>(w), static_cast<const A*>(mean.data_ptr()),
+                      static_cast<const A*>(rstd.data_ptr()), want_dx ? static_cast<T*>(dx2.data_ptr()) : nullptr,
+                      sums ? mut_ptr_or_null<T>(dw) : nullptr, sums ? mut_ptr_or_null<T>(db) : nullptr,
+                      scratch.defined() ? static_cast<A*>(scratch.data_ptr()) : nullptr, grid_counter(dev), rows, N,
+                      acc_shared);
   });
 }
 

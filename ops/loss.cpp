@@ -7,7 +7,10 @@
 // (in [0, C) or ignore_index) in one scan that also counts the rows that
 // take part, which is the mean's denominator. Each op records one autograd
 // node whose output is already reduced, so the backward kernel applies the
-// reduction's scale itself: no chain of sum / div nodes.
+// reduction's scale itself: no chain of sum / div nodes. Where the index
+// check leaves its count on the device (CUDA), cross_entropy's kernels
+// also reduce the rows (forward) and divide by that count (backward) in
+// their own launches.
 #include <ember/ops/functors.h>
 #include <ember/ops/loss.h>
 
@@ -57,8 +60,8 @@ inline void row_logsumexp(const T* row, int64_t C, int64_t stride, bool want_sum
   sumx = want_sum ? s : 0.0;
 }
 
-void cpu_cross_entropy(const Tensor& logits3, const Tensor& target, Tensor& loss, Tensor& lse, int64_t ignore,
-                       double eps) {
+void cpu_cross_entropy(const Tensor& logits3, const Tensor& target, const Tensor& count, Tensor& loss, Tensor& lse,
+                       Tensor& reduced, int64_t ignore, double eps) {
   const int64_t N = logits3.size(0), C = logits3.size(1), L = logits3.size(2);
   const int64_t* t = target.data<int64_t>();
   // loss = lse - (1 - eps) x_t - eps / C * sum_c x_c: the smoothed target
@@ -89,11 +92,17 @@ void cpu_cross_entropy(const Tensor& logits3, const Tensor& target, Tensor& loss
         lo[r] = static_cast<T>(l - keep * static_cast<double>(row[tr * L]) - spread * sx);
       }
     });
+    if (reduced.defined()) {  // rows in order, in double
+      double total = 0;
+      for (int64_t r = 0; r < N * L; ++r) total += static_cast<double>(lo[r]);
+      const T s = static_cast<T>(total);
+      *static_cast<T*>(reduced.data_ptr()) = count.defined() ? s / static_cast<T>(count.data<int64_t>()[0]) : s;
+    }
   });
 }
 
 void cpu_cross_entropy_backward(const Tensor& logits3, const Tensor& target, const Tensor& lse, const Tensor& grad,
-                                Tensor& dlogits3, int64_t ignore, double eps, double scale) {
+                                const Tensor& count, Tensor& dlogits3, int64_t ignore, double eps, double scale) {
   const int64_t N = logits3.size(0), C = logits3.size(1), L = logits3.size(2);
   const int64_t* t = target.data<int64_t>();
   const bool per_row = grad.numel() != 1;
@@ -104,6 +113,7 @@ void cpu_cross_entropy_backward(const Tensor& logits3, const Tensor& target, con
     const T* g = static_cast<const T*>(grad.data_ptr());
     T* d = static_cast<T*>(dlogits3.data_ptr());
     const T keep = static_cast<T>(1.0 - eps), spread = static_cast<T>(C > 0 ? eps / static_cast<double>(C) : 0.0);
+    const T cnt = count.defined() ? static_cast<T>(count.data<int64_t>()[0]) : T(1);
     parallel_for(0, N * L, row_grain(C), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t off = (r / L) * C * L + r % L, tr = t[r];
@@ -114,7 +124,8 @@ void cpu_cross_entropy_backward(const Tensor& logits3, const Tensor& target, con
           continue;
         }
         // d loss / d x_c = softmax_c - q_c with q the smoothed target.
-        const T gr = static_cast<T>(static_cast<double>(g[per_row ? r : 0]) * scale), l = ls[r];
+        const T gc = count.defined() ? g[per_row ? r : 0] / cnt : g[per_row ? r : 0];
+        const T gr = static_cast<T>(static_cast<double>(gc) * scale), l = ls[r];
         if (L == 1) {
           for (int64_t c = 0; c < C; ++c) drow[c] = (fn::hd::exp(row[c] - l) - spread) * gr;
         } else {
@@ -312,8 +323,16 @@ Tensor cross_entropy_body(const Tensor& logits, const Tensor& target, Reduction 
   const DType acc = lse_dtype(logits.dtype());
   const TensorOptions opts(acc, logits.device());
   Tensor loss = empty({R}, opts), lse = empty({R}, opts);
-  if (R > 0) cross_entropy_kernel(logits.device(), rows.x3, rows.target, loss, lse, ignore_index, label_smoothing);
-  Tensor out = reduce_rows(loss, target.shape(), reduction, rows);
+  // Where the count stays on the device, the kernel reduces the rows too
+  // (dividing by that count for the mean); elsewhere the sum and division
+  // are ops of their own.
+  const bool fused = reduction != Reduction::None && rows.count_device.defined() && R > 0;
+  Tensor reduced = fused ? empty({}, opts) : Tensor();
+  const Tensor divisor = fused && reduction == Reduction::Mean ? rows.count_device : Tensor();
+  if (R > 0)
+    cross_entropy_kernel(logits.device(), rows.x3, rows.target, divisor, loss, lse, reduced, ignore_index,
+                         label_smoothing);
+  Tensor out = fused ? reduced : reduce_rows(loss, target.shape(), reduction, rows);
   if (needs_grad({logits})) {
     record("cross_entropy", {logits}, out,
            [sx = SavedTensor(rows.x3), st = SavedTensor(rows.target), slse = SavedTensor(lse), reduction, ignore_index,
@@ -321,12 +340,17 @@ Tensor cross_entropy_body(const Tensor& logits, const Tensor& target, Reduction 
              // loss_r = lse_r - (1 - eps) x_t - eps / C sum_c x_c, so
              // d loss_r / d x_c = softmax_c - (1 - eps) [c == t] - eps / C;
              // times g_r (and 1 / count for the mean); ignored rows get 0.
+             // The mean's device count divides g inside the kernel.
              const Tensor& x3 = sx.get();
-             Tensor g = row_grad(ctx, lse_dtype(x3.dtype()), reduction, cd);
+             const DType dt = lse_dtype(x3.dtype());
+             Tensor g = ctx.grad_output();
+             if (g.dtype() != dt) g = g.to(dt);
+             g = g.contiguous();
+             const Tensor divisor = reduction == Reduction::Mean ? cd : Tensor();
              Tensor d = empty(x3.shape(), TensorOptions(x3.dtype(), x3.device()));
              if (d.numel() > 0)
-               cross_entropy_backward_kernel(x3.device(), x3, st.get(), slse.get(), g, d, ignore_index, label_smoothing,
-                                             row_scale(reduction, count, cd));
+               cross_entropy_backward_kernel(x3.device(), x3, st.get(), slse.get(), g, divisor, d, ignore_index,
+                                             label_smoothing, row_scale(reduction, count, cd));
              ctx.set_grad(0, d.view(ctx.input_meta(0).shape));
            });
   }

@@ -66,14 +66,19 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 // row) or N * L. Targets are
 // already checked to be in [0, C) or ignore_index.
 
-/// loss[r] = lse[r] - (1 - eps) x[r, t] - eps / C * sum_c x[r, c]; 0 for ignored rows.
-extern KernelTable<void(const Tensor& logits3, const Tensor& target, Tensor& loss, Tensor& lse, int64_t ignore_index,
-                        double label_smoothing)>
+/// loss[r] = lse[r] - (1 - eps) x[r, t] - eps / C * sum_c x[r, c]; 0 for ignored rows. When reduced (0-d,
+/// of the loss's dtype) is defined, also reduced = sum_r loss[r] / count in the same launch (count as for
+/// the backward: an int64 0-d tensor on the logits' device, or undefined for 1): the op asks for it where
+/// the count stays on the device (CUDA), so a reduced loss costs no launches of its own.
+extern KernelTable<void(const Tensor& logits3, const Tensor& target, const Tensor& count, Tensor& loss, Tensor& lse,
+                        Tensor& reduced, int64_t ignore_index, double label_smoothing)>
     cross_entropy_kernel;
-/// dlogits3[r, c] = (exp(x[r, c] - lse[r]) - (1 - eps) [c == t] - eps / C) * grad[r] * scale; 0 for
-/// ignored rows.
+/// dlogits3[r, c] = (exp(x[r, c] - lse[r]) - (1 - eps) [c == t] - eps / C) * (grad[r] / count) * scale; 0
+/// for ignored rows. count: the mean's count of rows that take part, an int64 0-d tensor on the logits'
+/// device (so the division needs no launch of its own, and no host read), or undefined for 1.
 extern KernelTable<void(const Tensor& logits3, const Tensor& target, const Tensor& lse, const Tensor& grad,
-                        Tensor& dlogits3, int64_t ignore_index, double label_smoothing, double scale)>
+                        const Tensor& count, Tensor& dlogits3, int64_t ignore_index, double label_smoothing,
+                        double scale)>
     cross_entropy_backward_kernel;
 /// loss[r] = -log_probs3[r, t]; 0 for ignored rows.
 extern KernelTable<void(const Tensor& log_probs3, const Tensor& target, Tensor& loss, int64_t ignore_index)>
