@@ -59,8 +59,9 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
     }
 }
 
+// Inlined, so the loops over a row's scores compile to vector code.
 template <class T>
-T exp_fast(T x) {
+EMBER_FAST_INLINE T exp_fast(T x) {
   if constexpr (std::is_same_v<T, float>)
     return fast::expf(x);
   else
@@ -165,11 +166,10 @@ void forward_kernel(const Args& a, T* out, T* lse) {
             const int64_t nv = visible(a, i0 + r, j0, bc);
             T mx = m[r];
             for (int64_t j = 0; j < nv; ++j) mx = sr[j] > mx ? sr[j] : mx;
-            T sum = 0;
-            for (int64_t j = 0; j < nv; ++j) {
-              sr[j] = exp_fast<T>(sr[j] - mx);
-              sum += sr[j];
-            }
+#pragma omp simd
+            for (int64_t j = 0; j < nv; ++j) sr[j] = exp_fast<T>(sr[j] - mx);
+            T sum = 0;  // in index order
+            for (int64_t j = 0; j < nv; ++j) sum += sr[j];
             std::fill(sr + nv, sr + bc, T(0));
             if (nv == 0) continue;  // the row's running m, l and acc stand
             const T corr = m[r] == -std::numeric_limits<T>::infinity() ? T(0) : exp_fast<T>(m[r] - mx);
@@ -325,6 +325,7 @@ void backward_kernel(const Args& a, const T* lse, const T* g, int64_t gs0, int64
             T* wr = w + r * kBlock;
             const int64_t nv = visible(a, i0 + r, j0, bc);
             const T ls = lse[t * a.L + i0 + r];
+#pragma omp simd
             for (int64_t j = 0; j < nv; ++j) wr[j] = exp_fast<T>(wr[j] - ls);
             std::fill(wr + nv, wr + bc, T(0));
           }
