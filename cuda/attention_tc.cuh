@@ -1,7 +1,8 @@
 /// \file
-/// What the tensor-core causal attention kernels share
-/// (cuda/causal_attention_tc.cu forward, cuda/causal_attention_tc_bwd.cu
-/// backward): the geometry, the dropout factor, quad reductions, and moving
+/// What the tensor-core attention kernels share (cuda/causal_attention_tc.cu
+/// forward, cuda/causal_attention_tc_bwd.cu backward; causal, or
+/// bidirectional for multi_head_attention's fused path through
+/// cuda/attention.cu): the geometry, the dropout factor, quad reductions, and moving
 /// 16-bit tiles between global memory, shared memory and the m16n8k16
 /// fragments of cuda/mma.cuh (g = lane / 4, t = lane % 4 throughout).
 #pragma once
@@ -32,11 +33,19 @@ struct Geom {
   RandomSpec spec;
   uint32_t threshold;  // dropout_threshold(p)
   float keep_scale;    // 1 / (1 - p)
+  bool causal;         // query i sees keys j <= i + S - L (else every key)
 };
 
+/// Whether query i sees key j (both in range): the causal band, or all.
+__host__ __device__ __forceinline__ bool visible(const Geom& g, int64_t i, int64_t j) {
+  return !g.causal || j <= i + g.S - g.L;
+}
+
 /// q (N, L, H D) and k, v (N, S, H D) with unit last stride, and pr's
-/// heads, scale and dropout, as a Geom.
-inline Geom make_geom(const Tensor& q, const Tensor& k, const Tensor& v, const detail::CausalAttentionParams& pr) {
+/// heads, scale and dropout, as a Geom (pr: detail::CausalAttentionParams
+/// or detail::FusedAttentionParams, which carry the same fields).
+template <class Params>
+Geom make_geom(const Tensor& q, const Tensor& k, const Tensor& v, const Params& pr, bool causal) {
   Geom g{};
   g.N = q.size(0);
   g.H = pr.heads;
@@ -53,6 +62,7 @@ inline Geom make_geom(const Tensor& q, const Tensor& k, const Tensor& v, const d
   g.spec = pr.spec;
   g.threshold = g.dropout ? dropout_threshold(pr.p) : 0;
   g.keep_scale = static_cast<float>(1.0 / (1.0 - pr.p));
+  g.causal = causal;
   return g;
 }
 
@@ -64,6 +74,17 @@ __device__ __forceinline__ float drop_factor(const Geom& g, int64_t t, int64_t i
   const Philox4x32 r = Philox4x32::generate(philox_seed(g.spec), philox_offset(g.spec) + static_cast<uint64_t>(e / 4));
   return (r.v[e % 4] >> 8) >= g.threshold ? g.keep_scale : 0.0f;
 }
+
+/// The launches (cuda/causal_attention_tc.cu, _tc_bwd.cu) for bfloat16 or
+/// float16 q, k, v with unit last stride at head dim 64 or 128 (callers
+/// check): out (N, L, H D) contiguous of q's dtype, lse (N, H, L) float32;
+/// backward's gr (dO) of q's dtype with unit last stride, dq, dk, dv views
+/// of q's dtype with unit last stride or undefined.
+///@{
+void forward(const Tensor& q, const Tensor& k, const Tensor& v, const Geom& g, Tensor& out, Tensor& lse);
+void backward(const Tensor& gr, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+              const Geom& g, Tensor& dq, Tensor& dk, Tensor& dv);
+///@}
 
 /// The max or sum over the four lanes 4g .. 4g + 3 that hold rows g, g + 8.
 ///@{

@@ -16,6 +16,10 @@
 // 4g .. 4g + 3 hold rows g and g + 8). Only O / l and the row log-sum-exp
 // m + log l (float32) are written: nothing of size L x S exists.
 //
+// With Geom::causal off (multi_head_attention's fused path, cuda/attention.cu)
+// every query sees all S keys: the same loop over every key tile, only the
+// tails past S masked.
+//
 // Dropout, when p > 0, multiplies P by the same factors as every other path
 // (element e of the (N, H, L, S) weights keeps word e % 4 of Philox counter
 // offset + e / 4), after l has taken the undropped P.
@@ -60,15 +64,15 @@ __global__ void __launch_bounds__(kWarps * 32)
     load_a<D>(qa, q + n * g.qs0 + h * D, g.qs1, r0, g.L);
     float o[dBlocks][4];
     zero(o);
-    float m[2] = {neg_inf, neg_inf}, l[2] = {0.0f, 0.0f};  // rows gr and gr + 8
-    const int64_t jend = i0 + nq + shift;                  // keys the tile's last query sees (<= S)
+    float m[2] = {neg_inf, neg_inf}, l[2] = {0.0f, 0.0f};   // rows gr and gr + 8
+    const int64_t jend = g.causal ? i0 + nq + shift : g.S;  // keys the tile's last query sees (<= S)
     for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
       __syncthreads();  // the previous tile's readers are done with ks, vs
       stage<D>(ks, kh, g.ks1, j0, jend);
       stage<D>(vs, vh, g.vs1, j0, jend);
       __syncthreads();
       // Warp-uniform: rows past L, or none of the 16 rows seeing key j0.
-      if (r0 >= g.L || r0 + 15 + shift < j0) continue;
+      if (r0 >= g.L || (g.causal && r0 + 15 + shift < j0)) continue;
       float s[kTile / 8][4];  // S for keys j0 + 8 c + 2 tq + {0, 1}, rows gr and gr + 8
       zero(s);
       mma_rows<M, D>(s, qa, ks, ld);
@@ -81,7 +85,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int64_t j = j0 + 8 * c + 2 * tq + e;
-            const float x = j <= i + shift && j < jend ? s[c][2 * hr + e] * g.scale : neg_inf;
+            const float x = visible(g, i, j) && j < jend ? s[c][2 * hr + e] * g.scale : neg_inf;
             s[c][2 * hr + e] = x;
             mx = fmaxf(mx, x);
           }
@@ -137,9 +141,25 @@ void launch_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Geo
 
 }  // namespace
 
+namespace attention_tc {
+
 // The forward for bfloat16 or float16 q, k, v (unit last stride) into out
-// (N, L, E) of their dtype and lse (N, H, L) float32; head dims
-// detail::cuda_causal_tensor_core takes.
+// (N, L, E) of their dtype and lse (N, H, L) float32, causal or not as g
+// says; head dims 64 and 128 (the callers check).
+void forward(const Tensor& q, const Tensor& k, const Tensor& v, const Geom& g, Tensor& out, Tensor& lse) {
+  const int64_t D = q.size(2) / g.H;
+  const bool bf16 = q.dtype() == DType::BFloat16;
+  if (D == 64)
+    bf16 ? launch_forward<MmaType::BFloat16, 64>(q, k, v, g, out, lse)
+         : launch_forward<MmaType::Float16, 64>(q, k, v, g, out, lse);
+  else
+    bf16 ? launch_forward<MmaType::BFloat16, 128>(q, k, v, g, out, lse)
+         : launch_forward<MmaType::Float16, 128>(q, k, v, g, out, lse);
+}
+
+}  // namespace attention_tc
+
+// The causal forward: head dims detail::cuda_causal_tensor_core takes.
 void causal_forward_tensor_core(const Tensor& q, const Tensor& k, const Tensor& v,
                                 const detail::CausalAttentionParams& pr, Tensor& out, Tensor& lse) {
   const int64_t D = q.size(2) / pr.heads;
@@ -148,14 +168,7 @@ void causal_forward_tensor_core(const Tensor& q, const Tensor& k, const Tensor& 
               dtype_name(q.dtype()), " with head dim ", D);
   EMBER_CHECK(lse.dtype() == DType::Float32, ValueError,
               "causal_attention (cuda tensor cores): the log-sum-exp must be float32, got ", dtype_name(lse.dtype()));
-  const attention_tc::Geom g = attention_tc::make_geom(q, k, v, pr);
-  const bool bf16 = q.dtype() == DType::BFloat16;
-  if (D == 64)
-    bf16 ? launch_forward<MmaType::BFloat16, 64>(q, k, v, g, out, lse)
-         : launch_forward<MmaType::Float16, 64>(q, k, v, g, out, lse);
-  else
-    bf16 ? launch_forward<MmaType::BFloat16, 128>(q, k, v, g, out, lse)
-         : launch_forward<MmaType::Float16, 128>(q, k, v, g, out, lse);
+  attention_tc::forward(q, k, v, attention_tc::make_geom(q, k, v, pr, true), out, lse);
 }
 
 }  // namespace ember::cuda

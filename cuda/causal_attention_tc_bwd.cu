@@ -14,6 +14,8 @@
 // Products take 16-bit operands and accumulate in float32; P and dS are
 // rounded to the input type before their products, as FA2 does. f is the
 // forward's dropout factor, drawn again from the same Philox counters.
+// With Geom::causal off (cuda/attention.cu) every query sees every key:
+// the dK/dV loop starts at query 0 and no tile is skipped.
 #include <cmath>
 #include <cstdint>
 
@@ -102,13 +104,13 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     float dq[D / 8][4];
     zero(dq);
-    const int64_t jend = i0 + nq + shift;
+    const int64_t jend = g.causal ? i0 + nq + shift : g.S;
     for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
       __syncthreads();
       stage<D>(ks, kh, g.ks1, j0, jend);
       stage<D>(vs, vh, g.vs1, j0, jend);
       __syncthreads();
-      if (r0 >= g.L || r0 + 15 + shift < j0) continue;  // warp-uniform
+      if (r0 >= g.L || (g.causal && r0 + 15 + shift < j0)) continue;  // warp-uniform
       float s[kTile / 8][4], dp[kTile / 8][4];
       zero(s);
       zero(dp);
@@ -119,7 +121,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int x = 0; x < 4; ++x) {
           const int64_t i = r0 + gr + 8 * (x / 2), j = j0 + 8 * c + 2 * tq + x % 2;
-          const bool seen = i < g.L && j <= i + shift && j < jend;
+          const bool seen = i < g.L && visible(g, i, j) && j < jend;
           const float p = seen ? __expf(s[c][x] * g.scale - ls[x / 2]) : 0.0f;
           const float f = g.dropout && p != 0.0f ? drop_factor(g, t, i, j) : 1.0f;
           s[c][x] = p * (dp[c][x] * f - dl[x / 2]);  // dS
@@ -156,8 +158,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     float dk[D / 8][4], dv[D / 8][4];
     zero(dk);
     zero(dv);
-    // The first query that sees key j0: i + S - L >= j0.
-    const int64_t istart = j0 - shift > 0 ? j0 - shift : 0;
+    // The first query that sees key j0: i + S - L >= j0 (causal), else 0.
+    const int64_t istart = g.causal && j0 - shift > 0 ? j0 - shift : 0;
     for (int64_t i0 = istart; i0 < g.L; i0 += kTile) {
       __syncthreads();
       stage<D>(qs, qh, g.qs1, i0, g.L);
@@ -168,7 +170,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         deltas[threadIdx.x] = i < g.L ? gd.delta[t * g.L + i] : 0.0f;
       }
       __syncthreads();
-      if (r0 >= g.S || i0 + kTile - 1 + shift < r0) continue;  // warp-uniform: no key of the warp seen
+      if (r0 >= g.S || (g.causal && i0 + kTile - 1 + shift < r0)) continue;  // warp-uniform: no key of the warp seen
       float st[kTile / 8][4], dpt[kTile / 8][4];
       zero(st);
       zero(dpt);
@@ -180,7 +182,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         for (int x = 0; x < 4; ++x) {
           const int col = 8 * c + 2 * tq + x % 2;  // the query's place in the tile
           const int64_t j = r0 + gr + 8 * (x / 2), i = i0 + col;
-          const bool seen = i < g.L && j < g.S && j <= i + shift;
+          const bool seen = i < g.L && j < g.S && visible(g, i, j);
           const float p = seen ? __expf(st[c][x] * g.scale - lses[col]) : 0.0f;
           const float f = g.dropout && p != 0.0f ? drop_factor(g, t, i, j) : 1.0f;
           st[c][x] = p * f;                               // (P f)^T
@@ -241,9 +243,26 @@ void launch_backward(const Tensor& gr, const Tensor& q, const Tensor& k, const T
 
 }  // namespace
 
-// The backward of causal_forward_tensor_core: g (dO) with unit last stride,
-// q, k, v and out as the forward had them, its float32 lse; dq, dk, dv
-// views of q's dtype with unit last stride, or undefined.
+namespace attention_tc {
+
+// The backward of attention_tc::forward: gr (dO) of q's dtype with unit last
+// stride, q, k, v and out as the forward had them, its float32 lse; dq, dk,
+// dv views of q's dtype with unit last stride, or undefined.
+void backward(const Tensor& gr, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+              const Geom& g, Tensor& dq, Tensor& dk, Tensor& dv) {
+  const int64_t D = q.size(2) / g.H;
+  const bool bf16 = q.dtype() == DType::BFloat16;
+  if (D == 64)
+    bf16 ? launch_backward<MmaType::BFloat16, 64>(gr, q, k, v, out, lse, g, dq, dk, dv)
+         : launch_backward<MmaType::Float16, 64>(gr, q, k, v, out, lse, g, dq, dk, dv);
+  else
+    bf16 ? launch_backward<MmaType::BFloat16, 128>(gr, q, k, v, out, lse, g, dq, dk, dv)
+         : launch_backward<MmaType::Float16, 128>(gr, q, k, v, out, lse, g, dq, dk, dv);
+}
+
+}  // namespace attention_tc
+
+// The backward of causal_forward_tensor_core.
 void causal_backward_tensor_core(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                  const Tensor& lse, const detail::CausalAttentionParams& pr, Tensor& dq, Tensor& dk,
                                  Tensor& dv) {
@@ -251,14 +270,7 @@ void causal_backward_tensor_core(const Tensor& g, const Tensor& q, const Tensor&
   EMBER_CHECK(detail::cuda_causal_tensor_core(q.dtype(), D) && g.dtype() == q.dtype(), ValueError,
               "causal_attention backward (cuda tensor cores): takes bfloat16 or float16 with head dim 64 or 128, got ",
               dtype_name(q.dtype()), " with head dim ", D, " and a ", dtype_name(g.dtype()), " gradient");
-  const Geom geom = make_geom(q, k, v, pr);
-  const bool bf16 = q.dtype() == DType::BFloat16;
-  if (D == 64)
-    bf16 ? launch_backward<MmaType::BFloat16, 64>(g, q, k, v, out, lse, geom, dq, dk, dv)
-         : launch_backward<MmaType::Float16, 64>(g, q, k, v, out, lse, geom, dq, dk, dv);
-  else
-    bf16 ? launch_backward<MmaType::BFloat16, 128>(g, q, k, v, out, lse, geom, dq, dk, dv)
-         : launch_backward<MmaType::Float16, 128>(g, q, k, v, out, lse, geom, dq, dk, dv);
+  attention_tc::backward(g, q, k, v, out, lse, make_geom(q, k, v, pr, true), dq, dk, dv);
 }
 
 }  // namespace ember::cuda

@@ -1,9 +1,11 @@
 // Multi-head attention as one op (ops/attention.h): forward and backward
 // written with matmul_into on per-head strided views and the softmax and
 // dropout kernels, so it runs on every backend that has those; and a fused
-// CPU kernel for short sequences (32 to 64 keys, at most 64 queries and head
-// dims, float32 or bfloat16, no mask: the demo transformer's attention) that
-// does one head at a time in L1 and keeps none of the (N, H, L, S) weights.
+// kernel that keeps none of the (N, H, L, S) weights: on the CPU for short
+// sequences (32 to 64 keys, at most 64 queries and head dims, float32 or
+// bfloat16, no mask: the demo transformer's attention), one head at a time
+// in L1; on CUDA the tensor-core kernels (cuda/attention.cu) for bfloat16
+// and float16 at head dims 64 and 128, any lengths, no mask.
 #include <ember/ops/attention.h>
 
 #include <cmath>
@@ -12,6 +14,7 @@
 #include <ember/core/dispatch.h>
 #include <ember/core/op.h>
 #include <ember/ops/attention_fused.h>
+#include <ember/ops/causal_attention.h>
 #include <ember/ops/dropout.h>
 #include <ember/ops/half_ops.h>
 #include <ember/ops/matmul.h>
@@ -127,7 +130,11 @@ bool fused_shape_fits(const Tensor& q, const Tensor& k, int64_t H, const Tensor&
   return cpu::kHaveSgemmAvx512 && !mask.defined() && q.size(1) <= 64 && k.size(1) >= 32 && k.size(1) <= 64 && D <= 64 &&
          q.numel() > 0 && k.numel() > 0;
 }
+// On CUDA: the tensor-core kernels' dtypes and head dims, any lengths.
 bool fused_fits(const Tensor& q, const Tensor& k, int64_t H, const Tensor& mask) {
+  if (q.device().type == DeviceType::CUDA)
+    return !mask.defined() && detail::cuda_causal_tensor_core(q.dtype(), q.size(2) / H) && q.numel() > 0 &&
+           k.numel() > 0;
   return (q.dtype() == DType::Float32 || q.dtype() == DType::BFloat16) && fused_shape_fits(q, k, H, mask);
 }
 
@@ -186,10 +193,11 @@ Forward forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, co
 
 // Gradients of q, k, v into dq, dk, dv (each (N, T, E) views with a unit
 // last stride, or undefined when not wanted), from g = d out.
-void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Forward& f, int64_t H, double p,
-              double scale, Tensor dq, Tensor dk, Tensor dv) {
+// out: the forward's output (read by the fused CUDA backward).
+void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Forward& f,
+              int64_t H, double p, double scale, Tensor dq, Tensor dk, Tensor dv) {
   if (f.lse.defined()) {
-    detail::attention_backward_kernel(q.device(), unit_last(g), q, k, v, f.lse,
+    detail::attention_backward_kernel(q.device(), unit_last(g), q, k, v, out, f.lse,
                                       detail::FusedAttentionParams{H, scale, p, f.spec}, dq, dk, dv);
     return;
   }
@@ -231,32 +239,38 @@ bool bf16_path(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
   return q.device().is_cpu() && q.dtype() == DType::BFloat16 && k.dtype() == DType::BFloat16 &&
          v.dtype() == DType::BFloat16 && (!mask.defined() || mask.dtype() == DType::Bool);
 }
+// 16-bit q, k, v on CUDA that the tensor-core kernels take run in their dtype too.
+bool tensor_core_path(const Tensor& q, const Tensor& k, int64_t H, const Tensor& mask, bool fused_kernel) {
+  return fused_kernel && q.device().type == DeviceType::CUDA && fused_fits(q, k, H, mask);
+}
 
 double scale_of(const Tensor& q, int64_t H) { return 1.0 / std::sqrt(static_cast<double>(q.size(2) / H)); }
 
 Tensor mha_body(const Tensor& q, const Tensor& k, const Tensor& v, int64_t num_heads, const Tensor& mask,
                 double dropout_p, Generator* gen) {
   detail::check_attention_inputs("multi_head_attention", q, k, v, num_heads, mask, dropout_p);
-  if (any_half({&q, &k, &v, &mask}) && !bf16_path(q, k, v, mask))  // float32 copies, rounded once
+  const bool fused_kernel = op::fast_path<mha_op>(detail::attention_forward_kernel, q.device());
+  if (any_half({&q, &k, &v, &mask}) && !bf16_path(q, k, v, mask) &&
+      !tensor_core_path(q, k, num_heads, mask, fused_kernel))  // float32 copies, rounded once
     return mha_body(upcast_half(q), upcast_half(k), upcast_half(v), num_heads, upcast_half(mask), dropout_p, gen)
         .to(q.dtype());
   const Tensor qp = unit_last(q), kp = unit_last(k), vp = unit_last(v);
   const int64_t H = num_heads;
   const double scale = scale_of(q, H);
-  Forward f = forward(qp, kp, vp, H, mask, dropout_p, gen, scale,
-                      op::fast_path<mha_op>(detail::attention_forward_kernel, q.device()));
-  Tensor out = std::move(f.out);  // not kept by the node: the output holds the node
+  Forward f = forward(qp, kp, vp, H, mask, dropout_p, gen, scale, fused_kernel);
+  Tensor out = std::move(f.out);  // not kept in f: the output holds the node
   if (autograd::needs_grad({q, k, v}))
     autograd::record("multi_head_attention", {q, k, v}, out,
                      [sq = autograd::SavedTensor(qp), sk = autograd::SavedTensor(kp), sv = autograd::SavedTensor(vp),
-                      f = std::move(f), H, p = dropout_p, scale](autograd::BackwardContext& ctx) {
+                      so = autograd::SavedTensor(f.lse.defined() ? out : Tensor()), f = std::move(f), H, p = dropout_p,
+                      scale](autograd::BackwardContext& ctx) {
                        const Tensor &q = sq.get(), &k = sk.get(), &v = sv.get();
                        auto grad = [&](int i, const Tensor& like) {
                          return ctx.needs_grad(i) ? empty(like.shape(), TensorOptions(like.dtype(), like.device()))
                                                   : Tensor();
                        };
                        const Tensor dq = grad(0, q), dk = grad(1, k), dv = grad(2, v);
-                       backward(ctx.grad_output(), q, k, v, f, H, p, scale, dq, dk, dv);
+                       backward(ctx.grad_output(), q, k, v, so.get(), f, H, p, scale, dq, dk, dv);
                        if (dq.defined()) ctx.set_grad(0, dq);
                        if (dk.defined()) ctx.set_grad(1, dk);
                        if (dv.defined()) ctx.set_grad(2, dv);
@@ -272,21 +286,21 @@ Tensor mhsa_body(const Tensor& qkv, int64_t num_heads, const Tensor& mask, doubl
   const int64_t E = qkv.size(2) / 3, H = num_heads;
   const Tensor q = packed.narrow(2, 0, E), k = packed.narrow(2, E, E), v = packed.narrow(2, 2 * E, E);
   detail::check_attention_inputs("multi_head_self_attention", q, k, v, H, mask, dropout_p);
-  if (any_half({&qkv, &mask}) && !bf16_path(q, k, v, mask))
+  const bool fused_kernel = op::fast_path<mhsa_op>(detail::attention_forward_kernel, q.device());
+  if (any_half({&qkv, &mask}) && !bf16_path(q, k, v, mask) && !tensor_core_path(q, k, H, mask, fused_kernel))
     return mhsa_body(upcast_half(qkv), num_heads, upcast_half(mask), dropout_p, gen).to(qkv.dtype());
   const double scale = scale_of(q, H);
-  Forward f = forward(q, k, v, H, mask, dropout_p, gen, scale,
-                      op::fast_path<mhsa_op>(detail::attention_forward_kernel, q.device()));
-  Tensor out = std::move(f.out);  // not kept by the node: the output holds the node
+  Forward f = forward(q, k, v, H, mask, dropout_p, gen, scale, fused_kernel);
+  Tensor out = std::move(f.out);  // not kept in f: the output holds the node
   if (autograd::needs_grad({qkv}))
     autograd::record("multi_head_self_attention", {qkv}, out,
-                     [sp = autograd::SavedTensor(packed), f = std::move(f), H, E, p = dropout_p,
-                      scale](autograd::BackwardContext& ctx) {
+                     [sp = autograd::SavedTensor(packed), so = autograd::SavedTensor(f.lse.defined() ? out : Tensor()),
+                      f = std::move(f), H, E, p = dropout_p, scale](autograd::BackwardContext& ctx) {
                        const Tensor& x = sp.get();
                        // The three slices of one gradient, each written by its GEMM.
                        Tensor d = empty(x.shape(), TensorOptions(x.dtype(), x.device()));
-                       backward(ctx.grad_output(), x.narrow(2, 0, E), x.narrow(2, E, E), x.narrow(2, 2 * E, E), f, H, p,
-                                scale, d.narrow(2, 0, E), d.narrow(2, E, E), d.narrow(2, 2 * E, E));
+                       backward(ctx.grad_output(), x.narrow(2, 0, E), x.narrow(2, E, E), x.narrow(2, 2 * E, E),
+                                so.get(), f, H, p, scale, d.narrow(2, 0, E), d.narrow(2, E, E), d.narrow(2, 2 * E, E));
                        ctx.set_grad(0, d);
                      });
   return out;

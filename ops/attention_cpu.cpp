@@ -276,8 +276,8 @@ void cpu_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, co
                 static_cast<float*>(lse.data_ptr()));
 }
 
-void cpu_attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
-                            const FusedAttentionParams& fp, Tensor& dq, Tensor& dk, Tensor& dv) {
+void cpu_attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& /*out*/,
+                            const Tensor& lse, const FusedAttentionParams& fp, Tensor& dq, Tensor& dk, Tensor& dv) {
   auto ptr = [](Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
   auto st = [](const Tensor& t, int i) { return t.defined() ? t.stride(i) : 0; };
   fused_backward(fused_args(q, k, v, fp.heads, fp.scale, fp.p, fp.spec), static_cast<const float*>(lse.data_ptr()),

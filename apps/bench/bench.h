@@ -106,6 +106,7 @@ struct Bench {
   void kernels();
   void causal_attention();
   void causal_attention_tensor_core();
+  void bidirectional_attention_tensor_core();
   void overhead();
 };
 

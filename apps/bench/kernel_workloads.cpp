@@ -271,7 +271,10 @@ void Bench::causal_attention() {
              t, gflop, static_cast<double>(memory_stats(g_dev).peak_allocated - before) / 1048576.0);
     }
   }
-  if (!g_dev.is_cpu()) causal_attention_tensor_core();
+  if (!g_dev.is_cpu()) {
+    causal_attention_tensor_core();
+    bidirectional_attention_tensor_core();
+  }
 }
 
 // On a GPU: bfloat16 causal self-attention at GPT-2's heads (12 of 64,
@@ -309,6 +312,49 @@ void Bench::causal_attention_tensor_core() {
       const Timing t = time_steps(std::max(1, warmup / 4), steps, body);
       record(std::string("causal attention bf16 ") + (backward ? "fwd+bwd" : "fwd") + " T=" + std::to_string(T), B, t,
              gflop, 0);
+      const double frac = t.median_ms > 0 ? gflop / (t.median_ms * 1e-3) / (kPeakTflops * 1e3) : 0;
+      std::printf("    %.1f%% of the bf16 tensor-core peak\n", 100 * frac);
+      records.back()["fraction_of_bf16_tensor_peak"] = frac;
+    }
+  }
+}
+
+// On a GPU: bfloat16 bidirectional self-attention (multi_head_self_attention
+// without a mask: its fused path, cuda/attention.cu) at ViT-B/16's shape
+// (197 tokens, 12 heads of 64, batch 32) and at T = 1024 (batch 4), forward
+// alone and with the backward. FLOPs: forward 4 B H T^2 D (S = Q K^T and
+// O = P V over every key), backward 2.5 times that.
+void Bench::bidirectional_attention_tensor_core() {
+  constexpr double kPeakTflops = 989.0;
+  std::printf("\nbidirectional self-attention, bfloat16 on tensor cores (12 heads, head dim 64)\n");
+  table_header("forward alone, and forward + backward; % of the 989 TFLOP/s bf16 peak below each row");
+  struct Shape {
+    int64_t B, T;
+  };
+#if defined(EMBER_CUDA_EMULATE)
+  const std::vector<Shape> shapes = {{1, 65}};  // bench_emu: one short sequence checks the rows run
+#else
+  const std::vector<Shape> shapes = {{32, 197}, {4, 1024}};
+#endif
+  for (const auto& [B, T] : shapes) {
+    const int64_t H = 12, D = 64, E = H * D;
+    Tensor x = randn({B, T, 3 * E}, on_dev(kBFloat16)).requires_grad_();
+    const Tensor g = randn({B, T, E}, on_dev(kBFloat16));
+    const double fwd_gflop = 4.0 * B * H * T * T * D * 1e-9;
+    for (bool backward : {false, true}) {
+      auto body = [&] {
+        if (!backward) {
+          autograd::NoGradGuard no_grad;
+          (void)multi_head_self_attention(x, H);
+          return;
+        }
+        autograd::backward({multi_head_self_attention(x, H)}, {g});
+        x.mutable_grad() = Tensor();
+      };
+      const double gflop = backward ? 3.5 * fwd_gflop : fwd_gflop;
+      const Timing t = time_steps(std::max(1, warmup / 4), steps, body);
+      record(std::string("attention bf16 ") + (backward ? "fwd+bwd" : "fwd") + " T=" + std::to_string(T), B, t, gflop,
+             0);
       const double frac = t.median_ms > 0 ? gflop / (t.median_ms * 1e-3) / (kPeakTflops * 1e3) : 0;
       std::printf("    %.1f%% of the bf16 tensor-core peak\n", 100 * frac);
       records.back()["fraction_of_bf16_tensor_peak"] = frac;
