@@ -57,8 +57,10 @@ class GraphedDecoder {
   void reset() { cache_.len = 0; }
   /// Whether the step is a CUDA graph.
   bool graphed() const { return graph_.captured(); }
-  /// Launches the captured step holds (0 on the CPU); a step adds the
-  /// input copy and the graph launch, and reading the logits back one more.
+  /// Launches the captured step holds (0 on the CPU). A step on CUDA issues
+  /// four whatever the depth: the input copy, the graph, the read-back of
+  /// the graph's index-check record (the embeddings), and the caller's
+  /// read-back of the logits.
   int64_t captured_launches() const { return graph_.captured_launches(); }
   /// Rows per step.
   int64_t batch() const { return batch_; }
