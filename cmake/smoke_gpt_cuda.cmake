@@ -4,7 +4,8 @@
 # saved model scored on the other device reproduces its loss; a run stopped
 # on cuda and resumed on cuda ends bit-identical to the uninterrupted cuda
 # run, character-level and GPT-2 (--init, the BPE tokenizer fixture) alike;
-# --generate samples on cuda from both kinds of model.
+# --generate samples on cuda from both kinds of model, and greedy decoding
+# with --cuda-graph gives the eager text.
 # Variables: APP, COMPARE, TOKENIZER (tests/fixtures/gpt2_tiny_tokenizer), OUT.
 include(${CMAKE_CURRENT_LIST_DIR}/device_runs.cmake)
 file(REMOVE_RECURSE "${OUT}")
@@ -54,3 +55,20 @@ run_app("gpt --generate on cuda" --generate --weights "${OUT}/cpu/model.safetens
         --sample-tokens 8)
 run_app("gpt --hf --generate on cuda" --hf "${OUT}/gpt2/hf" --generate --prompt "to be" --max-new-tokens 8
         --device cuda)
+# Greedy decoding past the context of 16, eagerly and with each token's step
+# a CUDA graph: the same text.
+foreach(mode eager graph)
+  set(flag "")
+  if(mode STREQUAL "graph")
+    set(flag --cuda-graph)
+  endif()
+  execute_process(COMMAND "${APP}" --generate --weights "${OUT}/cpu/model.safetensors" --device cuda --prompt "to be"
+                          --sample-tokens 24 --temperature 0 ${flag} RESULT_VARIABLE rc OUTPUT_VARIABLE text_${mode}
+                          ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "gpt --generate on cuda (${mode}): exited with ${rc}\n${err}")
+  endif()
+endforeach()
+if(text_eager STREQUAL "" OR NOT text_eager STREQUAL text_graph)
+  message(FATAL_ERROR "gpt --generate --cuda-graph: '${text_graph}', eagerly '${text_eager}'")
+endif()

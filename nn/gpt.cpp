@@ -2,6 +2,7 @@
 #include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
 #include <ember/nn/gpt.h>
+#include <ember/nn/gpt_decode.h>
 #include <ember/nn/init.h>
 #include <ember/ops/activation.h>
 #include <ember/ops/causal_attention.h>
@@ -310,7 +311,16 @@ std::vector<int64_t> GPT::generate(const std::vector<int64_t>& prompt, int64_t m
   std::mt19937_64 rng(o.seed);
   std::vector<int64_t> seq = prompt;
   KVCache cache;
-  if (o.use_cache) cache = make_cache(1);
+  if (o.use_cache && !o.cuda_graph) cache = make_cache(1);
+  GraphedDecoder* dec = nullptr;
+  if (o.use_cache && o.cuda_graph) {
+    if (!decoder_ || !decoder_->current()) {
+      decoder_.reset();  // the old graph's pool back before a new capture
+      decoder_ = std::make_shared<GraphedDecoder>(*this, 1);
+    }
+    dec = decoder_.get();
+    dec->reset();
+  }
   const Device dev = wte->weight.device();
   auto ids = [&](int64_t from) {
     std::vector<int64_t> w(seq.begin() + from, seq.end());
@@ -323,6 +333,8 @@ std::vector<int64_t> GPT::generate(const std::vector<int64_t>& prompt, int64_t m
       // Without a cache (or past the context, where every position shifts):
       // the last block_size tokens from scratch.
       logits = forward(ids(std::max<int64_t>(0, n - cfg.block_size)));
+    } else if (dec) {
+      logits = dec->len() == 0 ? dec->prefill(ids(0)) : dec->step({seq.back()});
     } else if (cache.len == 0) {
       logits = forward_cached(ids(0), cache);  // the prompt, at once
     } else {

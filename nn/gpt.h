@@ -26,6 +26,8 @@
 
 namespace ember::nn {
 
+class GraphedDecoder;
+
 /// The model's sizes (nanoGPT's GPTConfig names).
 struct GPTConfig {
   int64_t vocab_size = 65;  ///< tokens
@@ -96,6 +98,11 @@ struct SampleOptions {
   double top_p = 1.0;        ///< keep the fewest most likely tokens whose probability reaches top_p (1: all)
   uint64_t seed = 1337;      ///< the sampler's generator
   bool use_cache = true;     ///< the KV cache; false recomputes the whole context for every token
+  /// With the cache: each new token through GraphedDecoder (nn/gpt_decode.h),
+  /// one CUDA graph launch per token on CUDA (its fixed-shape step eagerly on
+  /// the CPU); the logits agree with the eager cache's to float rounding.
+  /// The model keeps the decoder (its capture) for later calls.
+  bool cuda_graph = false;
 };
 
 /// The model. Initialised as GPT-2 and nanoGPT: every Linear and Embedding
@@ -118,7 +125,8 @@ class GPT : public Module {
   /// generate: the context is the last block_size tokens). With the cache,
   /// each token costs one position's work until the context is full; then
   /// each step re-encodes the last block_size tokens, as without it, so both
-  /// give the same tokens for the same seed. Runs in eval mode, without a graph.
+  /// give the same tokens for the same seed. Runs in eval mode; on CUDA without
+  /// a graph unless SampleOptions::cuda_graph.
   std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t max_new_tokens,
                                 const SampleOptions& opts = {});
   /// The attention weights (B, n_head, T, T) of block layer for idx (B, T),
@@ -146,6 +154,9 @@ class GPT : public Module {
  private:
   Tensor embed(const Tensor& idx, int64_t pos0);
   Tensor head(const Tensor& x);
+  // generate's graphed step (SampleOptions::cuda_graph), captured once and
+  // kept while it reads the current parameters.
+  std::shared_ptr<GraphedDecoder> decoder_;
 };
 
 /// The index of the next token from one row of logits (SampleOptions: greedy

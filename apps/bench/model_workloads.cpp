@@ -216,7 +216,10 @@ void gpt2_generate(Bench& b) {
 // width 128, vocabulary 65) from a one-token prompt to the full context:
 // with the KV cache each token is one position's work; without it every
 // token re-encodes the whole sequence so far. Then GPT-2 124M's decoding at
-// batch 1 (gpt2_generate). Untrained weights: the speed does not depend on them.
+// batch 1 (gpt2_generate). On a GPU with graphs on, the cached generation
+// again with each token's step a CUDA graph (SampleOptions::cuda_graph), "
+// graph" appended; launches per token count everything one generate issues,
+// the capture included. Untrained weights: the speed does not depend on them.
 void Bench::gpt_generate() {
   std::printf("\nGPT generation, tokens per second (4 layers, 4 heads, width 128), context - 1 new tokens\n");
   std::printf("%-34s %9s %9s %9s\n", "workload", "context", "ms", "tokens/s");
@@ -225,12 +228,19 @@ void Bench::gpt_generate() {
     cfg.vocab_size = 65, cfg.block_size = T;
     Generator gen(1);
     nn::GPT m(cfg, &gen);
-    for (bool cache : {true, false}) {
+    for (int mode : {0, 1, 2}) {  // KV cache, KV cache in a CUDA graph, no cache
+      if (mode == 1 && (!graphs || g_dev.is_cpu())) continue;
       nn::SampleOptions o;
-      o.use_cache = cache;
+      o.use_cache = mode != 2;
+      o.cuda_graph = mode == 1;
+      const uint64_t l0 = profiler::device_launches();
+      m.generate({0}, T - 1, o);
+      const double launches = static_cast<double>(profiler::device_launches() - l0) / static_cast<double>(T - 1);
       const Timing t = time_steps(1, std::max(3, steps / 4), [&] { m.generate({0}, T - 1, o); });
       const double tps = static_cast<double>(T - 1) / (t.median_ms * 1e-3);
-      const std::string name = cache ? "gpt generate, KV cache" : "gpt generate, no cache";
+      const std::string name = mode == 0   ? "gpt generate, KV cache"
+                               : mode == 1 ? "gpt generate, KV cache graph"
+                                           : "gpt generate, no cache";
       std::printf("%-34s %9lld %9.2f %9.0f\n", name.c_str(), static_cast<long long>(T), t.median_ms, tps);
       records.push_back({{"workload", name},
                          {"context", T},
@@ -240,6 +250,11 @@ void Bench::gpt_generate() {
                          {"cpu_ms", t.cpu_ms},
                          {"tokens_per_second", tps},
                          {"threads", num_threads()}});
+      if (!g_dev.is_cpu()) {
+        // With a graph: the capture's one-off launches are spread over the tokens.
+        records.back()["launches_per_token"] = launches;
+        std::printf("%-34s %9s launches per token: %.1f\n", "", "", launches);
+      }
     }
   }
   gpt2_generate(*this);

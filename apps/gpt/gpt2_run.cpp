@@ -436,6 +436,7 @@ int generate_gpt2(const Config& c) {
   }
   nn::SampleOptions so;
   so.temperature = c.temperature, so.top_k = c.top_k, so.top_p = c.top_p, so.seed = c.seed;
+  so.cuda_graph = c.cuda_graph;
   app::MixedPrecision mp(c.precision, dev.type);
   const app::Timer t;
   std::vector<int64_t> ids;

@@ -338,6 +338,7 @@ int generate(const gpt::Config& c) {
   if (c.check) return check_done();
   nn::SampleOptions so;
   so.temperature = c.temperature, so.top_k = c.top_k, so.top_p = c.top_p, so.seed = c.seed;
+  so.cuda_graph = c.cuda_graph;
   std::printf("%s\n", vocab.decode(model->generate(prompt, c.sample_tokens, so)).c_str());
   return 0;
 }
