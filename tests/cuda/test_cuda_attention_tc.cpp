@@ -15,85 +15,12 @@
 
 #include <ember/ember.h>
 
+#include "attention_tc_cases.h"
 #include "test_util.h"
 
 using namespace ember;
 
-namespace {
-const Device kCuda("cuda");
-
-bool seen(const std::string& name) {
-  for (const profiler::Row& r : profiler::rows())
-    if (r.name == name) return true;
-  return false;
-}
-
-// max |a - b| / max |b|: 16-bit results are compared relative to their scale.
-double rel_diff(const Tensor& a, const Tensor& b) {
-  const Tensor a64 = a.cpu().to(kFloat64), b64 = b.cpu().to(kFloat64);
-  return max(abs(sub(a64, b64))).item<double>() / max(abs(b64)).item<double>();
-}
-
-struct Case {
-  int64_t N, L, S, H, D;
-};
-
-struct Run {
-  Tensor out, gq, gkv;
-};
-
-// out and the input gradients of sum(out * w) on device dev in dtype dt;
-// L = S runs causal_self_attention on a packed (N, L, 3E) view whose
-// columns start one element into a wider buffer (odd offsets, as a
-// projection's slices leave them), else causal_attention on q and on k, v
-// slices of one (N, S, 2E) buffer. The inputs are 16-bit values either way
-// (float64 runs take them upcast), so both sides multiply the same numbers.
-Run run(const Case& c, DType half, DType dt, Device dev, double p) {
-  const int64_t E = c.H * c.D;
-  Generator gen(17);
-  const Tensor wq = randn({c.N, c.L, 3 * E + 1}, TensorOptions(kFloat32), &gen).to(half).to(dt);
-  const Tensor wkv = randn({c.N, c.S, 2 * E + 1}, TensorOptions(kFloat32), &gen).to(half).to(dt);
-  const Tensor w = randn({c.N, c.L, E}, TensorOptions(kFloat32), &gen).to(half).to(dt);
-  const Tensor bq = wq.to(dev).detach().requires_grad_(), bkv = wkv.to(dev).detach().requires_grad_();
-  Generator drop(23);
-  const bool packed = c.L == c.S;
-  const Tensor out =
-      packed ? causal_self_attention(bq.narrow(2, 1, 3 * E), c.H, p, &drop)
-             : causal_attention(bq.narrow(2, 1, E), bkv.narrow(2, 0, E), bkv.narrow(2, E + 1, E), c.H, p, &drop);
-  sum(mul(out, w.to(dev))).backward();
-  return Run{out, bq.grad(), packed ? Tensor() : bkv.grad()};
-}
-
-void check_case(const Case& c, DType half, double p) {
-  CAPTURE(c.N);
-  CAPTURE(c.L);
-  CAPTURE(c.S);
-  CAPTURE(c.H);
-  CAPTURE(c.D);
-  CAPTURE(p);
-  CAPTURE(dtype_name(half));
-  const Run ref = run(c, half, kFloat64, kCPU, p);
-  profiler::reset();
-  Run dev;
-  {
-    profiler::Guard guard;
-    dev = run(c, half, half, kCuda, p);
-  }
-  CHECK(seen("causal_attention"));  // the fused kernels, not the composed path's GEMMs and softmax
-  CHECK_FALSE(seen("matmul"));
-  CHECK_FALSE(seen("softmax"));
-  CHECK(dev.out.dtype() == half);
-  CHECK(dev.gq.dtype() == half);
-  // bfloat16 keeps 8 significand bits, float16 11: the output and the
-  // weights P (rounded for the second product) carry one rounding each,
-  // the gradients one rounding of float32 sums.
-  const double tol = half == kBFloat16 ? 2e-2 : 4e-3;
-  CHECK(rel_diff(dev.out, ref.out) < tol);
-  CHECK(rel_diff(dev.gq, ref.gq) < tol);
-  if (ref.gkv.defined()) CHECK(rel_diff(dev.gkv, ref.gkv) < tol);
-  CHECK(max(abs(ref.gq)).item<double>() > 0.05);  // not vacuous
-}
-}  // namespace
+using namespace ember::attention_tc_test;
 
 TEST_CASE("cuda tensor-core attention: bfloat16 and float16 match float64 at ragged lengths, head dims 64 and 128") {
   if (!test::cuda_usable()) return;
@@ -103,13 +30,13 @@ TEST_CASE("cuda tensor-core attention: bfloat16 and float16 match float64 at rag
   const std::vector<Case> cases = {{1, 1, 1, 2, 64},     {2, 17, 17, 2, 64},    {1, 64, 64, 1, 128},
                                    {1, 100, 100, 2, 64}, {1, 130, 130, 1, 128}, {1, 17, 100, 2, 64}};
   for (const Case& c : cases)
-    for (const DType half : {kBFloat16, kFloat16}) check_case(c, half, 0.0);
+    for (const DType half : {kBFloat16, kFloat16}) check_case(c, half, 0.0, true);
 }
 
 TEST_CASE("cuda tensor-core attention: dropout drops the CPU's weights, forward and backward") {
   if (!test::cuda_usable()) return;
-  check_case({1, 70, 70, 2, 64}, kBFloat16, 0.25);
-  check_case({1, 9, 75, 1, 128}, kFloat16, 0.25);
+  check_case({1, 70, 70, 2, 64}, kBFloat16, 0.25, true);
+  check_case({1, 9, 75, 1, 128}, kFloat16, 0.25, true);
 }
 
 TEST_CASE("cuda tensor-core attention: only the gradients asked for, and other head dims take the composed path") {
