@@ -200,39 +200,57 @@ struct Ranks {
   }
 };
 
-// Among idx[0, n) (tokens with weights p), the first in `ranks` order at
-// which the running sum of weights exceeds t: its position, with every token
-// ranked before it moved to idx[0, position); n when the whole sum does not
-// exceed t. Quickselect on the mass, O(n) expected: a vocabulary of 50,257
-// is never sorted to draw one token.
-int64_t select_mass(std::vector<int64_t>& idx, int64_t n, const std::vector<double>& p, double t, const Ranks& ranks) {
+// A token that can be drawn: its logit (never NaN), its weight and index,
+// side by side, so the selections below walk contiguous memory instead of
+// gathering from the vocabulary-sized arrays.
+struct Candidate {
+  double x, p;
+  int64_t i;
+};
+// Ranks' order among candidates.
+bool ranked_before(const Candidate& a, const Candidate& b) { return a.x > b.x || (a.x == b.x && a.i < b.i); }
+
+// Among c[0, n), the first in rank order at which the running sum of
+// weights exceeds t: its position, with every candidate ranked before it
+// moved to c[0, position); n when the whole sum does not exceed t.
+// Quickselect on the mass, O(n) expected: a vocabulary of 50,257 is never
+// sorted to draw one token.
+int64_t select_mass(std::vector<Candidate>& c, int64_t n, double t) {
   int64_t lo = 0, hi = n;
   while (hi - lo > 16) {
     // Median of three as the pivot, moved to hi - 1.
     const int64_t mid = lo + (hi - lo) / 2;
-    if (ranks(idx[mid], idx[lo])) std::swap(idx[mid], idx[lo]);
-    if (ranks(idx[hi - 1], idx[lo])) std::swap(idx[hi - 1], idx[lo]);
-    if (ranks(idx[mid], idx[hi - 1])) std::swap(idx[mid], idx[hi - 1]);
-    const int64_t pivot = idx[hi - 1];
-    const auto first_after =
-        std::partition(idx.begin() + lo, idx.begin() + hi - 1, [&](int64_t a) { return ranks(a, pivot); });
-    const int64_t m = first_after - idx.begin();
-    std::swap(idx[m], idx[hi - 1]);  // the pivot between the two parts
+    if (ranked_before(c[mid], c[lo])) std::swap(c[mid], c[lo]);
+    if (ranked_before(c[hi - 1], c[lo])) std::swap(c[hi - 1], c[lo]);
+    if (ranked_before(c[mid], c[hi - 1])) std::swap(c[mid], c[hi - 1]);
+    // Lomuto's partition without a branch on the comparison: on logits of
+    // an untrained or high-temperature model half the comparisons would
+    // be mispredicted, which costs more than the unconditional swap.
+    const Candidate pivot = c[hi - 1];
+    int64_t m = lo;
+    for (int64_t i = lo; i < hi - 1; ++i) {
+      const Candidate a = c[i];
+      const bool b = (a.x > pivot.x) | ((a.x == pivot.x) & (a.i < pivot.i));
+      c[i] = c[m];
+      c[m] = a;
+      m += b;
+    }
+    std::swap(c[m], c[hi - 1]);  // the pivot between the two parts
     double before = 0;
-    for (int64_t i = lo; i < m; ++i) before += p[idx[i]];
+    for (int64_t i = lo; i < m; ++i) before += c[i].p;
     if (t < before) {
       hi = m;
       continue;
     }
     t -= before;
-    if (t < p[pivot]) return m;
-    t -= p[pivot];
+    if (t < pivot.p) return m;
+    t -= pivot.p;
     lo = m + 1;
   }
-  std::sort(idx.begin() + lo, idx.begin() + hi, ranks);
+  std::sort(c.begin() + lo, c.begin() + hi, ranked_before);
   for (int64_t i = lo; i < hi; ++i) {
-    if (t < p[idx[i]]) return i;
-    t -= p[idx[i]];
+    if (t < c[i].p) return i;
+    t -= c[i].p;
   }
   return n;
 }
@@ -253,45 +271,47 @@ int64_t sample_token(const std::vector<double>& logits, const SampleOptions& o, 
   // All NaN, or all -inf: no distribution to draw from; the first token, as greedy.
   if (std::isnan(mx) || mx == -std::numeric_limits<double>::infinity()) return best;
   // The candidates: every number (NaN is never drawn while a number is
-  // left), then the top_k most likely of them.
-  std::vector<int64_t> idx;
-  idx.reserve(static_cast<size_t>(V));
+  // left), then the top_k most likely of them. The scratch is kept per
+  // thread: a fresh vocabulary-sized buffer per token costs more in page
+  // faults than the draw itself.
+  thread_local std::vector<Candidate> c;
+  c.clear();
+  c.reserve(static_cast<size_t>(V));
   for (int64_t i = 0; i < V; ++i)
-    if (!std::isnan(logits[i])) idx.push_back(i);
-  int64_t k = static_cast<int64_t>(idx.size());
+    if (!std::isnan(logits[i])) c.push_back({logits[i], 0.0, i});
+  int64_t k = static_cast<int64_t>(c.size());
   if (o.top_k > 0 && o.top_k < k) {
-    std::nth_element(idx.begin(), idx.begin() + o.top_k, idx.end(), ranks);
+    std::nth_element(c.begin(), c.begin() + o.top_k, c.end(), ranked_before);
     k = o.top_k;
   }
   // exp(x - max), where a +inf maximum (an infinite logit, or one that
   // overflowed under a small temperature) shares all the mass among the
   // tokens at +inf, and exp(inf - inf) would be NaN.
-  std::vector<double> p(static_cast<size_t>(V), 0.0);
   double sum = 0;
   for (int64_t i = 0; i < k; ++i) {
-    const double x = logits[idx[i]] / o.temperature;
-    sum += p[idx[i]] = std::isinf(mx) ? (x == mx ? 1.0 : 0.0) : std::exp(x - mx);
+    const double x = c[i].x / o.temperature;
+    sum += c[i].p = std::isinf(mx) ? (x == mx ? 1.0 : 0.0) : std::exp(x - mx);
   }
   // Nucleus: the fewest leading tokens whose probability reaches top_p (the
   // first at which the running sum is >= top_p sum, i.e. > the double below it).
   int64_t keep = k;
   if (o.top_p < 1.0) {
     const double reach = std::nextafter(o.top_p * sum, -std::numeric_limits<double>::infinity());
-    const int64_t at = select_mass(idx, k, p, reach, ranks);
+    const int64_t at = select_mass(c, k, reach);
     if (at < k) {
       keep = at + 1;
       sum = 0;
-      for (int64_t i = 0; i < keep; ++i) sum += p[idx[i]];
+      for (int64_t i = 0; i < keep; ++i) sum += c[i].p;
     }
   }
   // The draw: the first token, in rank order, at which the running sum
   // passes u sum. Where rounding leaves it short, the last token of positive
   // probability (tokens at -inf are never drawn).
-  const int64_t at = select_mass(idx, keep, p, u * sum, ranks);
-  if (at < keep) return idx[at];
+  const int64_t at = select_mass(c, keep, u * sum);
+  if (at < keep) return c[at].i;
   int64_t last = -1;
   for (int64_t i = 0; i < keep; ++i)
-    if (p[idx[i]] > 0 && (last < 0 || ranks(last, idx[i]))) last = idx[i];
+    if (c[i].p > 0 && (last < 0 || ranks(last, c[i].i))) last = c[i].i;
   return last >= 0 ? last : best;
 }
 
