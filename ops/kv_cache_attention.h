@@ -15,8 +15,9 @@
 /// Kernels: on the CPU the AVX-512 decoding loop of causal attention
 /// (ops/decode_attention_avx512.h) for float32 and bfloat16 where it takes
 /// the head width, plain loops otherwise; on CUDA (cuda/kv_cache_attention.cu)
-/// one block per (row, head) whose warps take interleaved 32-key tiles with
-/// an online softmax each, merged at the end (head dims up to
+/// one launch whose blocks each take a range of one (row, head)'s visible
+/// keys, warps on 32-key tiles with an online softmax each, the ranges
+/// merged by the last block to finish (head dims up to
 /// kKvCacheAttentionCudaMaxHeadDim).
 #pragma once
 
