@@ -108,33 +108,34 @@ TEST_CASE("gpt decode: greedy generation gives the same tokens with and without 
   }
 }
 
-TEST_CASE("gpt decode: in a bfloat16 autocast region the step gives the region's cached logits and tokens") {
-  for (const Device& dev : devices()) {
-    INFO(dev.str());
-    Generator g(5);
-    nn::GPT model(tiny(), &g);
-    model.to(dev);
-    model.eval();
-    const int64_t B = 2;
-    const AutocastGuard region(dev.type, DType::BFloat16);
-    nn::GraphedDecoder dec(model, B);
-    CHECK(dec.dtype() == DType::BFloat16);
-    CHECK(dec.graphed() == !dev.is_cpu());
-    nn::KVCache cache = model.make_cache(B);
-    const Tensor prompt = from_vector(std::vector<int64_t>{1, 4, 7, 2, 9, 3}, {B, 3}).to(dev);
-    CHECK(max_diff(dec.prefill(prompt), model.forward_cached(prompt, cache)) == 0.0);  // the same eager path
-    const std::vector<std::vector<int64_t>> next{{5, 0}, {12, 6}, {3, 3}, {8, 11}, {1, 2}};
-    for (const auto& t : next) {
-      INFO("position ", dec.len());
-      const Tensor got = dec.step(t).clone();
-      const Tensor want = model.forward_cached(from_vector(t, {B, 1}).to(dev), cache);
-      CHECK(got.dtype() == want.dtype());  // bfloat16 logits, as autocast's head gives
-      // The attention's float32 sums in another order can move a bfloat16
-      // rounding (2^-8 relative) on the way; a few such steps at most.
-      const double scale = max(abs(want.to(DType::Float32))).item<double>();
-      CHECK(max_diff(got, want) <= 0.03 * scale);
+TEST_CASE("gpt decode: in a 16-bit autocast region the step gives the region's cached logits") {
+  for (const Device& dev : devices())
+    for (const DType low : {DType::BFloat16, DType::Float16}) {
+      INFO(dev.str(), " ", dtype_name(low));
+      Generator g(5);
+      nn::GPT model(tiny(), &g);
+      model.to(dev);
+      model.eval();
+      const int64_t B = 2;
+      const AutocastGuard region(dev.type, low);
+      nn::GraphedDecoder dec(model, B);
+      CHECK(dec.dtype() == low);
+      CHECK(dec.graphed() == !dev.is_cpu());
+      nn::KVCache cache = model.make_cache(B);
+      const Tensor prompt = from_vector(std::vector<int64_t>{1, 4, 7, 2, 9, 3}, {B, 3}).to(dev);
+      CHECK(max_diff(dec.prefill(prompt), model.forward_cached(prompt, cache)) == 0.0);  // the same eager path
+      const std::vector<std::vector<int64_t>> next{{5, 0}, {12, 6}, {3, 3}, {8, 11}, {1, 2}};
+      for (const auto& t : next) {
+        INFO("position ", dec.len());
+        const Tensor got = dec.step(t).clone();
+        const Tensor want = model.forward_cached(from_vector(t, {B, 1}).to(dev), cache);
+        CHECK(got.dtype() == want.dtype());  // 16-bit logits, as autocast's head gives
+        // The attention's float32 sums in another order can move a 16-bit
+        // rounding (2^-8 relative in bfloat16) on the way; a few such steps at most.
+        const double scale = max(abs(want.to(DType::Float32))).item<double>();
+        CHECK(max_diff(got, want) <= 0.03 * scale);
+      }
     }
-  }
 }
 
 TEST_CASE(
