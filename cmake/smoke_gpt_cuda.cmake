@@ -5,7 +5,7 @@
 # on cuda and resumed on cuda ends bit-identical to the uninterrupted cuda
 # run, character-level and GPT-2 (--init, the BPE tokenizer fixture) alike;
 # --generate samples on cuda from both kinds of model, and greedy decoding
-# with --cuda-graph gives the eager text.
+# with --cuda-graph gives the eager text, in fp32 and (GPT-2) in bf16.
 # Variables: APP, COMPARE, TOKENIZER (tests/fixtures/gpt2_tiny_tokenizer), OUT.
 include(${CMAKE_CURRENT_LIST_DIR}/device_runs.cmake)
 file(REMOVE_RECURSE "${OUT}")
@@ -71,4 +71,21 @@ foreach(mode eager graph)
 endforeach()
 if(text_eager STREQUAL "" OR NOT text_eager STREQUAL text_graph)
   message(FATAL_ERROR "gpt --generate --cuda-graph: '${text_graph}', eagerly '${text_eager}'")
+endif()
+# The GPT-2 model in a bf16 autocast region: the graphed step (bf16 copies
+# of the GEMM weights, a bf16 cache) greedily gives the eager region's text.
+foreach(mode eager graph)
+  set(flag "")
+  if(mode STREQUAL "graph")
+    set(flag --cuda-graph)
+  endif()
+  execute_process(COMMAND "${APP}" --hf "${OUT}/gpt2/hf" --generate --prompt "to be" --max-new-tokens 12 --device cuda
+                          --precision bf16 --temperature 0 ${flag} RESULT_VARIABLE rc OUTPUT_VARIABLE bf16_${mode}
+                          ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "gpt --hf --generate --precision bf16 on cuda (${mode}): exited with ${rc}\n${err}")
+  endif()
+endforeach()
+if(bf16_eager STREQUAL "" OR NOT bf16_eager STREQUAL bf16_graph)
+  message(FATAL_ERROR "gpt --generate --cuda-graph --precision bf16: '${bf16_graph}', eagerly '${bf16_eager}'")
 endif()

@@ -101,8 +101,8 @@ void launch(int device, void* handle) {
   // The replay's index checks, read back (this waits for the replay).
   const std::vector<int64_t> e = c->error.cpu().to_vector<int64_t>();
   EMBER_CHECK(e[0] == 0, IndexError, "CudaGraph::replay: index ", e[1], " is out of range for size ", e[2],
-              " in an op of the replayed graph (an embedding, cross_entropy, nll_loss, gather or scatter); the "
-              "replay's results are not valid");
+              " in an op of the replayed graph (an embedding, cross_entropy, nll_loss, gather, scatter, index_copy_ "
+              "or kv_cache_attention's position); the replay's results are not valid");
 }
 
 void destroy(int device, void* handle) {

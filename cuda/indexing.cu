@@ -1,5 +1,6 @@
 // CUDA kernels of ops/indexing.cpp: index checks, index_select (embedding's
-// forward), index_add (its backward), gather, scatter_add, one_hot.
+// forward), index_add (its backward), gather, scatter_add, one_hot; and of
+// ops/index_copy.cpp: index_copy_.
 //
 // The accumulating kernels (index_add, scatter_add) give each thread one
 // destination column and walk the index in increasing order, as the CPU
@@ -124,6 +125,42 @@ void cuda_index_select(const Tensor& x3, const Tensor& index, Tensor& out3) {
     EMBER_CUDA_LAUNCH(index_select_kernel_impl<T>, blocks_for(A * K * B, kThreads, 8192), kThreads, 0,
                       x3.device().index, static_cast<const T*>(x3.data_ptr()), index.data<int64_t>(),
                       static_cast<T*>(out3.data_ptr()), A, N, K, B);
+  });
+}
+
+// self3[a, index[k], b] = src3[a, k, b] on strided views: thread (a, b)
+// walks k in order (the last k wins, as on the CPU). An index out of range
+// writes nothing; inside a graph (err) the first thread to meet one records
+// it, as cuda_index_check would have (index_copy_ runs no check there).
+template <class T>
+__global__ void index_copy_kernel_impl(T* __restrict__ out, const int64_t* __restrict__ idx, const T* __restrict__ src,
+                                       int64_t A, int64_t N, int64_t K, int64_t B, int64_t o0, int64_t o1, int64_t o2,
+                                       int64_t s0, int64_t s1, int64_t s2, unsigned long long* err) {
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < A * B; c += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t a = c / B, b = c % B;
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t n = idx[k];
+      if (n >= 0 && n < N) {
+        out[a * o0 + n * o1 + b * o2] = src[a * s0 + k * s1 + b * s2];
+      } else if (err && atomicCAS(err, 0ull, 1ull) == 0ull) {
+        err[1] = static_cast<unsigned long long>(n);
+        err[2] = static_cast<unsigned long long>(N);
+      }
+    }
+  }
+}
+
+void cuda_index_copy(Tensor& self3, const Tensor& index, const Tensor& src3) {
+  const int64_t A = self3.size(0), N = self3.size(1), B = self3.size(2), K = index.numel();
+  if (A * B == 0 || K == 0) return;
+  const int dev = self3.device().index;
+  unsigned long long* err = detail::graph_error_record(dev);  // null outside a capture
+  dispatch_all(self3.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    EMBER_CUDA_LAUNCH(index_copy_kernel_impl<T>, blocks_for(A * B, kThreads, 8192), kThreads, 0, dev,
+                      static_cast<T*>(self3.data_ptr()), index.data<int64_t>(), static_cast<const T*>(src3.data_ptr()),
+                      A, N, K, B, self3.stride(0), self3.stride(1), self3.stride(2), src3.stride(0), src3.stride(1),
+                      src3.stride(2), err);
   });
 }
 
@@ -261,6 +298,7 @@ EMBER_REGISTER_KERNEL(index_check_kernel, CUDA, cuda_index_check);
 EMBER_REGISTER_KERNEL(index_max_kernel, CUDA, cuda_index_max);
 EMBER_REGISTER_KERNEL(index_select_kernel, CUDA, cuda_index_select);
 EMBER_REGISTER_KERNEL(index_add_kernel, CUDA, cuda_index_add);
+EMBER_REGISTER_KERNEL(index_copy_kernel, CUDA, cuda_index_copy);
 EMBER_REGISTER_KERNEL(gather_kernel, CUDA, cuda_gather);
 EMBER_REGISTER_KERNEL(scatter_add_kernel, CUDA, cuda_scatter_add);
 EMBER_REGISTER_KERNEL(one_hot_kernel, CUDA, cuda_one_hot);

@@ -334,7 +334,7 @@ std::vector<int64_t> GPT::generate(const std::vector<int64_t>& prompt, int64_t m
   if (o.use_cache && !o.cuda_graph) cache = make_cache(1);
   GraphedDecoder* dec = nullptr;
   if (o.use_cache && o.cuda_graph) {
-    if (!decoder_ || !decoder_->current()) {
+    if (!decoder_ || !decoder_->current() || !decoder_->matches_autocast()) {
       decoder_.reset();  // the old graph's pool back before a new capture
       decoder_ = std::make_shared<GraphedDecoder>(*this, 1);
     }

@@ -101,7 +101,9 @@ struct SampleOptions {
   /// With the cache: each new token through GraphedDecoder (nn/gpt_decode.h),
   /// one CUDA graph launch per token on CUDA (its fixed-shape step eagerly on
   /// the CPU); the logits agree with the eager cache's to float rounding.
-  /// The model keeps the decoder (its capture) for later calls.
+  /// Inside a 16-bit autocast region the decoder runs the step as the region
+  /// would (16-bit copies of the GEMM weights, a 16-bit cache). The model
+  /// keeps the decoder (its capture) for later calls with the same region.
   bool cuda_graph = false;
 };
 

@@ -1,43 +1,29 @@
 // GraphedDecoder (nn/gpt_decode.h): GPT's one-token step on fixed shapes,
-// captured as a CUDA graph.
+// captured as a CUDA graph, in the model's dtype or as a 16-bit autocast
+// region runs it.
 #include <ember/core/autocast.h>
 #include <ember/core/autograd.h>
 #include <ember/nn/gpt_decode.h>
 #include <ember/ops/elementwise.h>
 #include <ember/ops/factory.h>
+#include <ember/ops/indexing.h>
+#include <ember/ops/kv_cache_attention.h>
+#include <ember/ops/linear_gelu.h>
 #include <ember/ops/matmul.h>
-#include <ember/ops/softmax.h>
 
-#include <cmath>
+#include <string>
 
 namespace ember::nn {
 namespace {
 
-// One block's attention for a single new query per row at the position the
-// masks encode. write (1, L, 1): true at the position, where the new key and
-// value replace the cache's; after (1, 1, 1, L): true past the position,
-// the keys the query must not see. Softmax(q k^T / sqrt(D)) v over all L
-// cached positions, the masked ones at -inf (weight exactly 0; the cache
-// starts zeroed, so no stale NaN meets a zero weight).
-Tensor attention_step(CausalSelfAttention& a, const Tensor& x, Tensor& k_cache, Tensor& v_cache, const Tensor& write,
-                      const Tensor& after) {
-  const int64_t B = x.size(0), E = x.size(2), H = a.n_head, D = E / H, L = k_cache.size(1);
-  const Tensor qkv = a.c_attn->forward(x);
-  k_cache.copy_(where(write, qkv.narrow(2, E, E), k_cache));
-  v_cache.copy_(where(write, qkv.narrow(2, 2 * E, E), v_cache));
-  const Tensor q = qkv.narrow(2, 0, E).reshape({B, 1, H, D}).transpose(1, 2);
-  const Tensor k = k_cache.reshape({B, L, H, D}).transpose(1, 2), v = v_cache.reshape({B, L, H, D}).transpose(1, 2);
-  const Tensor s = mul(matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(D)));
-  const Tensor y = matmul(softmax(masked_fill(s, after, -INFINITY), -1), v);
-  return a.c_proj->forward(y.transpose(1, 2).reshape({B, 1, E}));
+// The autocast dtype on dev now, if a region is on.
+std::optional<DType> region_on(Device dev) {
+  if (!autocast_enabled(dev.type)) return std::nullopt;
+  return autocast_dtype(dev.type);
 }
 
-// The step runs in the model's dtype: under autocast its projections would
-// come out in another dtype than the cache, and a graph would freeze the
-// region's choice into every replay.
-void check_no_autocast(Device dev, const char* where) {
-  EMBER_CHECK(!autocast_enabled(dev.type), ValueError, "GraphedDecoder::", where,
-              ": not inside an autocast region (the step runs in the model's dtype)");
+std::string region_name(const std::optional<DType>& r) {
+  return r ? std::string("a ") + dtype_name(*r) + " autocast region" : std::string("no autocast region");
 }
 
 }  // namespace
@@ -47,16 +33,34 @@ GraphedDecoder::GraphedDecoder(GPT& model, int64_t batch) : model_(model), batch
   model_.eval();
   NoGradGuard ng;
   const Device dev = model_.wte->weight.device();
-  check_no_autocast(dev, "GraphedDecoder");
-  const TensorOptions o(model_.wte->weight.dtype(), dev);
-  for (int64_t i = 0; i < model_.cfg.n_layer; ++i) {
-    cache_.k.push_back(zeros({batch, model_.cfg.block_size, model_.cfg.n_embd}, o));
-    cache_.v.push_back(zeros({batch, model_.cfg.block_size, model_.cfg.n_embd}, o));
+  const DType model_dt = model_.wte->weight.dtype();
+  region_ = region_on(dev);
+  // Under autocast over a float32 model the GEMMs run on 16-bit copies of
+  // their weights; a model already in the region's dtype runs as it is.
+  const bool copies = region_ && *region_ != model_dt;
+  EMBER_CHECK(!copies || (model_dt == DType::Float32 && is_half(*region_)), ValueError,
+              "GraphedDecoder: ", region_name(region_), " over a ", dtype_name(model_dt),
+              " model (a 16-bit region over a float32 model, or the model's own dtype)");
+  dtype_ = region_ ? *region_ : model_dt;
+  auto low = [&](const Tensor& t) { return copies && t.defined() ? t.to(dtype_) : t; };
+  for (size_t i = 0; i < model_.h->size(); ++i) {
+    GPTBlock& b = model_.h->at<GPTBlock>(i);
+    blocks_.push_back({low(b.attn->c_attn->weight), low(b.attn->c_attn->bias), low(b.attn->c_proj->weight),
+                       low(b.attn->c_proj->bias), low(b.mlp->c_fc->weight), low(b.mlp->c_fc->bias),
+                       low(b.mlp->c_proj->weight), low(b.mlp->c_proj->bias)});
   }
-  for (const Tensor& p : model_.parameters()) params_.push_back(p.data_ptr());
-  const TensorOptions ids(DType::Int64, dev);
-  in_ = zeros({batch + 1}, ids);
-  positions_ = arange(static_cast<double>(model_.cfg.block_size), ids);
+  head_w_ = low(model_.wte->weight);
+  const int64_t L = model_.cfg.block_size, E = model_.cfg.n_embd;
+  for (int64_t i = 0; i < model_.cfg.n_layer; ++i) {
+    kv_.push_back(zeros({batch, L, 2 * E}, TensorOptions(dtype_, dev)));
+    cache_.k.push_back(kv_.back().narrow(2, 0, E));
+    cache_.v.push_back(kv_.back().narrow(2, E, E));
+  }
+  for (const Tensor& p : model_.parameters()) {
+    params_.push_back(p.data_ptr());
+    if (copies) versions_.push_back(p.version());
+  }
+  in_ = zeros({batch + 1}, TensorOptions(DType::Int64, dev));
   if (dev.is_cpu()) return;
   // Once eagerly (at position 0, which the first token overwrites): loads
   // the kernels and sizes the allocator's blocks; then the capture.
@@ -66,33 +70,54 @@ GraphedDecoder::GraphedDecoder(GPT& model, int64_t batch) : model_(model), batch
 
 bool GraphedDecoder::current() const {
   std::vector<const void*> now;
-  for (const Tensor& p : model_.parameters()) now.push_back(p.data_ptr());
-  return now == params_;
+  std::vector<uint64_t> versions;
+  for (const Tensor& p : model_.parameters()) {
+    now.push_back(p.data_ptr());
+    if (!versions_.empty()) versions.push_back(p.version());
+  }
+  return now == params_ && versions == versions_;
 }
 
+bool GraphedDecoder::matches_autocast() const { return region_on(model_.wte->weight.device()) == region_; }
+
+// Per block, with x the float32 (or the model's dtype) residual stream:
+//   qkv = c_attn(ln_1(x));  kv[pos] = qkv[E:3E];  y = attention(q, k[0..pos], v[0..pos]);
+//   x += c_proj(y);  x += mlp_c_proj(gelu(c_fc(ln_2(x)))).
+// The GEMMs' inputs are cast to dtype_ as autocast would cast them; the
+// region itself is off here (its casts are the ones made here).
 Tensor GraphedDecoder::run_step() {
-  const int64_t B = batch_;
+  const AutocastSuspend off;
+  const int64_t B = batch_, E = model_.cfg.n_embd, H = model_.cfg.n_head;
   const Tensor tokens = in_.narrow(0, 0, B).reshape({B, 1}), pos = in_.narrow(0, B, 1);
+  auto low = [&](const Tensor& t) { return t.dtype() == dtype_ ? t : t.to(dtype_); };
   // wte rows (B, 1, E) plus wpe's row at the device position (1, E).
   Tensor x = model_.drop->forward(add(model_.wte->forward(tokens), model_.wpe->forward(pos)));
-  const int64_t L = model_.cfg.block_size;
-  const Tensor write = eq(positions_, pos).reshape({1, L, 1}), after = gt(positions_, pos).reshape({1, 1, 1, L});
   for (size_t i = 0; i < model_.h->size(); ++i) {
     GPTBlock& b = model_.h->at<GPTBlock>(i);
-    const Tensor y = add(x, attention_step(*b.attn, b.ln_1->forward(x), cache_.k[i], cache_.v[i], write, after));
-    x = add(y, b.mlp->forward(b.ln_2->forward(y)));
+    const BlockWeights& w = blocks_[i];
+    const Tensor qkv = linear(low(b.ln_1->forward(x)), w.attn_w, w.attn_b);
+    index_copy_(kv_[i], 1, pos, qkv.narrow(2, E, 2 * E));
+    const Tensor y = kv_cache_attention(qkv.narrow(2, 0, E), cache_.k[i], cache_.v[i], pos, H);
+    x = add(x, linear(y, w.proj_w, w.proj_b));
+    const Tensor m = linear_gelu(low(b.ln_2->forward(x)), w.fc_w, w.fc_b, model_.cfg.gelu);
+    x = add(x, linear(m, w.mlp_w, w.mlp_b));
   }
-  return linear(model_.ln_f->forward(x), model_.wte->weight);
+  return linear(low(model_.ln_f->forward(x)), head_w_);
 }
 
 Tensor GraphedDecoder::prefill(const Tensor& idx) {
   EMBER_CHECK(idx.dim() == 2 && idx.size(0) == batch_, ShapeError, "GraphedDecoder::prefill: expected (", batch_,
               ", T) token ids, got ", idx.shape().str());
+  EMBER_CHECK(matches_autocast(), ValueError, "GraphedDecoder::prefill: called in ",
+              region_name(region_on(model_.wte->weight.device())), ", the decoder was built in ", region_name(region_),
+              " (its cache's dtype is fixed then)");
   return model_.forward_cached(idx, cache_);
 }
 
 Tensor GraphedDecoder::step(const std::vector<int64_t>& tokens) {
-  check_no_autocast(model_.wte->weight.device(), "step");
+  EMBER_CHECK(matches_autocast(), ValueError, "GraphedDecoder::step: called in ",
+              region_name(region_on(model_.wte->weight.device())), ", the decoder was built in ", region_name(region_),
+              " (its step's dtypes are fixed then)");
   EMBER_CHECK(static_cast<int64_t>(tokens.size()) == batch_, ValueError, "GraphedDecoder::step: ", tokens.size(),
               " tokens for a batch of ", batch_);
   for (int64_t t : tokens)

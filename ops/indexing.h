@@ -40,6 +40,17 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 /// and src.
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 
+/// self[..., index[k], ...] = src[..., k, ...] along dim, in place
+/// (torch.Tensor.index_copy_): src has self's shape except src.size(dim) ==
+/// index.numel(), and self's dtype and device; for a repeated index the
+/// last k wins. Only the indexed slices are read or written, whatever self's
+/// size (a KV cache's new row). Not differentiable: refused while grad mode
+/// is on and self or src requires grad. Indices are checked on the host
+/// (IndexError) before the kernel runs; inside a CUDA graph capture the
+/// kernel itself reports a bad index to the graph's error record (no extra
+/// launch) and writes nothing for it.
+Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+
 /// Rows of weight [V, D] picked by int64 indices of any shape: the result has
 /// shape indices.shape + [D] (torch.nn.functional.embedding). The gradient of
 /// weight adds each output row's gradient into the row it came from; the row
@@ -77,6 +88,10 @@ extern KernelTable<void(const Tensor& x3, const Tensor& index, Tensor& out3)> in
 extern KernelTable<void(Tensor& out3, const Tensor& index, const Tensor& src3, int64_t skip)> index_add_kernel;
 /// out = gather(x, dim, index); out has index's shape. Any dtype.
 extern KernelTable<void(const Tensor& x, int64_t dim, const Tensor& index, Tensor& out)> gather_kernel;
+/// self3[a, index[k], b] = src3[a, k, b], in increasing k; both 3-D views
+/// with any strides (self3 written in place); an index outside
+/// [0, self3.size(1)) writes nothing. Any dtype.
+extern KernelTable<void(Tensor& self3, const Tensor& index, const Tensor& src3)> index_copy_kernel;
 /// out[... index[p] along dim ...] += src[p] for every p; src has index's shape.
 extern KernelTable<void(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src)> scatter_add_kernel;
 /// out (int64, zeroed by the kernel) [M, C]: out[m, index[m]] = 1.

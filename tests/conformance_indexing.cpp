@@ -1,4 +1,5 @@
-// Conformance rows: index_select, index_add, gather, scatter_add, embedding.
+// Conformance rows: index_select, index_add, index_copy_, gather, scatter_add,
+// embedding.
 // Index inputs are Int rows (I(shape, low, high)) drawn in range, so every
 // row is valid; repeats in them exercise the scatter-add backwards.
 #include "conformance.h"
@@ -24,6 +25,14 @@ Register rows({
     // The padding row is treated as a constant (no gradient, as in PyTorch), so
     // gradcheck only holds when it is not looked up: indices in [1, 6), padding 0.
     {"embedding padding_idx", {F({6, 4}), I({2, 7}, 1, 6)}, [](const In& x) { return embedding(x[0], x[1], 0); }},
+    // In place on a clone: the indexed rows replaced, the rest kept.
+    {"index_copy dim 1",
+     {C({2, 5, 3}), C({2, 3, 3}), I({3}, 0, 5)},
+     [](const In& x) {
+       Tensor out = x[0].clone();
+       return index_copy_(out, 1, x[2], x[1]);
+     },
+     false},
     {"one_hot", {I({3, 4}, 0, 5)}, [](const In& x) { return one_hot(x[0], 5); }, false},
 });
 

@@ -83,6 +83,13 @@ Register rows({
     gemm({"causal_attention one query, two key tiles",
           {F({2, 1, 4}), F({2, 35, 4}), F({2, 35, 4})},
           [](const In& x) { return causal_attention(x[0], x[1], x[2], 2); }}),
+    // One query per row against a KV cache up to a position per row
+    // (ops/kv_cache_attention.h): inference only, so no gradcheck; row 0
+    // past one warp's 32-key tile on CUDA.
+    {"kv_cache_attention per-row positions",
+     {C({2, 1, 8}), C({2, 40, 8}), C({2, 40, 8}), I({2}, 0, 40)},
+     [](const In& x) { return kv_cache_attention(x[0], x[1], x[2], x[3], 2); },
+     false},
 });
 
 }  // namespace

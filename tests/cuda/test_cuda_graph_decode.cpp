@@ -1,7 +1,9 @@
 // GPT decoding one token per step on fixed shapes (nn/gpt_decode.h): the
 // step's logits against GPT::forward_cached's over several positions, on the
-// CPU (the step eagerly) and on CUDA (the step as a replayed CUDA graph),
-// greedy generation giving the same tokens with and without it, the
+// CPU (the step eagerly) and on CUDA (the step as a replayed CUDA graph), in
+// float32 and in a bfloat16 autocast region, greedy generation giving the
+// same tokens with and without it, the decoder rebuilt when the region or
+// the weights change, the
 // context limit, and the eager cached forward refused by a capture (its
 // position index is a host copy). Linked into the emulated test binary and
 // into ember_gpu_tests.
@@ -9,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -77,10 +80,11 @@ TEST_CASE("gpt decode: the fixed-shape step gives forward_cached's logits at eve
     CHECK_THROWS_AS(dec.step({1}), ValueError);      // one token for two rows
     CHECK_THROWS_AS(dec.step({1, 13}), ValueError);  // outside the vocabulary
     {
-      const AutocastGuard region(dev.type, DType::BFloat16);  // the step runs in the model's dtype
+      const AutocastGuard region(dev.type, DType::BFloat16);  // built outside a region: its dtypes are fixed
+      CHECK_FALSE(dec.matches_autocast());
       CHECK_THROWS_AS(dec.step({1, 1}), ValueError);
     }
-    // Starting over: the old entries are masked off, the step matches a fresh cache.
+    // Starting over: keys past the position are never read, the step matches a fresh cache.
     dec.reset();
     nn::KVCache fresh = model.make_cache(B);
     const Tensor got = dec.step({4, 10}).clone();
@@ -101,6 +105,77 @@ TEST_CASE("gpt decode: greedy generation gives the same tokens with and without 
     const std::vector<int64_t> graphed = model.generate({3, 1, 4}, 9, o);
     CHECK(graphed == eager);
     CHECK(eager.size() == 12);
+  }
+}
+
+TEST_CASE("gpt decode: in a 16-bit autocast region the step gives the region's cached logits") {
+  for (const Device& dev : devices())
+    for (const DType low : {DType::BFloat16, DType::Float16}) {
+      INFO(dev.str(), " ", dtype_name(low));
+      Generator g(5);
+      nn::GPT model(tiny(), &g);
+      model.to(dev);
+      model.eval();
+      const int64_t B = 2;
+      const AutocastGuard region(dev.type, low);
+      nn::GraphedDecoder dec(model, B);
+      CHECK(dec.dtype() == low);
+      CHECK(dec.graphed() == !dev.is_cpu());
+      nn::KVCache cache = model.make_cache(B);
+      const Tensor prompt = from_vector(std::vector<int64_t>{1, 4, 7, 2, 9, 3}, {B, 3}).to(dev);
+      CHECK(max_diff(dec.prefill(prompt), model.forward_cached(prompt, cache)) == 0.0);  // the same eager path
+      const std::vector<std::vector<int64_t>> next{{5, 0}, {12, 6}, {3, 3}, {8, 11}, {1, 2}};
+      for (const auto& t : next) {
+        INFO("position ", dec.len());
+        const Tensor got = dec.step(t).clone();
+        const Tensor want = model.forward_cached(from_vector(t, {B, 1}).to(dev), cache);
+        CHECK(got.dtype() == want.dtype());  // 16-bit logits, as autocast's head gives
+        // The attention's float32 sums in another order can move a 16-bit
+        // rounding (2^-8 relative in bfloat16) on the way; a few such steps at most.
+        const double scale = max(abs(want.to(DType::Float32))).item<double>();
+        CHECK(max_diff(got, want) <= 0.03 * scale);
+      }
+    }
+}
+
+TEST_CASE(
+    "gpt decode: generate in a bfloat16 region gives the eager region's greedy tokens, and rebuilds its "
+    "decoder for another region or new weights") {
+  for (const Device& dev : devices()) {
+    INFO(dev.str());
+    Generator g(9);
+    nn::GPT model(tiny(), &g);
+    model.to(dev);
+    nn::SampleOptions o;
+    o.temperature = 0.0;
+    std::vector<int64_t> eager, graphed;
+    {
+      const AutocastGuard region(dev.type, DType::BFloat16);
+      eager = model.generate({3, 1, 4}, 9, o);
+      o.cuda_graph = true;
+      graphed = model.generate({3, 1, 4}, 9, o);
+    }
+    CHECK(graphed == eager);
+    // Outside the region the kept bfloat16 decoder does not fit: a float32 one is built.
+    const std::vector<int64_t> graphed32 = model.generate({3, 1, 4}, 9, o);
+    o.cuda_graph = false;
+    CHECK(graphed32 == model.generate({3, 1, 4}, 9, o));
+    // A float32 decoder reads the parameters themselves, a bfloat16 one copies
+    // of them: an in-place write leaves the first current, not the second.
+    nn::GraphedDecoder d32(model, 1);
+    std::unique_ptr<nn::GraphedDecoder> d16;
+    {
+      const AutocastGuard region(dev.type, DType::BFloat16);
+      d16 = std::make_unique<nn::GraphedDecoder>(model, 1);
+    }
+    CHECK(d32.current());
+    CHECK(d16->current());
+    {
+      NoGradGuard ng;
+      mul_(model.ln_f->weight, 1.0);
+    }
+    CHECK(d32.current());
+    CHECK_FALSE(d16->current());
   }
 }
 
