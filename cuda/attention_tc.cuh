@@ -12,6 +12,7 @@
 
 #include <ember/core/random.h>
 #include <ember/core/tensor.h>
+#include <ember/cuda/attention_geometry.h>
 #include <ember/ops/causal_attention.h>
 #include <ember/ops/dropout.h>
 #include <ember/ops/random_kernels.h>
@@ -59,21 +60,7 @@ __host__ __device__ __forceinline__ bool visible(const Geom& g, int64_t i, int64
 template <class Params>
 Geom make_geom(const Tensor& q, const Tensor& k, const Tensor& v, const Params& pr, bool causal) {
   Geom g{};
-  g.N = q.size(0);
-  g.H = pr.heads;
-  g.L = q.size(1);
-  g.S = k.size(1);
-  g.qs0 = q.stride(0);
-  g.qs1 = q.stride(1);
-  g.ks0 = k.stride(0);
-  g.ks1 = k.stride(1);
-  g.vs0 = v.stride(0);
-  g.vs1 = v.stride(1);
-  g.scale = static_cast<float>(pr.scale);
-  g.dropout = pr.p > 0;
-  g.spec = pr.spec;
-  g.threshold = g.dropout ? dropout_threshold(pr.p) : 0;
-  g.keep_scale = static_cast<float>(1.0 / (1.0 - pr.p));
+  fill_geometry<float>(g, q, k, v, pr);
   g.causal = causal;
   return g;
 }

@@ -289,31 +289,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <class T>
-T* ptr_or_null(Tensor& x) {
-  return x.defined() ? static_cast<T*>(x.data_ptr()) : nullptr;
-}
-
 template <MmaType M, int D>
 void launch_backward(const Tensor& gr, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                      const Tensor& lse, const Geom& g, Tensor& dq, Tensor& dk, Tensor& dv) {
   const int dev = q.device().index;
   Tensor delta = empty({g.N, g.H, g.L}, TensorOptions(DType::Float32, q.device()));
-  auto st = [](const Tensor& x, int i) { return x.defined() ? x.stride(i) : int64_t(0); };
-  const Grads gd{static_cast<const uint16_t*>(gr.data_ptr()),
-                 gr.stride(0),
-                 gr.stride(1),
-                 static_cast<const float*>(lse.data_ptr()),
-                 static_cast<const float*>(delta.data_ptr()),
-                 ptr_or_null<uint16_t>(dq),
-                 ptr_or_null<uint16_t>(dk),
-                 ptr_or_null<uint16_t>(dv),
-                 st(dq, 0),
-                 st(dq, 1),
-                 st(dk, 0),
-                 st(dk, 1),
-                 st(dv, 0),
-                 st(dv, 1)};
+  Grads gd{};
+  fill_grads<uint16_t>(gd, gr, lse, delta, dq, dk, dv);
   const auto qp = static_cast<const uint16_t*>(q.data_ptr());
   const auto kp = static_cast<const uint16_t*>(k.data_ptr());
   const auto vp = static_cast<const uint16_t*>(v.data_ptr());
