@@ -3,14 +3,16 @@
 /// forward, cuda/causal_attention_tc_bwd.cu backward; causal, or
 /// bidirectional for multi_head_attention's fused path through
 /// cuda/attention.cu): the geometry, the dropout factor, quad reductions, and moving
-/// 16-bit tiles between global memory, shared memory and the m16n8k16
-/// fragments of cuda/mma.cuh (g = lane / 4, t = lane % 4 throughout).
+/// 16-bit tiles from global memory to shared memory (cp.async) and on into
+/// the m16n8k16 fragments of cuda/mma.cuh (ldmatrix; g = lane / 4,
+/// t = lane % 4 throughout).
 #pragma once
 
 #include <cstdint>
 
 #include <ember/core/random.h>
 #include <ember/core/tensor.h>
+#include <ember/cuda/attention_geometry.h>
 #include <ember/ops/causal_attention.h>
 #include <ember/ops/dropout.h>
 #include <ember/ops/random_kernels.h>
@@ -21,8 +23,19 @@ namespace ember::cuda::attention_tc {
 inline constexpr int kWarps = 4;           // warps per block, 16 rows each
 inline constexpr int kRows = 16 * kWarps;  // queries (forward, dQ) or keys (dK/dV) per block
 inline constexpr int kTile = 64;           // rows per shared tile of the other side
-inline constexpr int kPad = 8;             // shared rows are D + kPad elements: the rows a
-                                           // warp reads together start in different banks
+inline constexpr int kPad = 8;             // shared rows are D + kPad elements (16-byte multiples):
+                                           // the 8 rows of an ldmatrix matrix, 16 bytes each,
+                                           // start 4 banks apart and cover all 32 banks
+
+/// Shared-memory buffers per staged operand at head dim D: two (the next
+/// tile's copy runs while the current one is used) where the kernels' two
+/// operands, double-buffered, and dK/dV's lse and Delta fit the 48 KiB a
+/// block has by default (D = 64: 37 KiB), else one (D = 128: 34 KiB).
+template <int D>
+inline constexpr size_t kTwoBufferBytes = (2 * 2 * kTile * (D + kPad)) * sizeof(uint16_t) +
+                                          (2 * 2 * kTile) * sizeof(float);
+template <int D>
+inline constexpr int kBuffers = kTwoBufferBytes<D> <= 48 * 1024 ? 2 : 1;
 
 /// The problem besides pointers: element strides, head h at column h * D.
 struct Geom {
@@ -47,21 +60,7 @@ __host__ __device__ __forceinline__ bool visible(const Geom& g, int64_t i, int64
 template <class Params>
 Geom make_geom(const Tensor& q, const Tensor& k, const Tensor& v, const Params& pr, bool causal) {
   Geom g{};
-  g.N = q.size(0);
-  g.H = pr.heads;
-  g.L = q.size(1);
-  g.S = k.size(1);
-  g.qs0 = q.stride(0);
-  g.qs1 = q.stride(1);
-  g.ks0 = k.stride(0);
-  g.ks1 = k.stride(1);
-  g.vs0 = v.stride(0);
-  g.vs1 = v.stride(1);
-  g.scale = static_cast<float>(pr.scale);
-  g.dropout = pr.p > 0;
-  g.spec = pr.spec;
-  g.threshold = g.dropout ? dropout_threshold(pr.p) : 0;
-  g.keep_scale = static_cast<float>(1.0 / (1.0 - pr.p));
+  fill_geometry<float>(g, q, k, v, pr);
   g.causal = causal;
   return g;
 }
@@ -98,40 +97,20 @@ __device__ __forceinline__ float quad_sum(float x) {
 }
 ///@}
 
-/// A fragments of 16 rows r0 .. r0 + 15 of a (row stride rs) over all D
-/// columns, for D / 16 steps of k; rows at or past lim are zeros.
-template <int D>
-__device__ __forceinline__ void load_a(uint32_t (&a)[D / 16][4], const uint16_t* src, int64_t rs, int64_t r0,
-                                       int64_t lim) {
-  const int lane = static_cast<int>(threadIdx.x % 32), gr = lane / 4, tq = lane % 4;
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int64_t i = r0 + gr + (r % 2 ? 8 : 0);
-      const uint16_t* p = src + i * rs + 16 * kk + 2 * tq + (r >= 2 ? 8 : 0);
-      a[kk][r] = i < lim ? mma_pack(p[0], p[1]) : 0u;
-    }
-}
-
-/// Eight 16-bit elements: one 16-byte access.
-struct alignas(16) Pack8 {
-  uint32_t w[4];
-};
-
 /// Rows r0 .. r0 + kTile - 1 of src (row stride rs) into shared dst (row
 /// stride D + kPad, 16-byte multiples), the whole block cooperating; rows at
-/// or past lim are zeros (a weight of 0 times them stays 0). Eight elements
-/// per access where src's rows start on 16 bytes (a projection's packed
-/// output: row strides of 3E, heads at multiples of D), one otherwise.
+/// or past lim are zeros (a weight of 0 times them stays 0). Where src's
+/// rows start on 16 bytes (a projection's packed output: row strides of 3E,
+/// heads at multiples of D) as cp.async copies of eight elements that the
+/// caller commits and waits for (cp_async_commit, cp_async_wait); otherwise
+/// element by element with plain loads, done on return.
 template <int D>
 __device__ __forceinline__ void stage(uint16_t* dst, const uint16_t* src, int64_t rs, int64_t r0, int64_t lim) {
   if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && rs % 8 == 0) {
     for (int idx = static_cast<int>(threadIdx.x); idx < kTile * D / 8; idx += kWarps * 32) {
       const int r = idx / (D / 8), d = 8 * (idx % (D / 8));
-      const Pack8 zero{};
-      *reinterpret_cast<Pack8*>(dst + r * (D + kPad) + d) =
-          r0 + r < lim ? *reinterpret_cast<const Pack8*>(src + (r0 + r) * rs + d) : zero;
+      const bool in = r0 + r < lim;
+      cp_async_16(dst + r * (D + kPad) + d, in ? src + (r0 + r) * rs + d : src, in);
     }
     return;
   }
@@ -141,22 +120,17 @@ __device__ __forceinline__ void stage(uint16_t* dst, const uint16_t* src, int64_
   }
 }
 
-/// B fragment of B[k][n] = X[n0 + n][k0 + k] (X row-major in shared, row
-/// stride ld): the k pairs are adjacent in a row of X (X^T as B: K in S = Q K^T).
-__device__ __forceinline__ void b_rows(uint32_t (&b)[2], const uint16_t* x, int ld, int n0, int k0) {
+/// A fragments of the 16 rows r0 .. r0 + 15 of a shared tile x (row stride
+/// ld) over all D columns, for D / 16 steps of k: one ldmatrix x4 per step,
+/// lane l addressing row r0 + l % 16 at column 16 kk + 8 (l / 16), so the
+/// four matrices are the step's top left, bottom left, top right and bottom
+/// right 8 x 8 blocks, a[kk][0..3] in mma's order.
+template <int D>
+__device__ __forceinline__ void load_a(uint32_t (&a)[D / 16][4], const uint16_t* x, int ld, int r0) {
   const int lane = static_cast<int>(threadIdx.x % 32);
-  // An even element offset in shared memory: each pair is one aligned 32-bit word, low half first.
-  const uint16_t* p = x + (n0 + lane / 4) * ld + k0 + 2 * (lane % 4);
-  b[0] = *reinterpret_cast<const uint32_t*>(p);
-  b[1] = *reinterpret_cast<const uint32_t*>(p + 8);
-}
-
-/// B fragment of B[k][n] = X[k0 + k][n0 + n] (X as B: V in O = P V).
-__device__ __forceinline__ void b_cols(uint32_t (&b)[2], const uint16_t* x, int ld, int k0, int n0) {
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const uint16_t* p = x + (k0 + 2 * (lane % 4)) * ld + n0 + lane / 4;
-  b[0] = mma_pack(p[0], p[ld]);
-  b[1] = mma_pack(p[8 * ld], p[9 * ld]);
+  const uint16_t* row = x + (r0 + lane % 16) * ld + 8 * (lane / 16);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(a[kk], row + 16 * kk);
 }
 
 /// The A fragment of k step kk from accumulators: columns 16 kk .. 16 kk + 15
@@ -178,34 +152,46 @@ __device__ __forceinline__ void zero(float (&acc)[Blocks][4]) {
 }
 
 /// acc (16 x 8 Blocks) += A B^T for A's D / 16 k steps of fragments and the
-/// Blocks x 8 rows of X (shared, row stride ld) as B: S = Q K^T's pattern.
+/// Blocks x 8 rows of X (shared, row stride ld) as B: S = Q K^T's pattern,
+/// B[k][n] = X[8 c + n][16 kk + k], whose k pairs are adjacent in a row of
+/// X. One ldmatrix x4 gives column block c's B fragments of k steps kk and
+/// kk + 1: lane l addresses row 8 c + l % 8 at column 16 kk + 8 (l / 8).
 template <MmaType M, int D, int Blocks>
 __device__ __forceinline__ void mma_rows(float (&acc)[Blocks][4], const uint32_t (&a)[D / 16][4], const uint16_t* x,
                                          int ld) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const uint16_t* row = x + (lane % 8) * ld + 8 * (lane / 8);
 #pragma unroll
   for (int c = 0; c < Blocks; ++c)
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t b[2];
-      b_rows(b, x, ld, 8 * c, 16 * kk);
+    for (int kk = 0; kk < D / 16; kk += 2) {
+      uint32_t b[4];  // k step kk: b[0], b[1]; kk + 1: b[2], b[3]
+      ldmatrix_x4(b, row + 8 * c * ld + 16 * kk);
       mma_m16n8k16<M>(acc[c], a[kk], b, acc[c]);
+      mma_m16n8k16<M>(acc[c], a[kk + 1], b + 2, acc[c]);
     }
 }
 
 /// acc (16 x D) += P X for P in accumulators (16 x kTile, 8 column blocks)
-/// and X's kTile rows (shared, row stride ld): O = P V's pattern.
+/// and X's kTile rows (shared, row stride ld): O = P V's pattern, B[k][n] =
+/// X[16 kk + k][8 d + n], transposed on the way in. One ldmatrix x4.trans
+/// gives column blocks d and d + 1 of k step kk: lane l addresses row
+/// 16 kk + l % 16 at column 8 d + 8 (l / 16).
 template <MmaType M, int D>
 __device__ __forceinline__ void mma_cols(float (&acc)[D / 8][4], const float (&p)[kTile / 8][4], const uint16_t* x,
                                          int ld) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const uint16_t* row = x + (lane % 16) * ld + 8 * (lane / 16);
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
     uint32_t a[4];
     acc_to_a<M>(a, p[2 * kk], p[2 * kk + 1]);
 #pragma unroll
-    for (int d = 0; d < D / 8; ++d) {
-      uint32_t b[2];
-      b_cols(b, x, ld, 16 * kk, 8 * d);
+    for (int d = 0; d < D / 8; d += 2) {
+      uint32_t b[4];  // column block d: b[0], b[1]; d + 1: b[2], b[3]
+      ldmatrix_x4_trans(b, row + 16 * kk * ld + 8 * d);
       mma_m16n8k16<M>(acc[d], a, b, acc[d]);
+      mma_m16n8k16<M>(acc[d + 1], a, b + 2, acc[d + 1]);
     }
   }
 }

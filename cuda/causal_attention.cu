@@ -28,6 +28,7 @@
 
 #include <ember/core/dispatch.h>
 #include <ember/core/error.h>
+#include <ember/cuda/attention_geometry.h>
 #include <ember/ops/causal_attention.h>
 #include <ember/ops/dropout.h>
 #include <ember/ops/factory.h>
@@ -401,22 +402,8 @@ template <class T>
 Geom<T> make_geom(const Tensor& q, const Tensor& k, const Tensor& v, const CausalAttentionParams& pr) {
   const int64_t H = pr.heads;
   Geom<T> g{};
-  g.N = q.size(0);
-  g.H = H;
-  g.L = q.size(1);
-  g.S = k.size(1);
+  fill_geometry<T>(g, q, k, v, pr);
   g.D = q.size(2) / H;
-  g.qs0 = q.stride(0);
-  g.qs1 = q.stride(1);
-  g.ks0 = k.stride(0);
-  g.ks1 = k.stride(1);
-  g.vs0 = v.stride(0);
-  g.vs1 = v.stride(1);
-  g.scale = static_cast<T>(pr.scale);
-  g.dropout = pr.p > 0;
-  g.spec = pr.spec;
-  g.threshold = g.dropout ? dropout_threshold(pr.p) : 0;
-  g.keep_scale = static_cast<T>(1.0 / (1.0 - pr.p));
   EMBER_CHECK(g.D <= detail::kCudaCausalMaxHeadDim, ValueError, "causal_attention (cuda): head dim ", g.D,
               " is wider than the kernel's limit of ", detail::kCudaCausalMaxHeadDim,
               " (the op runs such heads on its composed path)");
@@ -449,11 +436,6 @@ void cuda_causal_forward(const Tensor& q, const Tensor& k, const Tensor& v, cons
 }
 
 template <class T>
-T* ptr_or_null(Tensor& t) {
-  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
-}
-
-template <class T>
 void backward_t(const Tensor& gr, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                 const Tensor& lse, const CausalAttentionParams& pr, Tensor& dq, Tensor& dk, Tensor& dv) {
   Geom<T> g = make_geom<T>(q, k, v, pr);
@@ -464,21 +446,8 @@ void backward_t(const Tensor& gr, const Tensor& q, const Tensor& k, const Tensor
     EMBER_CUDA_LAUNCH(delta_kernel<T>, blocks_for(rows, 128, 4096), 128, 0, dev, static_cast<const T*>(gr.data_ptr()),
                       gr.stride(0), gr.stride(1), static_cast<const T*>(out.data_ptr()),
                       static_cast<T*>(delta.data_ptr()), g.N, g.H, g.L, g.D);
-  auto st = [](const Tensor& x, int i) { return x.defined() ? x.stride(i) : int64_t(0); };
-  const Grads<T> gd{static_cast<const T*>(gr.data_ptr()),
-                    static_cast<const T*>(lse.data_ptr()),
-                    static_cast<const T*>(delta.data_ptr()),
-                    gr.stride(0),
-                    gr.stride(1),
-                    ptr_or_null<T>(dq),
-                    ptr_or_null<T>(dk),
-                    ptr_or_null<T>(dv),
-                    st(dq, 0),
-                    st(dq, 1),
-                    st(dk, 0),
-                    st(dk, 1),
-                    st(dv, 0),
-                    st(dv, 1)};
+  Grads<T> gd{};
+  fill_grads<T>(gd, gr, lse, delta, dq, dk, dv);
   const auto qp = static_cast<const T*>(q.data_ptr());
   const auto kp = static_cast<const T*>(k.data_ptr());
   const auto vp = static_cast<const T*>(v.data_ptr());

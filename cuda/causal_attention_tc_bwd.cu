@@ -74,15 +74,16 @@ __device__ __forceinline__ void store_rows(uint16_t* dst, int64_t rs, int64_t r0
   }
 }
 
-// dQ (the file comment). Shared: the K and V tiles.
+// dQ (the file comment). Shared: kBuffers K and V tiles (Q's and dO's
+// first, through the last buffers).
 template <MmaType M, int D>
 __global__ void __launch_bounds__(kWarps * 32)
     tc_dq_kernel(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
                  Grads gd, Geom g) {
-  constexpr int ld = D + kPad;
+  constexpr int ld = D + kPad, NB = kBuffers<D>;
   EMBER_DYNAMIC_SHARED(uint16_t, smem);
-  uint16_t* ks = smem;
-  uint16_t* vs = ks + kTile * ld;
+  auto ks = [&](int buf) { return smem + buf * kTile * ld; };
+  auto vs = [&](int buf) { return smem + (NB + buf) * kTile * ld; };
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int gr = lane / 4, tq = lane % 4;
   const int64_t shift = g.S - g.L, tiles = (g.L + kRows - 1) / kRows;
@@ -92,9 +93,17 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int64_t r0 = i0 + 16 * warp;
     const uint16_t* kh = k + n * g.ks0 + h * D;
     const uint16_t* vh = v + n * g.vs0 + h * D;
+    const int64_t jend = g.causal ? i0 + nq + shift : g.S;
+    // The Q and dO tiles pass through the last K and V buffers on their way to registers.
+    __syncthreads();  // the previous task's readers are done with every buffer
+    stage<D>(ks(NB - 1), q + n * g.qs0 + h * D, g.qs1, i0, g.L);
+    stage<D>(vs(NB - 1), gd.g + n * gd.gs0 + h * D, gd.gs1, i0, g.L);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
     uint32_t qa[D / 16][4], ga[D / 16][4];  // the warp's Q and dO rows
-    load_a<D>(qa, q + n * g.qs0 + h * D, g.qs1, r0, g.L);
-    load_a<D>(ga, gd.g + n * gd.gs0 + h * D, gd.gs1, r0, g.L);
+    load_a<D>(qa, ks(NB - 1), ld, 16 * warp);
+    load_a<D>(ga, vs(NB - 1), ld, 16 * warp);
     float ls[2], dl[2];  // lse and Delta of rows gr, gr + 8
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
@@ -104,45 +113,80 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     float dq[D / 8][4];
     zero(dq);
-    const int64_t jend = g.causal ? i0 + nq + shift : g.S;
-    for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
+    __syncthreads();  // every warp has its Q and dO rows
+    if (jend > 0) {
+      stage<D>(ks(0), kh, g.ks1, 0, jend);
+      stage<D>(vs(0), vh, g.vs1, 0, jend);
+    }
+    cp_async_commit();
+    // Per key tile, two buffers: the next tile's K and V are copied while
+    // this one's are used. One buffer: the next V's copy runs while dS and
+    // dQ += dS K are computed.
+    int cur = 0;
+    for (int64_t j0 = 0; j0 < jend; j0 += kTile, cur = NB - 1 - cur) {
+      const bool next = j0 + kTile < jend;
+      if constexpr (NB == 2) {
+        __syncthreads();  // every warp is done with the other buffers
+        if (next) {
+          stage<D>(ks(1 - cur), kh, g.ks1, j0 + kTile, jend);
+          stage<D>(vs(1 - cur), vh, g.vs1, j0 + kTile, jend);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();  // this tile's K and V have landed
+      } else {
+        cp_async_wait<0>();  // this tile's K and V have landed
+      }
       __syncthreads();
-      stage<D>(ks, kh, g.ks1, j0, jend);
-      stage<D>(vs, vh, g.vs1, j0, jend);
-      __syncthreads();
-      if (r0 >= g.L || (g.causal && r0 + 15 + shift < j0)) continue;  // warp-uniform
+      const bool active = r0 < g.L && !(g.causal && r0 + 15 + shift < j0);  // warp-uniform
       float s[kTile / 8][4], dp[kTile / 8][4];
       zero(s);
       zero(dp);
-      mma_rows<M, D>(s, qa, ks, ld);   // S = Q K^T
-      mma_rows<M, D>(dp, ga, vs, ld);  // dP = dO V^T
+      if (active) {
+        mma_rows<M, D>(s, qa, ks(cur), ld);   // S = Q K^T
+        mma_rows<M, D>(dp, ga, vs(cur), ld);  // dP = dO V^T
+      }
+      if constexpr (NB == 1) {
+        __syncthreads();  // every warp is done with vs
+        if (next) stage<D>(vs(0), vh, g.vs1, j0 + kTile, jend);
+        cp_async_commit();
+      }
+      if (active) {
 #pragma unroll
-      for (int c = 0; c < kTile / 8; ++c)
+        for (int c = 0; c < kTile / 8; ++c)
 #pragma unroll
-        for (int x = 0; x < 4; ++x) {
-          const int64_t i = r0 + gr + 8 * (x / 2), j = j0 + 8 * c + 2 * tq + x % 2;
-          const bool seen = i < g.L && visible(g, i, j) && j < jend;
-          const float p = seen ? __expf(s[c][x] * g.scale - ls[x / 2]) : 0.0f;
-          const float f = g.dropout && p != 0.0f ? drop_factor(g, t, i, j) : 1.0f;
-          s[c][x] = p * (dp[c][x] * f - dl[x / 2]);  // dS
-        }
-      mma_cols<M, D>(dq, s, ks, ld);  // dQ += dS K
+          for (int x = 0; x < 4; ++x) {
+            const int64_t i = r0 + gr + 8 * (x / 2), j = j0 + 8 * c + 2 * tq + x % 2;
+            const bool seen = i < g.L && visible(g, i, j) && j < jend;
+            const float p = seen ? __expf(s[c][x] * g.scale - ls[x / 2]) : 0.0f;
+            const float f = g.dropout && p != 0.0f ? drop_factor(g, t, i, j) : 1.0f;
+            s[c][x] = p * (dp[c][x] * f - dl[x / 2]);  // dS
+          }
+        mma_cols<M, D>(dq, s, ks(cur), ld);  // dQ += dS K
+      }
+      if constexpr (NB == 1) {
+        __syncthreads();  // every warp is done with ks
+        if (next) stage<D>(ks(0), kh, g.ks1, j0 + kTile, jend);
+        cp_async_commit();
+      }
     }
     if (r0 < g.L) store_rows<M, D>(gd.dq + n * gd.dqs0 + h * D, gd.dqs1, r0, g.L, dq, g.scale);
   }
 }
 
-// dK and dV (the file comment). Shared: the Q and dO tiles, their lse and Delta.
+// dK and dV (the file comment). Shared: kBuffers Q and dO tiles (K's and
+// V's first, through the last buffers), then their lse and Delta.
 template <MmaType M, int D>
 __global__ void __launch_bounds__(kWarps * 32)
     tc_dkdv_kernel(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
                    Grads gd, Geom g) {
-  constexpr int ld = D + kPad;
+  constexpr int ld = D + kPad, NB = kBuffers<D>;
   EMBER_DYNAMIC_SHARED(uint16_t, smem);
-  uint16_t* qs = smem;
-  uint16_t* gs = qs + kTile * ld;
-  float* lses = reinterpret_cast<float*>(gs + kTile * ld);  // 2 kTile (D + kPad) bytes: 16-byte aligned
-  float* deltas = lses + kTile;
+  auto qs = [&](int buf) { return smem + buf * kTile * ld; };
+  auto gs = [&](int buf) { return smem + (NB + buf) * kTile * ld; };
+  // After 2 NB tiles of kTile (D + kPad) 16-bit elements: 16-byte aligned.
+  float* const stats = reinterpret_cast<float*>(smem + 2 * NB * kTile * ld);
+  auto lses = [&](int buf) { return stats + 2 * buf * kTile; };
+  auto deltas = [&](int buf) { return stats + (2 * buf + 1) * kTile; };
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int gr = lane / 4, tq = lane % 4;
   const int64_t shift = g.S - g.L, tiles = (g.S + kRows - 1) / kRows;
@@ -152,44 +196,91 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int64_t r0 = j0 + 16 * warp;  // the warp's first key
     const uint16_t* qh = q + n * g.qs0 + h * D;
     const uint16_t* gh = gd.g + n * gd.gs0 + h * D;
+    // lse and Delta of query tile i0 into buffer buf (plain loads).
+    auto stage_stats = [&](int buf, int64_t i0) {
+      if (threadIdx.x < kTile) {
+        const int64_t i = i0 + threadIdx.x;
+        lses(buf)[threadIdx.x] = i < g.L ? gd.lse[t * g.L + i] : 0.0f;
+        deltas(buf)[threadIdx.x] = i < g.L ? gd.delta[t * g.L + i] : 0.0f;
+      }
+    };
+    // The K and V rows pass through the last buffers on their way to registers.
+    __syncthreads();  // the previous task's readers are done with every buffer
+    stage<D>(qs(NB - 1), k + n * g.ks0 + h * D, g.ks1, j0, g.S);
+    stage<D>(gs(NB - 1), v + n * g.vs0 + h * D, g.vs1, j0, g.S);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
     uint32_t ka[D / 16][4], va[D / 16][4];  // the warp's K and V rows
-    load_a<D>(ka, k + n * g.ks0 + h * D, g.ks1, r0, g.S);
-    load_a<D>(va, v + n * g.vs0 + h * D, g.vs1, r0, g.S);
+    load_a<D>(ka, qs(NB - 1), ld, 16 * warp);
+    load_a<D>(va, gs(NB - 1), ld, 16 * warp);
     float dk[D / 8][4], dv[D / 8][4];
     zero(dk);
     zero(dv);
     // The first query that sees key j0: i + S - L >= j0 (causal), else 0.
     const int64_t istart = g.causal && j0 - shift > 0 ? j0 - shift : 0;
-    for (int64_t i0 = istart; i0 < g.L; i0 += kTile) {
-      __syncthreads();
-      stage<D>(qs, qh, g.qs1, i0, g.L);
-      stage<D>(gs, gh, gd.gs1, i0, g.L);
-      if (threadIdx.x < kTile) {
-        const int64_t i = i0 + threadIdx.x;
-        lses[threadIdx.x] = i < g.L ? gd.lse[t * g.L + i] : 0.0f;
-        deltas[threadIdx.x] = i < g.L ? gd.delta[t * g.L + i] : 0.0f;
+    __syncthreads();  // every warp has its K and V rows
+    if (istart < g.L) {
+      stage<D>(qs(0), qh, g.qs1, istart, g.L);
+      stage<D>(gs(0), gh, gd.gs1, istart, g.L);
+      stage_stats(0, istart);
+    }
+    cp_async_commit();
+    // Per query tile, two buffers: the next tile's Q, dO, lse and Delta are
+    // copied while this one's are used. One buffer: the next dO's copy runs
+    // while dK += dS^T Q is computed, the next Q's between tiles.
+    int cur = 0;
+    for (int64_t i0 = istart; i0 < g.L; i0 += kTile, cur = NB - 1 - cur) {
+      const bool next = i0 + kTile < g.L;
+      if constexpr (NB == 2) {
+        __syncthreads();  // every warp is done with the other buffers
+        if (next) {
+          stage<D>(qs(1 - cur), qh, g.qs1, i0 + kTile, g.L);
+          stage<D>(gs(1 - cur), gh, gd.gs1, i0 + kTile, g.L);
+          stage_stats(1 - cur, i0 + kTile);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();  // this tile's Q and dO have landed
+      } else {
+        if (i0 != istart) stage_stats(0, i0);  // no warp reads them since the last barrier
+        cp_async_wait<0>();                    // this tile's Q and dO have landed
       }
       __syncthreads();
-      if (r0 >= g.S || (g.causal && i0 + kTile - 1 + shift < r0)) continue;  // warp-uniform: no key of the warp seen
+      // Warp-uniform: no key of the warp seen.
+      const bool active = r0 < g.S && !(g.causal && i0 + kTile - 1 + shift < r0);
+      const float* lt = lses(cur);
+      const float* dt = deltas(cur);
       float st[kTile / 8][4], dpt[kTile / 8][4];
       zero(st);
       zero(dpt);
-      mma_rows<M, D>(st, ka, qs, ld);   // S^T = K Q^T
-      mma_rows<M, D>(dpt, va, gs, ld);  // dP^T = V dO^T
+      if (active) {
+        mma_rows<M, D>(st, ka, qs(cur), ld);   // S^T = K Q^T
+        mma_rows<M, D>(dpt, va, gs(cur), ld);  // dP^T = V dO^T
 #pragma unroll
-      for (int c = 0; c < kTile / 8; ++c)
+        for (int c = 0; c < kTile / 8; ++c)
 #pragma unroll
-        for (int x = 0; x < 4; ++x) {
-          const int col = 8 * c + 2 * tq + x % 2;  // the query's place in the tile
-          const int64_t j = r0 + gr + 8 * (x / 2), i = i0 + col;
-          const bool seen = i < g.L && j < g.S && visible(g, i, j);
-          const float p = seen ? __expf(st[c][x] * g.scale - lses[col]) : 0.0f;
-          const float f = g.dropout && p != 0.0f ? drop_factor(g, t, i, j) : 1.0f;
-          st[c][x] = p * f;                               // (P f)^T
-          dpt[c][x] = p * (dpt[c][x] * f - deltas[col]);  // dS^T
-        }
-      mma_cols<M, D>(dv, st, gs, ld);   // dV += (P f)^T dO
-      mma_cols<M, D>(dk, dpt, qs, ld);  // dK += dS^T Q
+          for (int x = 0; x < 4; ++x) {
+            const int col = 8 * c + 2 * tq + x % 2;  // the query's place in the tile
+            const int64_t j = r0 + gr + 8 * (x / 2), i = i0 + col;
+            const bool seen = i < g.L && j < g.S && visible(g, i, j);
+            const float p = seen ? __expf(st[c][x] * g.scale - lt[col]) : 0.0f;
+            const float f = g.dropout && p != 0.0f ? drop_factor(g, t, i, j) : 1.0f;
+            st[c][x] = p * f;                           // (P f)^T
+            dpt[c][x] = p * (dpt[c][x] * f - dt[col]);  // dS^T
+          }
+        mma_cols<M, D>(dv, st, gs(cur), ld);  // dV += (P f)^T dO
+      }
+      if constexpr (NB == 1) {
+        __syncthreads();  // every warp is done with gs
+        if (next) stage<D>(gs(0), gh, gd.gs1, i0 + kTile, g.L);
+        cp_async_commit();
+      }
+      if (active) mma_cols<M, D>(dk, dpt, qs(cur), ld);  // dK += dS^T Q
+      if constexpr (NB == 1) {
+        __syncthreads();  // every warp is done with qs, lse and Delta
+        if (next) stage<D>(qs(0), qh, g.qs1, i0 + kTile, g.L);
+        cp_async_commit();
+      }
     }
     if (r0 < g.S) {
       if (gd.dk) store_rows<M, D>(gd.dk + n * gd.dks0 + h * D, gd.dks1, r0, g.S, dk, g.scale);
@@ -198,31 +289,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <class T>
-T* ptr_or_null(Tensor& x) {
-  return x.defined() ? static_cast<T*>(x.data_ptr()) : nullptr;
-}
-
 template <MmaType M, int D>
 void launch_backward(const Tensor& gr, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                      const Tensor& lse, const Geom& g, Tensor& dq, Tensor& dk, Tensor& dv) {
   const int dev = q.device().index;
   Tensor delta = empty({g.N, g.H, g.L}, TensorOptions(DType::Float32, q.device()));
-  auto st = [](const Tensor& x, int i) { return x.defined() ? x.stride(i) : int64_t(0); };
-  const Grads gd{static_cast<const uint16_t*>(gr.data_ptr()),
-                 gr.stride(0),
-                 gr.stride(1),
-                 static_cast<const float*>(lse.data_ptr()),
-                 static_cast<const float*>(delta.data_ptr()),
-                 ptr_or_null<uint16_t>(dq),
-                 ptr_or_null<uint16_t>(dk),
-                 ptr_or_null<uint16_t>(dv),
-                 st(dq, 0),
-                 st(dq, 1),
-                 st(dk, 0),
-                 st(dk, 1),
-                 st(dv, 0),
-                 st(dv, 1)};
+  Grads gd{};
+  fill_grads<uint16_t>(gd, gr, lse, delta, dq, dk, dv);
   const auto qp = static_cast<const uint16_t*>(q.data_ptr());
   const auto kp = static_cast<const uint16_t*>(k.data_ptr());
   const auto vp = static_cast<const uint16_t*>(v.data_ptr());
@@ -230,7 +303,7 @@ void launch_backward(const Tensor& gr, const Tensor& q, const Tensor& k, const T
   if (rows > 0)
     EMBER_CUDA_LAUNCH((tc_delta_kernel<M, D>), blocks_for(rows, 128, 4096), 128, 0, dev, gd,
                       static_cast<const uint16_t*>(out.data_ptr()), static_cast<float*>(delta.data_ptr()), g);
-  const size_t smem = 2 * kTile * (D + kPad) * sizeof(uint16_t);
+  const size_t smem = 2 * kBuffers<D> * kTile * (D + kPad) * sizeof(uint16_t);
   const int64_t qblocks = g.N * g.H * ((g.L + kRows - 1) / kRows);
   if (gd.dq && qblocks > 0)
     EMBER_CUDA_LAUNCH((tc_dq_kernel<M, D>), blocks_for(qblocks, 1, 65535), kWarps * 32, smem, dev, qp, kp, vp, gd, g);
@@ -238,7 +311,7 @@ void launch_backward(const Tensor& gr, const Tensor& q, const Tensor& k, const T
   const int64_t kblocks = g.N * g.H * ((g.S + kRows - 1) / kRows);
   if ((gd.dk || gd.dv) && kblocks > 0)
     EMBER_CUDA_LAUNCH((tc_dkdv_kernel<M, D>), blocks_for(kblocks, 1, 65535), kWarps * 32,
-                      smem + 2 * kTile * sizeof(float), dev, qp, kp, vp, gd, g);
+                      smem + 2 * kBuffers<D> * kTile * sizeof(float), dev, qp, kp, vp, gd, g);
 }
 
 }  // namespace

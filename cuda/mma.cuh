@@ -19,11 +19,23 @@
 ///                          c[2] = C[g+8][2t]  c[3] = C[g+8][2t+1]
 /// \endcode
 /// Every lane of the warp must call it together (it is a warp collective).
+///
+/// Beside it, the two ways FlashAttention 2 feeds it from shared memory:
+/// ldmatrix (four 8 x 8 matrices of 16-bit elements from shared memory into
+/// fragments, transposed or not) and cp.async (16-byte copies from global to
+/// shared memory that run while the warp computes, completed by commit and
+/// wait groups). On a GPU they are those instructions; under the emulator
+/// equivalents hand each lane the instruction's elements and refuse what the
+/// instruction does not allow (see each).
 #pragma once
 
 #include <cstdint>
 
+#include <ember/core/error.h>
 #include <ember/cuda/common.h>
+#if defined(EMBER_CUDA_EMULATE)
+#include <ember/cuda/emu/async_copy.h>
+#endif
 
 namespace ember::cuda {
 
@@ -60,6 +72,11 @@ __device__ __forceinline__ uint32_t mma_pack(uint32_t lo, uint32_t hi) { return 
 
 #if !EMBER_MMA_HARDWARE
 namespace mma_detail {
+// The lane's index in its warp and the warp's in its block.
+__device__ __forceinline__ unsigned linear_thread() {
+  return threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y;
+}
+
 // The warp's operands, one row per lane, in a scratch shared by the warp:
 // under the emulator `__shared__` is per block, and a block's 32 warps at
 // most each take their own row.
@@ -73,7 +90,7 @@ struct WarpOperands {
 template <MmaType M>
 __device__ __forceinline__ void emulated(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
   __shared__ WarpOperands scratch[32];
-  const unsigned linear = threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y;
+  const unsigned linear = linear_thread();
   const int lane = static_cast<int>(linear % 32);
   WarpOperands& w = scratch[linear / 32];
   for (int r = 0; r < 4; ++r) w.a[lane][r] = a[r];
@@ -98,6 +115,38 @@ __device__ __forceinline__ void emulated(float d[4], const uint32_t a[4], const 
     d[e] = s + c[e];
   }
   __syncwarp();  // every lane has read the scratch before the next mma writes it
+}
+
+// ldmatrix's x4 through the warp's scratch: lanes 8m .. 8m + 7 hold the row
+// addresses of matrix m; register m of lane l is row l / 4, elements
+// 2 (l % 4) and 2 (l % 4) + 1 of matrix m (low half first), or with Trans
+// of its transpose: elements [2 (l % 4)][l / 4] and [2 (l % 4) + 1][l / 4].
+template <bool Trans>
+__device__ __forceinline__ void ldmatrix_emulated(uint32_t (&r)[4], const uint16_t* row) {
+  __shared__ const uint16_t* scratch[32][32];
+  const unsigned linear = linear_thread();
+  const int lane = static_cast<int>(linear % 32);
+#if defined(EMBER_CUDA_EMULATE)
+  EMBER_CHECK(reinterpret_cast<uintptr_t>(row) % 16 == 0 && ::ember::emu::in_dynamic_shared(row, 16), DeviceError,
+              "CUDA emulator: ldmatrix.m8n8.x4", Trans ? ".trans" : "", ": lane ", lane, "'s row address ",
+              reinterpret_cast<uintptr_t>(row),
+              " is not a 16-byte-aligned row of 8 elements in the block's dynamic shared memory");
+#endif
+  const uint16_t** rows = scratch[linear / 32];
+  rows[lane] = row;
+#if defined(EMBER_CUDA_EMULATE)
+  ::ember::emu::warp_collective("ldmatrix (every lane of the warp takes part)");
+#else
+  __syncwarp();
+#endif
+  const int g = lane / 4, t = lane % 4;
+  for (int m = 0; m < 4; ++m) {
+    if constexpr (Trans)
+      r[m] = mma_pack(rows[8 * m + 2 * t][g], rows[8 * m + 2 * t + 1][g]);
+    else
+      r[m] = mma_pack(rows[8 * m + g][2 * t], rows[8 * m + g][2 * t + 1]);
+  }
+  __syncwarp();  // every lane has read the scratch before the next ldmatrix writes it
 }
 }  // namespace mma_detail
 #endif
@@ -136,5 +185,79 @@ __device__ __forceinline__ void mma_m16n8k16(float d[4], const uint32_t a[4], co
     mma_m16n8k16_f16(d, a, b, c);
 }
 ///@}
+
+/// ldmatrix.sync.aligned.m8n8.x4{,.trans}.shared.b16 over the warp: lane l
+/// passes the address of row l % 8 of matrix l / 8 (8 consecutive 16-bit
+/// elements, 16-byte aligned, in shared memory); register m of lane l gets
+/// row l / 4, elements 2 (l % 4), 2 (l % 4) + 1 of matrix m (the low half
+/// the first), and with .trans the same of matrix m's transpose. So four
+/// matrices laid out as a 16 x 16 tile (rows 0-7 and 8-15 by columns 0-7
+/// and 8-15, in the order top left, bottom left, top right, bottom right)
+/// arrive as that tile's A fragment, and .trans of a k-by-n tile stored
+/// row-major arrives as B fragments. Under the emulator a misaligned or
+/// non-shared row address, or a warp short of lanes, is a DeviceError (the
+/// emulator takes shared memory to be the block's dynamic shared memory).
+///@{
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row) {
+#if EMBER_MMA_HARDWARE
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#else
+  mma_detail::ldmatrix_emulated<false>(r, row);
+#endif
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* row) {
+#if EMBER_MMA_HARDWARE
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#else
+  mma_detail::ldmatrix_emulated<true>(r, row);
+#endif
+}
+///@}
+
+/// cp.async.cg.shared.global of 16 bytes, src to dst (both 16-byte aligned,
+/// dst in shared memory), or with valid false 16 zero bytes to dst (src is
+/// not read; pass any aligned address). The copy runs asynchronously: it is
+/// complete only after cp_async_wait<N> has retired its group (and visible
+/// to other threads only after a __syncthreads that follows that). Without
+/// sm_80 (the host pass) a plain copy.
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
+#if EMBER_MMA_HARDWARE
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 16 : 0) : "memory");
+#elif defined(EMBER_CUDA_EMULATE)
+  ::ember::emu::cp_async(dst, src, valid ? 16 : 0);
+#else
+  uint32_t* d = static_cast<uint32_t*>(dst);
+  const uint32_t* s = static_cast<const uint32_t*>(src);
+  for (int i = 0; i < 4; ++i) d[i] = valid ? s[i] : 0u;
+#endif
+}
+
+/// cp.async.commit_group: the calling thread's copies issued since the last
+/// commit become one group.
+__device__ __forceinline__ void cp_async_commit() {
+#if EMBER_MMA_HARDWARE
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#elif defined(EMBER_CUDA_EMULATE)
+  ::ember::emu::cp_async_commit();
+#endif
+}
+
+/// cp.async.wait_group N: waits until at most the N most recent groups of
+/// the calling thread are pending (N = 0: all of them are complete).
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if EMBER_MMA_HARDWARE
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#elif defined(EMBER_CUDA_EMULATE)
+  ::ember::emu::cp_async_wait(N);
+#endif
+}
 
 }  // namespace ember::cuda

@@ -5,6 +5,7 @@
 // collective not everyone has reached); waiting is "check, yield, check
 // again". A round in which no fiber made progress is a deadlock, which on a
 // GPU is a hang or undefined behaviour: we report what each thread waits at.
+#include <ember/cuda/emu/async_copy.h>
 #include <ember/cuda/emu/simt.h>
 
 #include <sys/mman.h>
@@ -161,6 +162,7 @@ struct Block {
   unsigned nthreads = 0;
   std::vector<Fiber*> fibers;
   std::vector<Warp> warps;
+  uint64_t serial = 0;  // unique per block run: cp.async's pending copies are the block's
   // __syncthreads bookkeeping.
   std::atomic<unsigned> barrier_arrived{0};
   std::atomic<uint64_t> barrier_generation{0};
@@ -187,6 +189,7 @@ struct Block {
 struct Worker {
   std::vector<std::unique_ptr<Fiber>> fibers;
   std::vector<char> dyn_shared;
+  size_t shared_bytes = 0;  // the running launch's dynamic shared memory
   Block* current = nullptr;
   std::atomic<Fiber*> running{nullptr};  // atomic for TSan's sake, as t_thread
 
@@ -209,6 +212,7 @@ struct Worker {
 thread_local Worker t_worker;
 
 std::atomic<uint64_t> g_seed{0};
+std::atomic<uint64_t> g_block_serial{0};
 std::atomic<bool> g_seed_read{false};
 
 Worker& worker() { return t_worker; }
@@ -408,6 +412,7 @@ void launch(const LaunchConfig& cfg, const std::function<void()>& body) {
   parallel_for(0, static_cast<int64_t>(nblocks), 1, [&](int64_t lo, int64_t hi) {
     Worker& w = worker();
     if (w.dyn_shared.size() < cfg.shared_bytes + 128) w.dyn_shared.resize(cfg.shared_bytes + 128);
+    w.shared_bytes = cfg.shared_bytes;
     for (int64_t i = lo; i < hi; ++i) {
       Block b;
       b.info.grid_dim = g;
@@ -417,6 +422,7 @@ void launch(const LaunchConfig& cfg, const std::function<void()>& body) {
       b.nthreads = static_cast<unsigned>(nthreads);
       b.warps = std::vector<Warp>((nthreads + kWarpSize - 1) / kWarpSize);
       b.body = &body;
+      b.serial = g_block_serial.fetch_add(1, std::memory_order_relaxed);
       w.current = &b;
       struct Reset {
         Worker& w;
@@ -509,20 +515,23 @@ void warp_rendezvous(Fiber& f, unsigned mask, const char* what) {
   f.state.store(State::Ready, std::memory_order_relaxed);
 }
 
-}  // namespace
-
-void syncwarp(unsigned mask) {
+void warp_sync_as(unsigned mask, const char* what) {
   Fiber& f = self();
   Block& b = *f.block;
   (void)b;
 #if EMBER_EMU_TSAN
   __tsan_release(&b.warp_sync[0]);
 #endif
-  warp_rendezvous(f, mask, "__syncwarp");
+  warp_rendezvous(f, mask, what);
 #if EMBER_EMU_TSAN
   __tsan_acquire(&b.warp_sync[0]);
 #endif
 }
+}  // namespace
+
+void syncwarp(unsigned mask) { warp_sync_as(mask, "__syncwarp"); }
+void warp_collective(const char* what) { warp_sync_as(0xffffffffu, what); }
+uint64_t block_serial() { return self().block->serial; }
 
 uint64_t shfl(unsigned mask, uint64_t value, int arg, int width, ShflKind kind) {
   Fiber& f = self();
@@ -580,6 +589,11 @@ void* dynamic_shared() {
     throw DeviceError("CUDA emulator: dynamic shared memory used outside a kernel launch");
   auto p = reinterpret_cast<uintptr_t>(w.dyn_shared.data());
   return reinterpret_cast<void*>((p + 127) & ~uintptr_t{127});
+}
+
+bool in_dynamic_shared(const void* p, size_t bytes) {
+  const auto lo = reinterpret_cast<uintptr_t>(dynamic_shared()), at = reinterpret_cast<uintptr_t>(p);
+  return at >= lo && at - lo + bytes <= worker().shared_bytes;
 }
 
 }  // namespace ember::emu

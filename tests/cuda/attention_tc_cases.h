@@ -41,42 +41,45 @@ struct Run {
 // one element into a wider buffer (odd offsets, as a projection's slices
 // leave them), else the q, k, v form on q and on k, v slices of one
 // (N, S, 2E) buffer. The inputs are 16-bit values either way (float64 runs
-// take them upcast), so both sides multiply the same numbers.
-inline Run run(const Case& c, DType half, DType dt, Device dev, double p, bool causal) {
-  const int64_t E = c.H * c.D;
+// take them upcast), so both sides multiply the same numbers. aligned drops
+// the extra column: every row then starts on 16 bytes, and the kernels
+// stage the tiles with cp.async instead of element loads.
+inline Run run(const Case& c, DType half, DType dt, Device dev, double p, bool causal, bool aligned = false) {
+  const int64_t E = c.H * c.D, pad = aligned ? 0 : 1;
   Generator gen(causal ? 17 : 29);
-  const Tensor wq = randn({c.N, c.L, 3 * E + 1}, TensorOptions(kFloat32), &gen).to(half).to(dt);
-  const Tensor wkv = randn({c.N, c.S, 2 * E + 1}, TensorOptions(kFloat32), &gen).to(half).to(dt);
+  const Tensor wq = randn({c.N, c.L, 3 * E + pad}, TensorOptions(kFloat32), &gen).to(half).to(dt);
+  const Tensor wkv = randn({c.N, c.S, 2 * E + pad}, TensorOptions(kFloat32), &gen).to(half).to(dt);
   const Tensor w = randn({c.N, c.L, E}, TensorOptions(kFloat32), &gen).to(half).to(dt);
   const Tensor bq = wq.to(dev).detach().requires_grad_(), bkv = wkv.to(dev).detach().requires_grad_();
   Generator drop(causal ? 23 : 31);
   const bool packed = c.L == c.S;
-  const Tensor q = bq.narrow(2, 1, E), k = bkv.narrow(2, 0, E), v = bkv.narrow(2, E + 1, E);
+  const Tensor q = bq.narrow(2, pad, E), k = bkv.narrow(2, 0, E), v = bkv.narrow(2, E + pad, E);
   Tensor out;
   if (causal)
-    out = packed ? causal_self_attention(bq.narrow(2, 1, 3 * E), c.H, p, &drop)
+    out = packed ? causal_self_attention(bq.narrow(2, pad, 3 * E), c.H, p, &drop)
                  : causal_attention(q, k, v, c.H, p, &drop);
   else
-    out = packed ? multi_head_self_attention(bq.narrow(2, 1, 3 * E), c.H, Tensor(), p, &drop)
+    out = packed ? multi_head_self_attention(bq.narrow(2, pad, 3 * E), c.H, Tensor(), p, &drop)
                  : multi_head_attention(q, k, v, c.H, Tensor(), p, &drop);
   sum(mul(out, w.to(dev))).backward();
   return Run{out, bq.grad(), packed ? Tensor() : bkv.grad()};
 }
 
-inline void check_case(const Case& c, DType half, double p, bool causal) {
+inline void check_case(const Case& c, DType half, double p, bool causal, bool aligned = false) {
   CAPTURE(c.N);
   CAPTURE(c.L);
   CAPTURE(c.S);
   CAPTURE(c.H);
   CAPTURE(c.D);
   CAPTURE(p);
+  CAPTURE(aligned);
   CAPTURE(dtype_name(half));
-  const Run ref = run(c, half, kFloat64, kCPU, p, causal);
+  const Run ref = run(c, half, kFloat64, kCPU, p, causal, aligned);
   profiler::reset();
   Run dev;
   {
     profiler::Guard guard;
-    dev = run(c, half, half, kCuda, p, causal);
+    dev = run(c, half, half, kCuda, p, causal, aligned);
   }
   // The fused kernels, not the composed path's GEMMs and softmax.
   CHECK(seen(causal ? "causal_attention" : "multi_head_attention_backward"));

@@ -33,6 +33,19 @@ TEST_CASE("cuda tensor-core bidirectional attention: bfloat16 and float16 match 
     for (const DType half : {kBFloat16, kFloat16}) check_case(c, half, 0.0, false);
 }
 
+TEST_CASE(
+    "cuda tensor-core bidirectional attention: rows on 16 bytes (cp.async staging, double-buffered at head dim 64) "
+    "match float64") {
+  if (!test::cuda_usable()) return;
+  // Packed and separate inputs whose rows start on 16 bytes, so every tile
+  // is staged by cp.async: one query, several key tiles at both head dims
+  // (two buffers at 64, one at 128), ragged tails; dropout once.
+  const std::vector<Case> cases = {{2, 17, 17, 2, 64}, {1, 130, 130, 1, 128}, {2, 17, 140, 2, 64}, {1, 70, 9, 1, 128}};
+  for (const Case& c : cases)
+    for (const DType half : {kBFloat16, kFloat16}) check_case(c, half, 0.0, false, true);
+  check_case({1, 70, 70, 2, 64}, kBFloat16, 0.25, false, true);
+}
+
 TEST_CASE("cuda tensor-core bidirectional attention: dropout drops the CPU's weights, forward and backward") {
   if (!test::cuda_usable()) return;
   check_case({1, 70, 70, 2, 64}, kBFloat16, 0.25, false);

@@ -33,6 +33,18 @@ TEST_CASE("cuda tensor-core attention: bfloat16 and float16 match float64 at rag
     for (const DType half : {kBFloat16, kFloat16}) check_case(c, half, 0.0, true);
 }
 
+TEST_CASE(
+    "cuda tensor-core attention: rows on 16 bytes (cp.async staging, double-buffered at head dim 64) match float64") {
+  if (!test::cuda_usable()) return;
+  // Packed and separate inputs whose rows start on 16 bytes, so every tile
+  // is staged by cp.async: one query, several key tiles at both head dims
+  // (two buffers at 64, one at 128), ragged tails; dropout once.
+  const std::vector<Case> cases = {{1, 1, 1, 2, 64}, {1, 130, 130, 1, 128}, {1, 100, 100, 2, 64}, {1, 17, 150, 2, 64}};
+  for (const Case& c : cases)
+    for (const DType half : {kBFloat16, kFloat16}) check_case(c, half, 0.0, true, true);
+  check_case({1, 70, 70, 2, 64}, kBFloat16, 0.25, true, true);
+}
+
 TEST_CASE("cuda tensor-core attention: dropout drops the CPU's weights, forward and backward") {
   if (!test::cuda_usable()) return;
   check_case({1, 70, 70, 2, 64}, kBFloat16, 0.25, true);

@@ -4,6 +4,12 @@
 // and D = A B + C against a plain matmul, in bfloat16 and float16. Values
 // are small integers, exact in both 16-bit types and in float32 sums, so
 // every check is exact.
+//
+// Beside it, the loads that feed it: ldmatrix x4 and x4.trans (which lane
+// receives which element, known answers from an index-filled tile; an mma
+// fed by them against a plain matmul) and cp.async (copies, zero fill, the
+// emulator landing a group only at its wait, and the refusals of what a GPU
+// does not allow).
 #include <doctest/doctest.h>
 
 #include <array>
@@ -11,6 +17,8 @@
 
 #include <ember/ember.h>
 #include <ember/cuda/mma.cuh>
+
+#include "../test_util.h"
 
 namespace {
 
@@ -157,4 +165,194 @@ TEST_CASE("cuda mma m16n8k16: inputs are rounded to the 16-bit type, sums stay f
   // An accumulator of 2^24 + 2 stays float32: adding 16 ones lands exactly.
   C[0][0][0] = 16777216.0f;
   CHECK(run_mma<MmaType::Float16>(A, B, C)[0][0][0] == 16777216.0f + 16.0f);
+}
+
+namespace {
+
+using test::contains;
+using test::error_of;
+
+template <class... P, class... A>
+void run(void (*k)(P...), dim3 block, size_t smem, A&&... args) {
+  ember::cuda::launch(__FILE__, __LINE__, "ldmatrix/cp.async test", k, dim3(1), block, smem, nullptr,
+                      std::forward<A>(args)...);
+}
+
+// The 32 rows of 8 elements of a shared tile (16 bytes each) that the lanes
+// address: lane l passes row perm(l), a scramble, so the answer shows that
+// matrix m's row r comes from lane 8 m + r and nowhere else.
+__host__ __device__ int perm(int l) { return (5 * l + 3) % 32; }
+// Element c of row r of matrix m, as ldmatrix sees them: 256 m + 16 r + c.
+uint16_t ld_value(int m, int r, int c) { return static_cast<uint16_t>(256 * m + 16 * r + c); }
+
+// in: the 32 x 8 tile (row perm(8 m + r) holds matrix m's row r); out: each
+// lane's four registers, plain then .trans.
+__global__ void ldmatrix_kernel(const uint16_t* in, uint32_t* out) {
+  EMBER_DYNAMIC_SHARED(uint16_t, tile);
+  for (int i = static_cast<int>(threadIdx.x); i < 32 * 8; i += 32) tile[i] = in[i];
+  __syncthreads();
+  const int lane = static_cast<int>(threadIdx.x);
+  uint32_t r[4], rt[4];
+  ember::cuda::ldmatrix_x4(r, tile + 8 * perm(lane));
+  ember::cuda::ldmatrix_x4_trans(rt, tile + 8 * perm(lane));
+  for (int m = 0; m < 4; ++m) {
+    out[8 * lane + m] = r[m];
+    out[8 * lane + 4 + m] = rt[m];
+  }
+}
+
+// D (16 x 16, two column blocks) = A B with A row-major in shared (row
+// stride 24: padded, 16-byte rows), B given twice: as X = B^T row-major (k
+// pairs adjacent: plain ldmatrix) and as B row-major (ldmatrix .trans).
+// out: 2 x 32 lanes x 8 floats (the two column blocks' accumulators), for
+// the X path then the .trans path.
+template <MmaType M>
+__global__ void ldmatrix_mma_kernel(const uint16_t* a, const uint16_t* bt, const uint16_t* b, float* out) {
+  constexpr int ld = 24;
+  EMBER_DYNAMIC_SHARED(uint16_t, smem);
+  uint16_t *as = smem, *xs = smem + 16 * ld, *bs = smem + 32 * ld;
+  for (int i = static_cast<int>(threadIdx.x); i < 256; i += 32) {
+    as[(i / 16) * ld + i % 16] = a[i];
+    xs[(i / 16) * ld + i % 16] = bt[i];
+    bs[(i / 16) * ld + i % 16] = b[i];
+  }
+  __syncthreads();
+  const int lane = static_cast<int>(threadIdx.x);
+  uint32_t af[4], x[4], y[4];
+  // A: lane l addresses row l % 16 at column 8 (l / 16).
+  ember::cuda::ldmatrix_x4(af, as + (lane % 16) * ld + 8 * (lane / 16));
+  // X = B^T: matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15).
+  ember::cuda::ldmatrix_x4(x, xs + (lane % 8 + 8 * (lane / 16)) * ld + 8 * ((lane / 8) % 2));
+  // B: matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15), transposed.
+  ember::cuda::ldmatrix_x4_trans(y, bs + (lane % 16) * ld + 8 * (lane / 16));
+  const uint32_t* frags[2] = {x, y};
+  for (int path = 0; path < 2; ++path)
+    for (int nb = 0; nb < 2; ++nb) {
+      float d[4] = {0, 0, 0, 0};
+      ember::cuda::mma_m16n8k16<M>(d, af, frags[path] + 2 * nb, d);
+      for (int e = 0; e < 4; ++e) out[path * 256 + lane * 8 + nb * 4 + e] = d[e];
+    }
+}
+
+// Copies n 16-byte chunks of src into shared (chunk i valid when i is not
+// a multiple of 5, else zero filled) in two commit groups (even, odd
+// chunks), then: after wait<1> (the even group done), after wait<0>.
+// out: 2 x n x 8 elements.
+__global__ void cp_async_kernel(const uint16_t* src, uint16_t* out, int n) {
+  EMBER_DYNAMIC_SHARED(uint16_t, s);
+  const int t = static_cast<int>(threadIdx.x);
+  for (int i = t; i < 8 * n; i += static_cast<int>(blockDim.x)) s[i] = 0xFFFF;
+  __syncthreads();
+  for (int parity = 0; parity < 2; ++parity) {
+    for (int i = 2 * t + parity; i < n; i += 2 * static_cast<int>(blockDim.x))
+      ember::cuda::cp_async_16(s + 8 * i, src + 8 * i, i % 5 != 0);
+    ember::cuda::cp_async_commit();
+  }
+  ember::cuda::cp_async_wait<1>();
+  __syncthreads();
+  for (int i = t; i < 8 * n; i += static_cast<int>(blockDim.x)) out[i] = s[i];
+  __syncthreads();  // every thread has read before any lands its odd chunks
+  ember::cuda::cp_async_wait<0>();
+  __syncthreads();
+  for (int i = t; i < 8 * n; i += static_cast<int>(blockDim.x)) out[8 * n + i] = s[i];
+}
+
+// What a GPU refuses: which = 0 a source off 16 bytes, 1 a destination off
+// 16 bytes, 2 a destination outside shared memory, 3 an ldmatrix row off 16
+// bytes, 4 an ldmatrix that half the warp never reaches.
+__global__ void misuse_kernel(const uint16_t* src, uint16_t* global, int which) {
+  EMBER_DYNAMIC_SHARED(uint16_t, s);
+  uint32_t r[4];
+  if (which == 0) ember::cuda::cp_async_16(s, src + 2, true);
+  if (which == 1) ember::cuda::cp_async_16(s + 4, src, true);
+  if (which == 2) ember::cuda::cp_async_16(global, src, true);
+  if (which == 3) ember::cuda::ldmatrix_x4(r, s + 8 * (threadIdx.x % 8) + 4);
+  if (which == 4 && threadIdx.x < 16) ember::cuda::ldmatrix_x4(r, s + 8 * (threadIdx.x % 8));
+  ember::cuda::cp_async_wait<0>();
+}
+
+}  // namespace
+
+TEST_CASE("cuda ldmatrix x4 and x4.trans: each lane receives PTX's elements of each 8 x 8 matrix") {
+  std::vector<uint16_t> tile(32 * 8);
+  for (int m = 0; m < 4; ++m)
+    for (int r = 0; r < 8; ++r)
+      for (int c = 0; c < 8; ++c) tile[8 * static_cast<size_t>(perm(8 * m + r)) + c] = ld_value(m, r, c);
+  std::vector<uint32_t> out(32 * 8);
+  run(ldmatrix_kernel, dim3(32), 32 * 8 * sizeof(uint16_t), tile.data(), out.data());
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int m = 0; m < 4; ++m) {
+      // Plain: row g, elements 2t and 2t + 1, the first in the low half.
+      CHECK(out[8 * lane + m] == (ld_value(m, g, 2 * t) | uint32_t(ld_value(m, g, 2 * t + 1)) << 16));
+      // .trans: the transpose's row g, i.e. column g of rows 2t and 2t + 1.
+      CHECK(out[8 * lane + 4 + m] == (ld_value(m, 2 * t, g) | uint32_t(ld_value(m, 2 * t + 1, g)) << 16));
+    }
+  }
+}
+
+template <MmaType M>
+void check_ldmatrix_mma() {
+  float A[16][16], B[16][16];
+  std::vector<uint16_t> a(256), bt(256), b(256);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      A[i][j] = static_cast<float>((3 * i + 7 * j) % 11 - 5);
+      B[i][j] = static_cast<float>((5 * i + 2 * j) % 9 - 4) * 0.5f;
+      a[16 * i + j] = static_cast<uint16_t>(ember::cuda::mma_bits<M>(A[i][j]));
+      b[16 * i + j] = static_cast<uint16_t>(ember::cuda::mma_bits<M>(B[i][j]));
+      bt[16 * j + i] = b[16 * i + j];
+    }
+  std::vector<float> out(512);
+  run(ldmatrix_mma_kernel<M>, dim3(32), 48 * 24 * sizeof(uint16_t), a.data(), bt.data(), b.data(), out.data());
+  int nonzero = 0;
+  for (int path = 0; path < 2; ++path)
+    for (int lane = 0; lane < 32; ++lane)
+      for (int nb = 0; nb < 2; ++nb)
+        for (int e = 0; e < 4; ++e) {
+          const int row = lane / 4 + (e >= 2 ? 8 : 0), col = 8 * nb + 2 * (lane % 4) + e % 2;
+          float s = 0;
+          for (int k = 0; k < 16; ++k) s += A[row][k] * B[k][col];
+          CHECK(out[path * 256 + lane * 8 + nb * 4 + e] == s);
+          nonzero += s != 0;
+        }
+  CHECK(nonzero > 400);  // not vacuous
+}
+
+TEST_CASE("cuda ldmatrix feeding mma: A and B fragments (B^T plain, B .trans) give the plain matmul") {
+  check_ldmatrix_mma<MmaType::BFloat16>();
+  check_ldmatrix_mma<MmaType::Float16>();
+}
+
+TEST_CASE("cuda cp.async: 16-byte copies and zero fill land by commit group, at the wait") {
+  const int n = 40;
+  std::vector<uint16_t> src(8 * n), out(16 * n);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>(i + 1);
+  run(cp_async_kernel, dim3(8), 8 * n * sizeof(uint16_t), src.data(), out.data(), n);
+  for (int i = 0; i < n; ++i)
+    for (int e = 0; e < 8; ++e) {
+      const uint16_t want = i % 5 ? src[8 * i + e] : uint16_t(0);
+      // After wait_group 1 the even chunks' group has landed; the odd ones'
+      // has not here (the emulator lands a copy at the latest moment a GPU
+      // may, so a kernel that reads before waiting fails its tests).
+      CHECK(out[8 * i + e] == (i % 2 == 0 ? want : uint16_t(0xFFFF)));
+      CHECK(out[8 * n + 8 * i + e] == want);  // after wait_group 0: all
+    }
+}
+
+TEST_CASE("cuda cp.async and ldmatrix: the emulator refuses what a GPU does not allow") {
+  std::vector<uint16_t> src(64, 1), global(64);
+  auto misuse = [&](int which, unsigned threads = 32) {
+    return error_of<ember::DeviceError>(
+        [&] { run(misuse_kernel, dim3(threads), 256, src.data(), global.data(), which); });
+  };
+  CHECK(contains(misuse(0), "cp.async.cg: the source"));
+  CHECK(contains(misuse(0), "not 16-byte aligned"));
+  CHECK(contains(misuse(1), "cp.async.cg: the destination"));
+  CHECK(contains(misuse(2), "dynamic shared memory"));
+  CHECK(contains(misuse(3), "ldmatrix.m8n8.x4"));
+  CHECK(contains(misuse(3), "16-byte-aligned"));
+  CHECK(contains(misuse(4), "ldmatrix"));
+  CHECK(contains(misuse(4, 16), "do not exist"));                                  // a warp of 16 lanes
+  CHECK_NOTHROW(run(misuse_kernel, dim3(32), 256, src.data(), global.data(), 5));  // used rightly, it runs
 }
