@@ -47,9 +47,14 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& cfg) : n_head(cfg.n_he
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(cfg.dropout));
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x) {
-  const Tensor y = causal_self_attention(c_attn->forward(x), n_head, is_training() ? attn_dropout : 0.0);
-  return resid_dropout->forward(c_proj->forward(y));
+Tensor CausalSelfAttention::attend(const Tensor& x) {
+  return causal_self_attention(c_attn->forward(x), n_head, is_training() ? attn_dropout : 0.0);
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x) { return resid_dropout->forward(c_proj->forward(attend(x))); }
+
+Tensor CausalSelfAttention::forward_residual(const Tensor& x, const Tensor& residual) {
+  return c_proj->forward_dropout_add(attend(x), *resid_dropout, residual);
 }
 
 Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& k_cache, Tensor& v_cache, int64_t len) {
@@ -81,6 +86,10 @@ GPTMLP::GPTMLP(const GPTConfig& cfg) : gelu(cfg.gelu) {
 
 Tensor GPTMLP::forward(const Tensor& x) { return dropout->forward(c_proj->forward(c_fc->forward_gelu(x, gelu))); }
 
+Tensor GPTMLP::forward_residual(const Tensor& x, const Tensor& residual) {
+  return c_proj->forward_dropout_add(c_fc->forward_gelu(x, gelu), *dropout, residual);
+}
+
 GPTBlock::GPTBlock(const GPTConfig& cfg) {
   ln_1 = register_module("ln_1", make_norm(cfg.n_embd, cfg.bias, cfg.layer_norm_eps));
   attn = register_module("attn", std::make_shared<CausalSelfAttention>(cfg));
@@ -89,8 +98,8 @@ GPTBlock::GPTBlock(const GPTConfig& cfg) {
 }
 
 Tensor GPTBlock::forward(const Tensor& x) {
-  const Tensor y = add(x, attn->forward(ln_1->forward(x)));
-  return add(y, mlp->forward(ln_2->forward(y)));
+  const Tensor y = attn->forward_residual(ln_1->forward(x), x);
+  return mlp->forward_residual(ln_2->forward(y), y);
 }
 
 Tensor GPTBlock::forward_cached(const Tensor& x, Tensor& k_cache, Tensor& v_cache, int64_t len) {

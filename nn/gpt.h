@@ -57,6 +57,9 @@ class CausalSelfAttention : public Module {
  public:
   CausalSelfAttention(const GPTConfig& cfg);
   Tensor forward(const Tensor& x) override;  ///< (B, T, E) -> (B, T, E)
+  /// add(residual, forward(x)), c_proj, its dropout and the add as one op
+  /// (Linear::forward_dropout_add): the block's residual step.
+  Tensor forward_residual(const Tensor& x, const Tensor& residual);
   /// x: the new positions (B, t, E); appends their keys and values to the
   /// layer's cache tensors at [len, len + t) and attends over [0, len + t).
   Tensor forward_cached(const Tensor& x, Tensor& k_cache, Tensor& v_cache, int64_t len);
@@ -65,6 +68,9 @@ class CausalSelfAttention : public Module {
   std::shared_ptr<Dropout> resid_dropout;  ///< on c_proj's output
   int64_t n_head;                          ///< heads
   double attn_dropout;                     ///< on the attention weights
+
+ private:
+  Tensor attend(const Tensor& x);  // c_attn and the attention, before c_proj
 };
 
 /// The block's MLP: c_fc (E -> 4E), GELU (GPTConfig::gelu), c_proj (4E -> E), dropout.
@@ -72,6 +78,9 @@ class GPTMLP : public Module {
  public:
   GPTMLP(const GPTConfig& cfg);
   Tensor forward(const Tensor& x) override;
+  /// add(residual, forward(x)), c_proj, dropout and the add as one op
+  /// (Linear::forward_dropout_add): the block's residual step.
+  Tensor forward_residual(const Tensor& x, const Tensor& residual);
   std::string type_name() const override { return "GPTMLP"; }
   std::shared_ptr<Linear> c_fc, c_proj;  ///< the projections
   std::shared_ptr<Dropout> dropout;      ///< on the output

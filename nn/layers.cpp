@@ -10,6 +10,7 @@
 #include <ember/ops/dropout.h>
 #include <ember/ops/factory.h>
 #include <ember/ops/indexing.h>
+#include <ember/ops/linear_dropout_add.h>
 #include <ember/ops/linear_gelu.h>
 #include <ember/ops/matmul.h>
 #include <ember/ops/norm.h>
@@ -33,6 +34,10 @@ Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
 
 Tensor Linear::forward_gelu(const Tensor& x, GeluApproximation approximate) {
   return linear_gelu(x, weight, bias, approximate);
+}
+
+Tensor Linear::forward_dropout_add(const Tensor& x, const Dropout& dropout, const Tensor& residual) {
+  return linear_dropout_add(x, weight, bias, residual, dropout.p, dropout.is_training());
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, TensorOptions opts) : padding_idx(pad) {

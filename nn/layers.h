@@ -18,6 +18,8 @@
 
 namespace ember::nn {
 
+class Dropout;
+
 /// y = x W^T + b; W (out, in) and b (out) drawn from U(-1/sqrt(in), 1/sqrt(in))
 /// as PyTorch's default (kaiming_uniform with a = sqrt 5).
 class Linear : public Module {
@@ -29,6 +31,11 @@ class Linear : public Module {
   /// first layer. The same values as the two calls on the CPU; one
   /// elementwise pass after the GEMM on CUDA.
   Tensor forward_gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::None);
+  /// add(residual, dropout(forward(x))) as one op (ops/linear_dropout_add.h):
+  /// the end of a residual branch, dropout's p and training mode taken from
+  /// the module. The same values (and dropout draws) as the three calls on
+  /// the CPU; one elementwise pass after the GEMM on CUDA.
+  Tensor forward_dropout_add(const Tensor& x, const Dropout& dropout, const Tensor& residual);
   std::string type_name() const override { return "Linear"; }
   std::string extra_repr() const override;
   ///@{

@@ -38,14 +38,17 @@ Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const Tensor& mask, co
 }
 
 Tensor detail::transformer_feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2,
-                                        Dropout& dropout_out, const Activation& activation) {
-  // GELU's bias add and activation as one op after the GEMM (ops/linear_gelu.h).
+                                        Dropout& dropout_out, const Activation& activation, const Tensor& residual) {
+  // GELU's bias add and activation as one op after the GEMM (ops/linear_gelu.h),
+  // and linear2's bias, dropout and the residual add as one after its GEMM
+  // (ops/linear_dropout_add.h).
   const Tensor h = activation.kind() == Activation::GELU ? linear1.forward_gelu(x) : activation(linear1(x));
+  if (residual.defined()) return linear2.forward_dropout_add(dropout(h), dropout_out, residual);
   return dropout_out(linear2(dropout(h)));
 }
 
-Tensor TransformerEncoderLayer::ff_block(const Tensor& x) {
-  return detail::transformer_feed_forward(x, *linear1, *dropout, *linear2, *dropout2, opts.activation);
+Tensor TransformerEncoderLayer::ff_block(const Tensor& x, const Tensor& residual) {
+  return detail::transformer_feed_forward(x, *linear1, *dropout, *linear2, *dropout2, opts.activation, residual);
 }
 
 Tensor detail::padding_mask_of_one(const Tensor& kpm) {
@@ -60,12 +63,17 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
   Tensor x = src;
   // Stochastic depth drops a whole residual branch per sample (timm's Block).
   const auto branch = [](const std::shared_ptr<DropPath>& dp, const Tensor& y) { return dp ? (*dp)(y) : y; };
+  // Without stochastic depth the feed-forward's residual add joins its last
+  // op (ff_block with the residual).
+  const auto ff_residual = [&](const Tensor& h) {
+    return drop_path2 ? add(x, (*drop_path2)(ff_block(h))) : ff_block(h, x);
+  };
   if (opts.norm_first) {
     x = add(x, branch(drop_path1, sa_block((*norm1)(x), src_mask, kpm, is_causal)));
-    x = add(x, branch(drop_path2, ff_block((*norm2)(x))));
+    x = ff_residual((*norm2)(x));
   } else {
     x = (*norm1)(add(x, branch(drop_path1, sa_block(x, src_mask, kpm, is_causal))));
-    x = (*norm2)(add(x, branch(drop_path2, ff_block(x))));
+    x = (*norm2)(ff_residual(x));
   }
   return x;
 }

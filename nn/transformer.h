@@ -72,14 +72,16 @@ class TransformerEncoderLayer : public Module {
 
  private:
   Tensor sa_block(const Tensor& x, const Tensor& mask, const Tensor& kpm, bool is_causal);
-  Tensor ff_block(const Tensor& x);
+  // With a residual: add(residual, the block), its last ops fused.
+  Tensor ff_block(const Tensor& x, const Tensor& residual = Tensor());
 };
 
 namespace detail {
 /// The encoder's and decoder's feed-forward block: dropout_out(linear2(
-/// dropout(activation(linear1(x))))).
+/// dropout(activation(linear1(x))))); with a residual, add(residual, that),
+/// linear2, dropout_out and the add as one op (Linear::forward_dropout_add).
 Tensor transformer_feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2,
-                                Dropout& dropout_out, const Activation& activation);
+                                Dropout& dropout_out, const Activation& activation, const Tensor& residual = Tensor());
 /// PyTorch's unbatched inputs as a batch of one: a key padding mask (S) as
 /// (1, S); undefined or batched masks unchanged.
 Tensor padding_mask_of_one(const Tensor& key_padding_mask);

@@ -44,18 +44,19 @@ TransformerDecoderLayer::TransformerDecoderLayer(TransformerDecoderLayerOptions 
 
 template <class SelfAttention, class CrossAttention>
 Tensor TransformerDecoderLayer::blocks(const Tensor& tgt, SelfAttention&& sa, CrossAttention&& ca) {
-  auto ff = [&](const Tensor& x) {
-    return detail::transformer_feed_forward(x, *linear1, *dropout, *linear2, *dropout3, opts.activation);
+  // add(residual, feed-forward(x)), the add joined to linear2's op.
+  auto ff = [&](const Tensor& x, const Tensor& residual) {
+    return detail::transformer_feed_forward(x, *linear1, *dropout, *linear2, *dropout3, opts.activation, residual);
   };
   Tensor x = tgt;
   if (opts.norm_first) {
     x = add(x, (*dropout1)(sa((*norm1)(x))));
     x = add(x, (*dropout2)(ca((*norm2)(x))));
-    x = add(x, ff((*norm3)(x)));
+    x = ff((*norm3)(x), x);
   } else {
     x = (*norm1)(add(x, (*dropout1)(sa(x))));
     x = (*norm2)(add(x, (*dropout2)(ca(x))));
-    x = (*norm3)(add(x, ff(x)));
+    x = (*norm3)(ff(x, x));
   }
   return x;
 }

@@ -1,5 +1,5 @@
 // Conformance rows: matmul in all its 1-D / 2-D / batched forms, mm, bmm,
-// linear and linear_gelu, and multi-head attention (ops/attention.h), which
+// linear, linear_gelu and linear_dropout_add, and multi-head attention (ops/attention.h), which
 // is made of GEMMs.
 // GEMMs sum k products, so float32 tolerances are looser.
 #include "conformance.h"
@@ -34,6 +34,18 @@ Register rows({
     gemm({"linear_gelu tanh, no bias",
           {F({3, 4}), F({7, 4})},
           [](const In& x) { return linear_gelu(x[0], x[1], Tensor(), GeluApproximation::Tanh); }}),
+    // The residual branch's end: the fused CUDA kernels with a dropout mask
+    // (drawn from a seeded generator: the same mask on every device and in
+    // each of the row's runs), and without one over an odd width, no bias.
+    gemm({"linear_dropout_add",
+          {F({7, 3, 4}), F({5, 4}), F({5}), F({7, 3, 5})},
+          [](const In& x) {
+            Generator g(3);
+            return linear_dropout_add(x[0], x[1], x[2], x[3], 0.3, true, &g);
+          }}),
+    gemm({"linear_dropout_add eval, no bias",
+          {F({3, 4}), F({7, 4}), F({3, 7})},
+          [](const In& x) { return linear_dropout_add(x[0], x[1], Tensor(), x[2], 0.3, false); }}),
     // Attention as one op: its GEMMs read and write per-head strided views.
     gemm({"multi_head_attention",
           {F({2, 3, 4}), F({2, 5, 4}), F({2, 5, 4})},

@@ -38,6 +38,13 @@ std::map<std::string, std::function<Tensor(DType)>> op_cases() {
        [=](DType dt) {
          return linear_gelu(r({3, 4}, dt), r({5, 4}, dt), r({5}, dt));
        }},
+      {"linear_dropout_add",
+       [=](DType dt) {
+         // The residual in the product's dtype: a float32 one would make the
+         // sum float32, as add does.
+         const Tensor x = r({3, 4}, dt), w = r({5, 4}, dt), b = r({5}, dt);
+         return linear_dropout_add(x, w, b, r({3, 5}, linear(x, w, b).dtype()), 0.0);
+       }},
       {"conv2d",
        [=](DType dt) {
          return conv2d(r({1, 2, 5, 5}, dt), r({3, 2, 3, 3}, dt), r({3}, dt));
@@ -106,7 +113,8 @@ const std::map<std::string, Autocast>& pytorch_categories() {
       {"mm", Autocast::LowerPrecision},
       {"bmm", Autocast::LowerPrecision},
       {"linear", Autocast::LowerPrecision},
-      {"linear_gelu", Autocast::LowerPrecision},  // linear's: gelu(linear(...)) as one op
+      {"linear_gelu", Autocast::LowerPrecision},         // linear's: gelu(linear(...)) as one op
+      {"linear_dropout_add", Autocast::LowerPrecision},  // linear's: the add takes the residual as it is
       {"conv2d", Autocast::LowerPrecision},
       {"multi_head_attention", Autocast::LowerPrecision},  // nn.MultiheadAttention's products
       {"multi_head_self_attention", Autocast::LowerPrecision},
