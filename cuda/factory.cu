@@ -1,9 +1,13 @@
-// CUDA kernel of ops/factory.cpp: random tensors. One thread per Philox
-// counter computes the same values as the CPU (random_values in
-// ops/random_kernels.h), so a seed gives identical tensors on both devices.
+// CUDA kernels of ops/factory.cpp: random tensors and ranges. One thread
+// per Philox counter computes the same values as the CPU (random_values in
+// ops/random_kernels.h), so a seed gives identical tensors on both devices;
+// one thread per element of arange / linspace likewise (range_value in
+// ops/range_kernels.h), on the device, so that a range needs no copy from the
+// host and can be captured in a CUDA graph.
 #include <ember/core/dtype_dispatch.h>
 #include <ember/cuda/common.h>
 #include <ember/ops/random_kernels.h>
+#include <ember/ops/range_kernels.h>
 
 namespace ember::cuda {
 namespace {
@@ -29,8 +33,24 @@ void cuda_random(Tensor& out, const RandomSpec& spec) {
   });
 }
 
+template <class T>
+__global__ void range_kernel_impl(T* p, RangeSpec spec) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < spec.n; i += int64_t(gridDim.x) * blockDim.x)
+    p[i] = convert_element<T, double>(range_value(spec, i));
+}
+
+void cuda_range(Tensor& out, const RangeSpec& spec) {
+  EMBER_CHECK(out.is_contiguous(), ValueError, "range: output must be contiguous");
+  dispatch_all(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    EMBER_CUDA_LAUNCH(range_kernel_impl<T>, blocks_for(spec.n, 256, 4096), 256, 0, out.device().index,
+                      static_cast<T*>(out.data_ptr()), spec);
+  });
+}
+
 }  // namespace
 
 EMBER_REGISTER_KERNEL(random_kernel, CUDA, cuda_random);
+EMBER_REGISTER_KERNEL(range_kernel, CUDA, cuda_range);
 
 }  // namespace ember::cuda

@@ -108,7 +108,10 @@ Tensor SinusoidalPositionalEncoding::forward(const Tensor& x) {
   EMBER_CHECK(x.dim() == 3 && x.size(1) <= P.size(1) && x.size(2) == P.size(2), ShapeError,
               "SinusoidalPositionalEncoding: expected (N, L <= ", P.size(1), ", ", P.size(2), "), got ",
               x.shape().str());
-  return (*drop)(add(x, P.narrow(1, 0, x.size(1)).to(x.device())));
+  // The table moves to the input's device once, not at every call: a copy
+  // from the host in each forward could not be captured in a CUDA graph.
+  if (P.device() != x.device()) P = P.to(x.device());
+  return (*drop)(add(x, P.narrow(1, 0, x.size(1))));
 }
 
 LearnedPositionalEncoding::LearnedPositionalEncoding(int64_t d, int64_t max_len) {

@@ -14,10 +14,12 @@
 #include <ember/ops/copy.h>
 #include <ember/ops/onnx_lowerings.h>
 #include <ember/ops/random_kernels.h>
+#include <ember/ops/range_kernels.h>
 
 namespace ember {
 
 decltype(random_kernel) random_kernel("random");
+decltype(range_kernel) range_kernel("range");
 
 namespace {
 
@@ -54,6 +56,25 @@ Tensor random_tensor(const Shape& shape, TensorOptions opts, Generator* gen, Ran
   return out;
 }
 
+void cpu_range(Tensor& out, const RangeSpec& spec) {
+  EMBER_CHECK(out.is_contiguous(), ValueError, "range: output must be contiguous");
+  dispatch_all(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* p = static_cast<T*>(out.data_ptr());
+    parallel_for(0, spec.n, 4096, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) p[i] = convert_element<T, double>(range_value(spec, i));
+    });
+  });
+}
+
+// A range of spec.n values on opts' device, computed there (ops/range_kernels.h).
+Tensor make_range(const RangeSpec& spec, TensorOptions opts) {
+  Tensor out = empty(Shape{spec.n}, TensorOptions(opts.dtype, opts.device));
+  if (spec.n) range_kernel(out.device(), out, spec);
+  if (opts.requires_grad) out.requires_grad_(true);
+  return out;
+}
+
 Tensor from_host(std::vector<double> v, const Shape& shape, TensorOptions opts) {
   Tensor t = from_vector(v, shape, TensorOptions(opts.dtype, opts.device));
   if (opts.requires_grad) t.requires_grad_(true);
@@ -63,6 +84,7 @@ Tensor from_host(std::vector<double> v, const Shape& shape, TensorOptions opts) 
 }  // namespace
 
 EMBER_REGISTER_KERNEL(random_kernel, CPU, cpu_random);
+EMBER_REGISTER_KERNEL(range_kernel, CPU, cpu_range);
 
 namespace {
 // full (zeros, ones): the value expanded to the shape, which may follow a dynamic axis.
@@ -121,21 +143,17 @@ Tensor arange(double start, double end, double step, TensorOptions opts) {
         EMBER_CHECK((end - start) / step >= 0, ValueError, "arange: the range [", start, ", ", end,
                     ") is empty or runs against step ", step);
         const int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
-        std::vector<double> v(static_cast<size_t>(n));
-        for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * step;
-        return from_host(std::move(v), Shape{n}, opts);
+        return make_range(RangeSpec{start, step, end, n, n}, opts);
       },
       start, end, step, opts);
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {
   EMBER_CHECK(steps >= 0, ValueError, "linspace: steps must be non-negative, got ", steps);
-  std::vector<double> v(static_cast<size_t>(steps));
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
-  // Fill from both ends, as PyTorch does, so the last value is exactly end.
-  for (int64_t i = 0; i < steps; ++i)
-    v[i] = i < steps / 2 ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
-  return from_host(std::move(v), Shape{steps}, opts);
+  // Filled from both ends, as PyTorch does, so the last value is exactly end
+  // (steps == 1: start alone).
+  return make_range(RangeSpec{start, step, end, steps, steps == 1 ? 1 : steps / 2}, opts);
 }
 
 Tensor eye(int64_t n, TensorOptions opts) { return eye(n, n, opts); }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The device check: on a machine with an NVIDIA GPU, in one run of a few
 # minutes, build Ember for the GPU present (or take binaries built
-# elsewhere), run the GPU test suite, time the benchmarks, train the demos,
-# and time llm.c's GPT-2 trainer beside Ember's GPT-2 step at the same size,
+# elsewhere), run the GPU test suite, time the benchmarks, train the demos
+# (eagerly and with --cuda-graph), and time llm.c's GPT-2 trainer beside Ember's GPT-2 step at the same size,
 # batch and context. Every figure goes to one file (FIGURES below), every
 # log beside it, so a short time on any GPU is enough to check it all.
 #
@@ -11,7 +11,7 @@
 #
 #   --out DIR       where the figures and logs go (default out/gpu_check)
 #   --prebuilt DIR  binaries built elsewhere: DIR/bin holds bench, ember_gpu_tests,
-#                   vit, attention_regression, seq2seq (an EMBER_CUDA=ON build for
+#                   vit, attention_regression, seq2seq, gpt (an EMBER_CUDA=ON build for
 #                   this GPU's architecture) and optionally train_gpt2cu; DIR/lib the
 #                   shared libraries they need that this machine lacks (OpenBLAS);
 #                   DIR/data the llm.c token files. Without it the script builds
@@ -92,7 +92,7 @@ else
   run configure 300 cmake -S "$here" -B "$here/build-gpu" -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="$cc" -DEMBER_MPI=OFF -DEMBER_NCCL=OFF || exit 1
   run build 900 cmake --build "$here/build-gpu" -j"$(nproc)" --target bench ember_gpu_tests vit \
-    attention_regression seq2seq || exit 1
+    attention_regression seq2seq gpt || exit 1
 fi
 if [[ ! -x "$bin/train_gpt2cu" && -d "$llmc" ]]; then
   mkdir -p "$out/llmc" && cp -r "$llmc"/. "$out/llmc/"
@@ -135,7 +135,7 @@ run bench 300 "$bin/bench" --device cuda --json "$out/bench.json"
 grep -E "^device|train step|launches per step|tokens/s|gpt generate|causal|of the bf16|cross_entropy|layer_norm|softmax|gelu" \
   "$out/bench.log" | sed 's/^/    /' | tee -a "$FIGURES"
 say ""
-say "## GPT-2 124M training, batch $B, context $T"
+say "## GPT-2 124M training, batch $B, context $T (Ember's step eagerly and as a CUDA graph: the \" graph\" rows)"
 run bench_gpt2 300 "$bin/bench" --device cuda --workload gpt2 --gpt2-batch "$B" --gpt2-seq "$T" \
   --precision fp32,bf16 --steps 10 --warmup 3 --profile --json "$out/bench_gpt2.json"
 grep -E "gpt2|tokens/s|launches|profiled|calls" "$out/bench_gpt2.log" | sed 's/^/    /' | tee -a "$FIGURES"
@@ -161,12 +161,25 @@ if [[ $demos -eq 1 ]]; then
   say "## Demos with --device cuda (figures from each metrics.json)"
   mnist_args=()
   [[ -n "$mnist" ]] && mnist_args=(--data-dir "$mnist")
-  run vit 300 "$bin/vit" --device cuda --out "$out/vit" "${mnist_args[@]}" &&
-    grep -o '"\(final_test_accuracy\|train_seconds\)": *[0-9.e+-]*' "$out/vit/metrics.json" | sed 's/^/    vit /' |
-    tee -a "$FIGURES"
-  run attention_regression 300 "$bin/attention_regression" --device cuda --out "$out/attention_regression" &&
-    grep -o '"\(test_mse\|train_seconds\|epochs_run\)": *[0-9.e+-]*' "$out/attention_regression/metrics.json" |
-    sed 's/^/    attention_regression /' | tee -a "$FIGURES"
+  gpt_data=()
+  [[ -f "$text" ]] && gpt_data=(--data "$text")
+  # vit, attention_regression and gpt eagerly, then with each training step a CUDA
+  # graph (--cuda-graph, the same bits): both train_seconds recorded.
+  for mode in eager graph; do
+    flag=()
+    [[ $mode == graph ]] && flag=(--cuda-graph)
+    run "vit_$mode" 300 "$bin/vit" --device cuda --out "$out/vit_$mode" "${mnist_args[@]}" "${flag[@]}" &&
+      grep -o '"\(final_test_accuracy\|train_seconds\|cuda_graph_replays\)": *[0-9.e+-]*' \
+        "$out/vit_$mode/metrics.json" | sed "s/^/    vit $mode /" | tee -a "$FIGURES"
+    run "attention_regression_$mode" 300 "$bin/attention_regression" --device cuda \
+      --out "$out/attention_regression_$mode" "${flag[@]}" &&
+      grep -o '"\(test_mse\|train_seconds\|epochs_run\|cuda_graph_replays\)": *[0-9.e+-]*' \
+        "$out/attention_regression_$mode/metrics.json" | sed "s/^/    attention_regression $mode /" | tee -a "$FIGURES"
+    # The character-level GPT (nanoGPT's CPU recipe, 2000 steps), dropout off as in the preset.
+    run "gpt_$mode" 600 "$bin/gpt" --device cuda --preset nanogpt-cpu "${gpt_data[@]}" --out "$out/gpt_$mode" "${flag[@]}" &&
+      grep -o '"\(final_val_loss\|train_seconds\|tokens_per_second\|cuda_graph_replays\)": *[0-9.e+-]*' \
+        "$out/gpt_$mode/metrics.json" | sed "s/^/    gpt $mode /" | tee -a "$FIGURES"
+  done
   run seq2seq 300 "$bin/seq2seq" --device cuda --out "$out/seq2seq" &&
     grep -o '"\(test_exact_match\|train_seconds\)": *[0-9.e+-]*' "$out/seq2seq/metrics.json" |
     sed 's/^/    seq2seq /' | tee -a "$FIGURES"

@@ -25,6 +25,7 @@
 
 #include "app.h"
 #include "attention_models.h"
+#include "graph_step.h"
 #include "onnx_export.h"
 #include "plot.h"
 #include "precision.h"
@@ -50,7 +51,7 @@ struct Config {
   double lr = 0;
   int threads = 0;
   uint64_t seed = 4;  // see apps/attention_regression/README.md: the figures are quoted for this seed
-  bool quiet = false, check = false, eval_only = false, force_eval = false;
+  bool quiet = false, check = false, eval_only = false, force_eval = false, cuda_graph = false;
   app::OnnxExportFlags onnx;  // --export-onnx FILE [--export-onnx-check]
 };
 
@@ -212,6 +213,7 @@ Result run_trained(const Config& c, Generator& g) {
   if (c.batch > 0) rc.batch = c.batch;
   if (c.lr > 0) rc.lr = c.lr;
   rc.precision = c.precision;
+  rc.cuda_graph = c.cuda_graph;
   // --device cuda: the model and the data move once; the loop runs there.
   const Device dev(c.device);
   model->to(dev);
@@ -308,6 +310,7 @@ void write_outputs(const Config& c, const Result& r) {
                               {"train_loss", h.train},
                               {"val_loss", h.val},
                               {"lr", h.lr}};
+  if (c.cuda_graph) m["cuda_graph_replays"] = h.graph_replays;
   app::write_json((out / "metrics.json").string(), m);
 
   const std::vector<double> xs = values(r.test_x), ps = values(r.test_pred);
@@ -382,6 +385,7 @@ int main(int argc, char** argv) {
                          "cpu (default) or cuda / cuda:N for single-head, transformer and encoder (needs a build with "
                          "the CUDA backend and a GPU)");
   ember::app::add_precision(cli, c.precision);
+  ember::app::add_cuda_graph(cli, c.cuda_graph, "zero_grad, forward, loss, backward, clipping, Adam");
   ember::app::add_out(cli, c.out);
   ember::app::add_quiet(cli, c.quiet);
   ember::app::add_check(cli, c.check);
@@ -404,6 +408,9 @@ int main(int argc, char** argv) {
       throw ember::app::UsageError("--device " + c.device + ": the nw models run on the cpu only");
     if (!c.eval_only && (c.model == "nw" || c.model == "nw-param") && c.precision != "fp32")
       throw ember::app::UsageError("--precision " + c.precision + ": the nw models run in fp32 only");
+    if (c.cuda_graph && (c.eval_only || c.model == "nw" || c.model == "nw-param"))
+      throw ember::app::UsageError("--cuda-graph: for training single-head, transformer or encoder");
+    ember::app::check_cuda_graph(c.cuda_graph, c.device, c.precision);
     ember::app::apply_threads(c.threads);
     ember::app::prepare_out_dir(c.out);
     ember::app::check_export_onnx(c.onnx);

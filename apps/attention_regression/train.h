@@ -1,5 +1,6 @@
 // How the attention_regression models train: shuffled mini-batches, MSE,
-// Adam, optional gradient clipping, an epoch per step of app::run_loop,
+// Adam, optional gradient clipping (each batch's step a CUDA graph with
+// --cuda-graph: app::GraphStep), an epoch per step of app::run_loop,
 // which steps ReduceLROnPlateau on the validation (or training) loss and
 // stops early, loading back the best weights. Records the per-epoch history
 // the loss chart draws.
@@ -14,6 +15,7 @@
 #include <ember/ember.h>
 
 #include "app.h"
+#include "graph_step.h"
 #include "precision.h"
 #include "progress.h"
 #include "train_loop.h"
@@ -35,12 +37,14 @@ struct Recipe {
   int print_every = 10;
   bool quiet = false;
   std::string precision = "fp32";  // --precision (apps/common/precision.h)
+  bool cuda_graph = false;         // --cuda-graph: each full batch's step replayed as a CUDA graph (graph_step.h)
 };
 
 struct History {
   std::vector<double> train, val, lr;
   int epochs_run = 0, best_epoch = 0;
   double seconds = 0;
+  int64_t graph_replays = 0;  // steps run as replays of the captured graph (--cuda-graph)
 };
 
 // x_val may be undefined: then there is no validation (val = train loss).
@@ -51,6 +55,18 @@ inline History fit(nn::Module& model, const Tensor& x, const Tensor& y, const Te
                                    {.factor = r.plateau_factor, .patience = r.plateau_patience, .min_lr = r.min_lr});
   ember::app::ProgressBar bar(!r.quiet);  // the batches of an epoch
   ember::app::MixedPrecision mp(r.precision, x.device().type);
+
+  // One batch's step: zero_grad, forward and loss (under autocast), backward, clipping, Adam.
+  ember::app::GraphStep batch_step(r.cuda_graph, [&](const std::vector<Tensor>& in) {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      const AutocastGuard region = mp.region();
+      loss = mse_loss(model(in[0]), in[1]);
+    }
+    mp.backward_step(loss, opt, model.parameters(), r.clip);
+    return loss;
+  });
 
   History h;
   const int64_t n = x.size(0), nbatches = (n + r.batch - 1) / r.batch;
@@ -76,14 +92,7 @@ inline History fit(nn::Module& model, const Tensor& x, const Tensor& y, const Te
              for (int64_t b = 0; b < nbatches; ++b) {
                const Tensor idx =
                    perm.narrow(0, b * r.batch, std::min<int64_t>(r.batch, n - b * r.batch)).to(x.device());
-               opt.zero_grad();
-               Tensor loss;
-               {
-                 const AutocastGuard region = mp.region();
-                 loss = mse_loss(model(index_select(x, 0, idx)), index_select(y, 0, idx));
-               }
-               mp.backward_step(loss, opt, model.parameters(), r.clip);
-               const double l = loss.item();
+               const double l = batch_step({index_select(x, 0, idx), index_select(y, 0, idx)}).item();
                // Stop before anything is written: the previous run's model.safetensors
                // stays as it was (outputs are written only after training).
                EMBER_CHECK(
@@ -120,6 +129,7 @@ inline History fit(nn::Module& model, const Tensor& x, const Tensor& y, const Te
            }},
       steps);
   h.seconds = clock.seconds();
+  h.graph_replays = batch_step.replays();
   model.eval();
   return h;
 }

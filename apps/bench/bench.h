@@ -86,6 +86,7 @@ struct Bench {
   void conv();
   void gpt_generate();
   void gpt2_train();
+  void gpt_train();
 
   // The GPT-2 training run from files (gpt2_files.cpp): --gpt2-checkpoint
   // (llm.c's file or a Hugging Face directory), --gpt2-tokens (llm.c's token

@@ -12,6 +12,8 @@
 //                         linear shapes, 1 thread, alternating, and against the bf16 peak
 //   kernels               softmax, layer_norm, gelu, cross_entropy forward and
 //                         backward in GB/s against a measured triad bandwidth
+//   gpt                   training step of the character-level GPT (nanoGPT's
+//                         CPU configuration: 4 layers, width 128, context 64), batch 12
 //   adamw                 one AdamW step over the ViT's parameters
 //   causal_attention      causal self-attention forward + backward at context
 //                         256-1024: the fused FlashAttention kernel against
@@ -66,9 +68,9 @@ int main(int argc, char** argv) {
   Bench b;
   CLI::App cli{"Ember benchmarks: training steps of the demo models and the kernels they are made of"};
   cli.add_option("--workload", workload,
-                 "all, attention_regression, vit, conv, matmul, bgemm, kernels, adamw, causal_attention, gpt2, "
+                 "all, attention_regression, vit, gpt, conv, matmul, bgemm, kernels, adamw, causal_attention, gpt2, "
                  "gpt_generate or overhead")
-      ->check(CLI::IsMember({"all", "attention_regression", "vit", "conv", "matmul", "bgemm", "kernels", "adamw",
+      ->check(CLI::IsMember({"all", "attention_regression", "vit", "gpt", "conv", "matmul", "bgemm", "kernels", "adamw",
                              "causal_attention", "gpt2", "gpt_generate", "overhead"}));
   cli.add_option("--steps", b.steps, "timed steps per workload (median, min and max reported; at most 100000)")
       ->check(ember::app::int_range(1, 100000));
@@ -143,10 +145,11 @@ int main(int argc, char** argv) {
     auto want = [&](const char* w) { return workload == "all" || workload == w; };
     if (workload != "overhead") b.measure_machine();
     if (workload != "overhead" && !g_dev.is_cpu()) b.measure_device();
-    if (want("attention_regression") || want("vit"))
+    if (want("attention_regression") || want("vit") || want("gpt"))
       Bench::table_header("training steps (forward, backward, clipping, optimizer)");
     if (want("attention_regression")) b.attention_regression();
     if (want("vit")) b.vit();
+    if (want("gpt")) b.gpt_train();
     if (want("conv")) {
       Bench::table_header("the CNN teacher: conv2d forward+backward at its shapes, and its training step");
       b.conv();

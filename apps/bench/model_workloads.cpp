@@ -90,6 +90,27 @@ void Bench::vit() {
   });
 }
 
+// The character-level GPT's training step at nanoGPT's CPU configuration
+// (the gpt demo's --preset nanogpt-cpu: 4 layers, 4 heads, width 128,
+// vocabulary 65, context 64, batch 12, no dropout; AdamW lr 1e-3, weight
+// decay 0.1 on the matrices, clipping at 1), on random tokens; on a GPU also
+// as a CUDA graph, as every training step here.
+void Bench::gpt_train() {
+  const int64_t B = 12;
+  nn::GPTConfig cfg;  // its defaults are that configuration
+  Generator gen(6);
+  nn::GPT model(cfg, &gen);
+  model.to(g_dev);
+  model.train();
+  optim::AdamW opt(optim::weight_decay_groups(model.named_parameters(), 0.1), optim::AdamWOptions{.lr = 1e-3});
+  std::vector<std::vector<Tensor>> data;  // 4 batches in turn
+  for (int i = 0; i < 4; ++i)
+    data.push_back({randint(0, cfg.vocab_size, {B, cfg.block_size}, on_dev(kInt64), &gen),
+                    randint(0, cfg.vocab_size, {B, cfg.block_size}, on_dev(kInt64), &gen)});
+  train_steps("gpt train step", B, opt, model.parameters(), data,
+              [&](const std::vector<Tensor>& in) { return model.loss(in[0], in[1]); });
+}
+
 // The CNN teacher's convolutions (3x3, padding 1, batch 128) forward and
 // backward (input, weight and bias gradients), then a whole training step of
 // the teacher (nn::ResNet with its defaults: 1 -> 32 -> 64 -> 128 channels on

@@ -35,6 +35,7 @@ struct Config {
   bool check = false;        // --check: validate and build, then exit (not stored)
   bool force_eval = false;   // --force-eval: evaluate weights that hold NaN, Inf or overflow (not stored)
   bool distributed = false;  // data-parallel over the launcher's processes (not stored)
+  bool cuda_graph = false;   // --cuda-graph: each step replayed as a CUDA graph (not stored)
   // model
   int64_t patch = 7, width = 64, depth = 4, heads = 4, mlp = 128, stem = 0;
   double dropout = 0;

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "app.h"
+#include "graph_step.h"
 #include "json_number.h"
 #include "plot.h"
 #include "precision.h"
@@ -130,8 +131,10 @@ void add_flags(CLI::App& app, Config& c) {
   app.add_flag("--eval-only", c.eval_only, "score --weights on the validation split of the corpus and exit");
   app.add_flag("--generate", c.generate, "sample --sample-tokens characters from --weights after --prompt");
   app.add_flag("--cuda-graph", c.cuda_graph,
-               "with --generate: each token's step as one CUDA graph launch (nn::GraphedDecoder; fp32, or bf16 with "
-               "--precision bf16)");
+               "training: each step (forward, loss, backward, clipping, AdamW) captured once as a CUDA graph and "
+               "replayed for every batch (after 2 eager warm-up steps), the same bits as without it; with "
+               "--generate: each token's step as one CUDA graph launch (nn::GraphedDecoder; fp32, or bf16 with "
+               "--precision bf16). --device cuda");
   app::input_file(app.add_option("--weights", c.weights,
                                  "model.safetensors (or checkpoint.safetensors) for --eval-only / --generate"));
   app.add_option("--prompt", c.prompt,
@@ -206,7 +209,8 @@ void finish_flags(const CLI::App& app, Config& c) {
   }
   if (c.generate && c.weights.empty() && c.hf.empty())
     throw app::UsageError("--generate needs --weights MODEL (or --hf DIR)");
-  if (c.cuda_graph && !c.generate) throw app::UsageError("--cuda-graph is for --generate");
+  if (c.cuda_graph && c.eval_only) throw app::UsageError("--cuda-graph is for training and --generate");
+  if (!c.generate) app::check_cuda_graph(c.cuda_graph, c.device, c.precision);  // a training step (graph_step.h)
   if (c.eval_only || c.generate) {
     // The model is the file's, and nothing trains: a flag of the model's,
     // the data's or the optimizer's would be silently ignored.
@@ -482,7 +486,7 @@ Config resumed_config(const CLI::App& app, const Config& given, Config saved, co
   // What no checkpoint stores: this invocation's.
   saved.out = given.out, saved.threads = given.threads, saved.quiet = given.quiet, saved.stop_after = given.stop_after;
   saved.resume = given.resume, saved.check = given.check, saved.onnx = given.onnx, saved.device = given.device;
-  saved.allow_data_change = given.allow_data_change;
+  saved.allow_data_change = given.allow_data_change, saved.cuda_graph = given.cuda_graph;
   if (!given.data.empty()) saved.data = given.data;  // the corpus moved: its fingerprint is still checked
   return saved;
 }

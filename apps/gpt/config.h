@@ -46,7 +46,7 @@ struct Config {
   int threads = 0;
   std::string preset, data, out = "out/gpt", resume, weights, prompt, device = "cpu";
   bool eval_only = false, generate = false, quiet = false, check = false;
-  bool cuda_graph = false;         // --cuda-graph: --generate decodes each token as one CUDA graph
+  bool cuda_graph = false;         // --cuda-graph: each training step, or --generate's token step, as a CUDA graph
   bool force_eval = false;         // --force-eval: score or sample from broken weights
   bool allow_data_change = false;  // --allow-data-change: resume on another corpus
   // GPT-2 (apps/gpt/gpt2_run.h): a Hugging Face directory or a GPT-2 shape

@@ -17,6 +17,7 @@
 #include <ember/nn/gpt2_tokenizer.h>
 
 #include "app.h"
+#include "graph_step.h"
 #include "precision.h"
 
 #ifndef EMBER_GPT2_TOKENIZER_DIR
@@ -314,6 +315,17 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
   auto tps_of = [&](const app::LoopStatus& s) {
     return tokens_per_step * static_cast<double>(s.run_steps) / std::max(s.clock->seconds(), 1e-9);
   };
+  // One step on a batch's tokens and targets; with --cuda-graph replayed as a CUDA graph (graph_step.h).
+  app::GraphStep step(c.cuda_graph, [&](const std::vector<Tensor>& in) {
+    Tensor loss;
+    {
+      const AutocastGuard region = mp.region();
+      loss = model->loss(in[0], in[1]);
+    }
+    opt.zero_grad();
+    mp.backward_step(loss, opt, model->parameters(), c.clip);
+    return loss;
+  });
   model->train();
   const fs::path out(c.out);
   const app::LoopEnd end = app::run_loop(
@@ -327,14 +339,7 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
       {.train_step =
            [&](int64_t) {
              auto [x, y] = nn::random_batch(train, c.batch, c.context, batches);
-             Tensor loss;
-             {
-               const AutocastGuard region = mp.region();
-               loss = model->loss(x.to(dev), y.to(dev));
-             }
-             opt.zero_grad();
-             mp.backward_step(loss, opt, model->parameters(), c.clip);
-             return loss.item<double>();
+             return step({x.to(dev), y.to(dev)}).item<double>();
            },
        .status = [&](const app::LoopStatus& s) { return app::fmt("loss %.4f  %.0f tok/s", s.loss, tps_of(s)); },
        .evaluate =
@@ -404,6 +409,8 @@ int train_gpt2(const Config& c0, const CLI::App& app) {
                               {"generation_tokens", c.sample_tokens},
                               {"generation_tokens_per_second_cached", gen_tps},
                               {"sample", utf8_for_json(sample)}};
+  // Steps this process ran as replays of the captured graph (--cuda-graph).
+  if (c.cuda_graph) m["cuda_graph_replays"] = step.replays();
   app::write_json((out / "metrics.json").string(), m);
   std::printf(
       "gpt: validation loss %.4f per GPT-2 token over the whole split (%zu tokens), %.1fs training (%lld "

@@ -35,6 +35,7 @@
 #include "app.h"
 #include "config.h"
 #include "gpt2_run.h"
+#include "graph_step.h"
 #include "plot.h"
 #include "precision.h"
 #include "train_loop.h"
@@ -178,6 +179,19 @@ int train(gpt::Config c, const CLI::App& app) {
   };
   // fp32: the region is off and the step is the one the README's figures come from.
   const app::MixedPrecision mp(c.precision, dev.type);
+  // One step on a batch's tokens and targets; with --cuda-graph replayed as a CUDA graph (graph_step.h).
+  app::GraphStep step(c.cuda_graph, [&](const std::vector<Tensor>& in) {
+    Tensor loss;
+    {
+      const AutocastGuard region = mp.region();
+      loss = model.loss(in[0], in[1]);
+    }
+    opt.zero_grad();
+    loss.backward();
+    if (c.clip > 0) optim::clip_grad_norm_(model.parameters(), c.clip);
+    opt.step();
+    return loss;
+  });
   model.train();
   const app::LoopEnd end = app::run_loop(
       {.start = start,
@@ -190,16 +204,7 @@ int train(gpt::Config c, const CLI::App& app) {
       {.train_step =
            [&](int64_t) {
              auto [x, y] = nn::random_batch(data.train, c.batch, c.context, batches);
-             Tensor loss;
-             {
-               const AutocastGuard region = mp.region();
-               loss = model.loss(x.to(dev), y.to(dev));
-             }
-             opt.zero_grad();
-             loss.backward();
-             if (c.clip > 0) optim::clip_grad_norm_(model.parameters(), c.clip);
-             opt.step();
-             return loss.item<double>();
+             return step({x.to(dev), y.to(dev)}).item<double>();
            },
        .status =
            [&](const app::LoopStatus& s) {
@@ -276,6 +281,8 @@ int train(gpt::Config c, const CLI::App& app) {
                               {"generation_tokens_per_second_cached", gen_cached},
                               {"generation_tokens_per_second_uncached", gen_uncached},
                               {"sample", gpt::utf8_for_json(sample)}};
+  // Steps this process ran as replays of the captured graph (--cuda-graph).
+  if (c.cuda_graph) m["cuda_graph_replays"] = step.replays();
   app::write_json((out / "metrics.json").string(), m);
   std::printf(
       "gpt: validation loss %.4f over the whole split (%zu tokens), %.1fs training (%lld iterations, %.0f "

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app.h"
+#include "graph_step.h"
 #include "precision.h"
 #include "vit_run_config.h"
 
@@ -138,7 +139,22 @@ inline void add_flags(CLI::App& cli, Config& c, std::string& randaugment) {
                  "keep an exponential moving average of the weights with this decay (e.g. 0.999; default 0: off) "
                  "and evaluate it beside the raw weights every epoch")
       ->check(app::finite_range(0.0, 1.0));
-  app::add_precision(cli, c.precision);  // apps/common/precision.h
+  app::add_precision(cli, c.precision);                                                // apps/common/precision.h
+  app::add_cuda_graph(cli, c.cuda_graph, "forward, loss, backward, clipping, AdamW");  // apps/common/graph_step.h
+}
+
+// --cuda-graph against the run's configuration (a resumed run's is its
+// checkpoint's): what a graph cannot hold is refused with a UsageError.
+inline void check_cuda_graph(const Config& c) {
+  if (!c.cuda_graph) return;
+  if (c.eval_only) throw ember::app::UsageError("--cuda-graph is for training, not --eval-only");
+  ember::app::check_cuda_graph(true, c.device, c.precision);
+  if (c.distributed)
+    throw ember::app::UsageError("--cuda-graph: not with --distributed (the gradients' all-reduce runs eagerly)");
+  if (c.mixup > 0 || c.cutmix > 0)
+    throw ember::app::UsageError(
+        "--cuda-graph: not with --mixup or --cutmix (each batch's mixing weight is a host number the graph would "
+        "freeze)");
 }
 
 // The flags whose values a checkpoint's configuration stores (to_json's

@@ -51,10 +51,12 @@
 #include "evaluate.h"
 #include "export.h"
 #include "flags.h"
+#include "graph_step.h"
 #include "model.h"
 #include "plot.h"
 #include "progress.h"
 #include "report.h"
+#include "resume.h"
 #include "student.h"
 #include "train_loop.h"
 #include "vit_run_config.h"
@@ -72,7 +74,10 @@ using vit::Datasets;
 using vit::evaluate;
 using vit::Evaluation;
 using vit::load_data;
+using vit::load_run;
+using vit::Loaded;
 using vit::make_model;
+using vit::resume;
 using vit::to_device;
 using vit::to_json;
 using vit::TrainState;
@@ -91,36 +96,6 @@ void save_checkpoint(const std::string& path, const Config& c, const nn::Module&
   auto meta = vit::checkpoint_metadata(c, st);
   if (!teacher_fingerprint.empty()) meta[vit::kTeacherKey] = teacher_fingerprint;
   nn::save_training_checkpoint(path, model, opt, sched, meta);
-}
-
-// What --resume or --eval-only read: the file's tensors, and the run's
-// configuration taken from its metadata (every field checked, vit_run_config.h).
-struct Loaded {
-  StateDict tensors;
-  std::map<std::string, std::string> meta;
-  std::optional<double> recorded;  // --eval-only: the accuracy the file recorded
-};
-Loaded load_run(Config& c, const CLI::App& cli) {
-  Loaded l;
-  const std::string from = c.eval_only ? c.weights : c.resume;
-  if (from.empty()) return l;
-  l.tensors = load_safetensors(from, &l.meta);
-  // On --resume, Optimizer::load_state_dict refuses broken optimizer entries and
-  // broken weights are a warning; --eval-only refuses them unless --force-eval.
-  StateDict warn;
-  for (const auto& kv : l.tensors)
-    if (c.eval_only || kv.first.rfind("optimizer.", 0) != 0) warn.push_back(kv);
-  app::check_eval_weights("vit", warn, from, /*force=*/c.force_eval || !c.eval_only);
-  // A model larger than the file's tensors is refused before it is built.
-  if (l.meta.count("config") || !c.eval_only) {
-    int64_t stored_values = 0;
-    for (const auto& [name, t] : l.tensors) stored_values += t.numel();
-    const Config given = c;
-    c = vit::read_config(l.meta, from, stored_values, c);
-    c = vit::resumed_config(cli, given, c, from, l.meta);  // flags.h: which flags are honoured, which refused
-  }
-  if (c.eval_only) l.recorded = vit::recorded_accuracy(l.meta, from);
-  return l;
 }
 
 // --eval-only: the weights scored on the test set (eval.json, confusion.png).
@@ -149,38 +124,6 @@ int evaluate_only(const Config& c, nn::VisionTransformer& model, const Loaded& l
               static_cast<long long>(d.test.n), ev.loss,
               l.recorded ? ("; recorded at save: " + fmt("%.2f%%", 100 * *l.recorded)).c_str() : "");
   return app::kExitOk;
-}
-
-// --resume: model, optimizer and scheduler exactly as saved (or an error
-// naming what would differ), the position in training and the RNG.
-TrainState resume(const Config& c, const Loaded& l, nn::Module& model, optim::Optimizer& opt, optim::LRScheduler& sched,
-                  int64_t steps_per_epoch, int world) {
-  nn::load_training_checkpoint(l.tensors, c.resume, model, opt, sched);  // its errors name the file and the part
-  TrainState s = vit::read_train_state(l.meta, c.resume);
-  // Every parameter of the ViT trains: after a step each has both Adam
-  // moments (a parameter with neither would silently restart from zero).
-  if (s.epoch > 0 || s.batch > 0) {
-    size_t moments = 0;
-    for (const auto& [name, t] : opt.state_dict())
-      moments += name.size() > 10 && name.rfind("exp_avg_sq") == name.size() - 10;
-    if (moments != model.parameters().size())
-      throw IOError(c.resume + ": the optimizer state holds Adam moments for " + std::to_string(moments) + " of the " +
-                    std::to_string(model.parameters().size()) + " parameters");
-  }
-  // The shards, the steps per epoch and so the schedule depend on the number of processes.
-  if (s.world_size != world)
-    throw UsageError(c.resume + " was written by a run of " + std::to_string(s.world_size) +
-                     " process(es); resume it with as many (this run has " + std::to_string(world) + ")");
-  if (s.batch > steps_per_epoch)
-    throw IOError(c.resume + ": stored training state: batch " + std::to_string(s.batch) + " is beyond the " +
-                  std::to_string(steps_per_epoch) + " batches of an epoch");
-  default_generator().manual_seed(s.generator_seed);
-  default_generator().set_offset(s.generator_offset);
-  if (!c.quiet)
-    std::printf("resuming %s at epoch %lld, batch %lld of %lld\n", c.resume.c_str(),
-                static_cast<long long>(s.epoch + 1), static_cast<long long>(s.batch),
-                static_cast<long long>(steps_per_epoch));
-  return s;
 }
 
 // Everything a training run holds, so that the steps below read as the
@@ -212,6 +155,12 @@ struct Trainer {
   bool epoch_open = false;      // the loader is positioned in the current epoch
   app::Timer epoch_clock = {};  // the epoch's wall time (its evaluation included)
   double wait_mark = 0;         // the loader's wait_seconds() when the epoch began
+  // --cuda-graph: optimizer_step on a batch's images and labels, replayed as a CUDA graph.
+  app::GraphStep graphed{c.cuda_graph, [this](const std::vector<Tensor>& in) {
+                           data::Batch b;
+                           b.images = in[0], b.labels = in[1];
+                           return optimizer_step(b);
+                         }};
 
   void write_metrics(bool finished) const {
     double train_seconds = 0, best = 0;
@@ -263,6 +212,7 @@ struct Trainer {
               {"device", c.device},
               {"config", to_json(c)},
               {"per_epoch", per}};
+    if (c.cuda_graph) m["cuda_graph_replays"] = graphed.replays();  // this process's steps replayed
     app::write_json((fs::path(c.out) / "metrics.json").string(), m);
   }
 
@@ -287,20 +237,10 @@ struct Trainer {
     return loss;
   }
 
-  // Step `step` of the run (0-based, steps_per_epoch to an epoch): one batch
-  // of epoch s.epoch, the loader opened at its first batch or, in a resumed
-  // run, at the stored position. Returns the step's mean loss over the ranks.
-  double train_step(int64_t step) {
-    if (!epoch_open) {
-      epoch_clock.reset();
-      wait_mark = loader.wait_seconds();
-      loader.start_epoch(step / steps_per_epoch, s.batch);
-      epoch_open = true;
-    }
-    data::Batch b;
-    if (!loader.next(b)) throw std::logic_error("vit: the loader ran out of batches before the end of the epoch");
-    const app::Timer t_step;
-    to_device(b, dev);
+  // One optimizer step on a batch (on the device): forward and loss, backward
+  // (scaled for fp16), the gradients' all-reduce, clipping, the optimizer.
+  // Returns the loss. With --cuda-graph it is captured once (apps/common/graph_step.h).
+  Tensor optimizer_step(const data::Batch& b) {
     Tensor loss = step_loss(b);
     opt.zero_grad();
     if (student.scaler) {  // fp16: scaled backward, unscaled before clipping
@@ -316,6 +256,24 @@ struct Trainer {
       if (c.clip > 0) optim::clip_grad_norm_(model->parameters(), c.clip);
       opt.step();
     }
+    return loss;
+  }
+
+  // Step `step` of the run (0-based, steps_per_epoch to an epoch): one batch
+  // of epoch s.epoch, the loader opened at its first batch or, in a resumed
+  // run, at the stored position. Returns the step's mean loss over the ranks.
+  double train_step(int64_t step) {
+    if (!epoch_open) {
+      epoch_clock.reset();
+      wait_mark = loader.wait_seconds();
+      loader.start_epoch(step / steps_per_epoch, s.batch);
+      epoch_open = true;
+    }
+    data::Batch b;
+    if (!loader.next(b)) throw std::logic_error("vit: the loader ran out of batches before the end of the epoch");
+    const app::Timer t_step;
+    to_device(b, dev);
+    const Tensor loss = c.cuda_graph ? graphed({b.images, b.labels}) : optimizer_step(b);
     if (student.ema) student.ema->update(*model);
     // Stepped here rather than by run_loop, so that the bar below shows the
     // rate the next step will use.
@@ -442,7 +400,8 @@ int run(Config c, const CLI::App& cli, const app::OnnxExportFlags& onnx) {
   if (c.ema > 0 && !c.resume.empty())
     throw UsageError("--ema does not resume: the average is not in " + c.resume + " (run without --ema)");
   const Loaded loaded = load_run(c, cli);
-  check_model_size(c);  // the file's configuration, too
+  vit::check_cuda_graph(c);  // flags.h: on the run's configuration, a resumed one's included
+  check_model_size(c);       // the file's configuration, too
   if (c.ema > 0 && !c.resume.empty())
     throw UsageError(c.resume + " was written by a run with --ema " + fmt("%g", c.ema) +
                      ": the average is not in the checkpoint, so the run does not resume");

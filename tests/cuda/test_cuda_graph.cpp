@@ -230,8 +230,8 @@ TEST_CASE("cuda graph: indices are checked at every replay, on the device") {
   CHECK(same_bits(loss, cross_entropy(logits, target)));
 }
 
-// GPT's blocks (nn::GPT itself builds its position indices with arange,
-// which on CUDA is a copy from the host, and so cannot be captured).
+// GPT's blocks alone, on float inputs (the whole model's step, embeddings and
+// dropout included: test_cuda_graph_gpt.cpp).
 struct GptBlocks : nn::Module {
   std::shared_ptr<nn::GPTBlock> b0, b1;
   explicit GptBlocks(const nn::GPTConfig& c) {
