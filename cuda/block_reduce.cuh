@@ -41,4 +41,23 @@ __device__ __forceinline__ T block_reduce(T v, Op op, T identity, T* scratch) {
   return warp_reduce(r, op);
 }
 
+/// Whether this block is the last of the grid to arrive here, answered in
+/// every thread of the block: the kernels that finish a cross-block
+/// reduction in the same launch (layer_norm's dw/db, the index check,
+/// kv_cache_attention's merge). Each block's writes before the call are
+/// fenced before one of its threads counts the block in `counter` (the
+/// device's grid_counter), and the last block fences again before it reads
+/// the others' writes (through volatile or atomic loads). That block sets
+/// *counter back to 0 when it is done, for the next kernel that counts.
+__device__ __forceinline__ bool last_block_to_arrive(unsigned int* counter) {
+  __shared__ bool last;
+  __threadfence();  // this block's partials are visible to every block before the count says so
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  __syncthreads();
+  const bool is_last = last;
+  if (is_last) __threadfence();
+  return is_last;
+}
+
 }  // namespace ember::cuda

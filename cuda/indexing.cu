@@ -15,6 +15,7 @@
 #include <ember/cuda/graph_pool.h>
 #include <ember/ops/factory.h>
 #include <ember/ops/indexing.h>
+#include <ember/cuda/block_reduce.cuh>
 
 namespace ember::cuda {
 namespace {
@@ -32,7 +33,6 @@ constexpr int kThreads = 256;
 __global__ void index_check_kernel_impl(const int64_t* __restrict__ idx, int64_t n, int64_t size, bool has_ignore,
                                         int64_t ignore, unsigned long long* acc, unsigned int* counter,
                                         unsigned long long* out, unsigned long long* err) {
-  __shared__ bool last;
   unsigned long long bad = ~0ull, c = 0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t v = idx[i];
@@ -43,12 +43,7 @@ __global__ void index_check_kernel_impl(const int64_t* __restrict__ idx, int64_t
   }
   if (c) atomicAdd(acc + 1, c);
   if (bad != ~0ull) atomicMin(acc, bad);
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last || threadIdx.x != 0) return;
-  __threadfence();
+  if (!last_block_to_arrive(counter) || threadIdx.x != 0) return;
   const unsigned long long first = atomicExch(acc, ~0ull), count = atomicExch(acc + 1, 0ull);
   out[0] = first;
   out[1] = count;

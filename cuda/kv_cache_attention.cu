@@ -64,7 +64,6 @@ __global__ void kv_cache_attention_impl(const T* __restrict__ q, const T* __rest
                                         const int64_t* __restrict__ pos, T* __restrict__ out, A* __restrict__ part,
                                         unsigned int* counter, Geom g, unsigned long long* err) {
   EMBER_DYNAMIC_SHARED(A, smem);
-  __shared__ bool last;
   const int64_t D = g.D, E = g.H * D;
   A* qs = smem;
   A* ps = qs + D;
@@ -131,12 +130,7 @@ __global__ void kv_cache_attention_impl(const T* __restrict__ q, const T* __rest
     }
     if (threadIdx.x == 0) pt[D] = M, pt[D + 1] = L;
   }
-  __threadfence();  // the partials are visible to every block before the count says so
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!last_block_to_arrive(counter)) return;
   // volatile: read from memory (L2), not from a cache that may hold stale lines.
   const volatile A* pv = part;
   for (int64_t i = threadIdx.x; i < g.B * g.H * D; i += blockDim.x) {

@@ -73,7 +73,6 @@ __global__ void layer_norm_backward_fused_kernel(const T* __restrict__ g, const 
                                                  unsigned int* counter, int64_t rows, int64_t N, bool acc_shared) {
   using A = opmath_t<T>;
   __shared__ A red[32];
-  __shared__ bool last;
   EMBER_DYNAMIC_SHARED(A, smem);
   const bool sums = dw || db;
   A* acc = acc_shared ? smem : scratch ? scratch + int64_t(blockIdx.x) * 2 * N : nullptr;  // [dw | db partials]
@@ -116,12 +115,7 @@ __global__ void layer_norm_backward_fused_kernel(const T* __restrict__ g, const 
       scratch[int64_t(blockIdx.x) * 2 * N + i] = acc[i];
       scratch[int64_t(blockIdx.x) * 2 * N + N + i] = acc[N + i];
     }
-  __threadfence();  // the partials are visible to every block before the count says so
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!last_block_to_arrive(counter)) return;
   // volatile: read from memory (L2), not from a cache that may hold stale lines.
   const volatile A* part = scratch;
   for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
