@@ -116,6 +116,19 @@ run_ok(--generate --weights "${OUT}/a/model.safetensors" --prompt "To be" --samp
 if(NOT run_out MATCHES "^To be")
   message(FATAL_ERROR "--generate printed ${run_out}")
 endif()
+# --precision bf16 samples and scores in a bfloat16 autocast region, and says so.
+run_ok(--generate --weights "${OUT}/a/model.safetensors" --prompt "To be" --sample-tokens 12 --seed 3 --precision bf16)
+if(NOT run_out MATCHES "^To be" OR NOT run_err MATCHES "gpt: 12 tokens in .* tokens/s \\(KV cache, 5-token prompt, bf16,")
+  message(FATAL_ERROR "--generate --precision bf16 printed ${run_out}, ${run_err}")
+endif()
+run_ok(--eval-only --weights "${OUT}/a/model.safetensors" --data "${OUT}/corpus.txt" --out "${OUT}/e16" --threads 1
+       --precision bf16)
+file(READ "${OUT}/e16/eval.json" me)
+string(JSON val_e16 GET "${me}" final_val_loss)
+string(JSON prec_e16 GET "${me}" precision)
+if(NOT prec_e16 STREQUAL "bf16" OR val_e16 STREQUAL val_a OR NOT val_e16 GREATER 0)
+  message(FATAL_ERROR "--eval-only --precision bf16 gave ${val_e16} (${prec_e16}); fp32 gave ${val_a}")
+endif()
 
 # Bad input: one line on stderr, exit 2 for flags (an unusable --out too), 1 for files (cases: "code|arg,arg,...").
 file(WRITE "${OUT}/empty.txt" "")

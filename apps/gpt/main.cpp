@@ -309,13 +309,19 @@ int eval_only(gpt::Config c) {
   const gpt::Corpus corpus = gpt::read_corpus(c);
   const nn::TextDataset data = nn::TextDataset::from_text(corpus.text, c.context, corpus.name, &vocab);
   if (c.check) return check_done();
-  const double v = nn::split_loss(*model, data.val, c.context, 64);
+  const app::MixedPrecision mp(c.precision, dev.type);
+  double v;
+  {
+    const AutocastGuard region = mp.region();
+    v = nn::split_loss(*model, data.val, c.context, 64);
+  }
   app::check_eval_loss(v, c.weights);
   nlohmann::ordered_json m = {
       {"weights", c.weights},
       {"data", corpus.description},
       {"final_val_loss", v},
       {"val_tokens", data.val.size()},
+      {"precision", c.precision},
       {"suspicious_tensors", suspicious},
       {"recorded_final_val_loss",
        meta.count("final_val_loss")
@@ -334,7 +340,8 @@ int generate(const gpt::Config& c) {
   nn::CharTokenizer vocab;
   std::map<std::string, std::string> meta;
   std::unique_ptr<nn::GPT> model = gpt::load_model(c.weights, vocab, meta, c.force_eval);
-  model->to(gpt::run_device(c));
+  const Device dev = gpt::run_device(c);
+  model->to(dev);
   // Without --prompt: a newline, or the vocabulary's first character where it has none.
   std::vector<int64_t> prompt = {0};
   if (!c.prompt.empty() || vocab.chars().find('\n') != std::string::npos) try {
@@ -346,7 +353,20 @@ int generate(const gpt::Config& c) {
   nn::SampleOptions so;
   so.temperature = c.temperature, so.top_k = c.top_k, so.top_p = c.top_p, so.seed = c.seed;
   so.cuda_graph = c.cuda_graph;
-  std::printf("%s\n", vocab.decode(model->generate(prompt, c.sample_tokens, so)).c_str());
+  const app::MixedPrecision mp(c.precision, dev.type);
+  const app::Timer t;
+  std::vector<int64_t> ids;
+  {
+    const AutocastGuard region = mp.region();
+    ids = model->generate(prompt, c.sample_tokens, so);
+  }
+  const double seconds = t.seconds();
+  std::printf("%s\n", vocab.decode(ids).c_str());
+  std::fflush(stdout);
+  std::fprintf(stderr, "gpt: %lld tokens in %.2fs: %.1f tokens/s (KV cache, %lld-token prompt, %s, %d threads)\n",
+               static_cast<long long>(c.sample_tokens), seconds,
+               static_cast<double>(c.sample_tokens) / std::max(seconds, 1e-9), static_cast<long long>(prompt.size()),
+               c.precision.c_str(), num_threads());
   return 0;
 }
 
