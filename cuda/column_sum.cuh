@@ -127,4 +127,52 @@ void column_sum(const T* x, T* out, int64_t A, int64_t R, int64_t B, int dev) {
   column_sum_finish(p, out, slices, A * B, dev);
 }
 
+/// d[i] = f(i) over a contiguous [rows, n] block, stored to out (when not
+/// null) and summed down each column into db (when not null): the backward
+/// passes whose elementwise gradient is also a bias's gradient (linear_gelu's
+/// gelu', linear_dropout_add's mask). Rows [r0, r1) of blockIdx.y's slice,
+/// 32 columns per block tile; each column's partial sum of the stored d (as
+/// sum(d) would add it) goes to db[blockIdx.y][column]. f is a functor of
+/// the element's flat index returning T.
+template <class T, class TO, class F>
+__global__ void map_column_sum_kernel(F f, T* __restrict__ out, TO* __restrict__ db, int64_t rows, int64_t n,
+                                      int64_t slice_rows) {
+  using A = opmath_t<T>;
+  __shared__ A tile[kColumnRows][kColumnTile + 1];
+  const int64_t r0 = int64_t(blockIdx.y) * slice_rows, r1 = r0 + slice_rows < rows ? r0 + slice_rows : rows;
+  const int64_t tiles = (n + kColumnTile - 1) / kColumnTile;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t j = t * kColumnTile + threadIdx.x;
+    A s = 0;
+    if (j < n)
+      for (int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows) {
+        const T d = f(r * n + j);
+        if (out) out[r * n + j] = d;
+        s += A(d);
+      }
+    if (db) {  // uniform over the grid: every thread reaches the barriers or none
+      s = column_combine(s, tile);
+      if (threadIdx.y == 0 && j < n) db[int64_t(blockIdx.y) * n + j] = TO(s);
+    }
+  }
+}
+
+/// map_column_sum_kernel in one pass, or with more than one slice of rows
+/// two (the slices' float32 partials, then column_sum_finish).
+template <class T, class F>
+void map_column_sum(F f, T* out, T* db, int64_t rows, int64_t n, int dev) {
+  using Acc = opmath_t<T>;
+  const int64_t tiles = (n + kColumnTile - 1) / kColumnTile, slices = column_slices(tiles, rows);
+  const int64_t slice_rows = (rows + slices - 1) / slices;
+  const dim3 grid(column_grid_x(tiles), static_cast<unsigned>(slices)), block(kColumnTile, kColumnRows);
+  if (slices == 1 || !db) {
+    EMBER_CUDA_LAUNCH((map_column_sum_kernel<T, T, F>), grid, block, 0, dev, f, out, db, rows, n, slice_rows);
+    return;
+  }
+  Tensor partial = partial_sums<T>(slices, n, dev);
+  Acc* p = static_cast<Acc*>(partial.data_ptr());
+  EMBER_CUDA_LAUNCH((map_column_sum_kernel<T, Acc, F>), grid, block, 0, dev, f, out, p, rows, n, slice_rows);
+  column_sum_finish(p, db, slices, n, dev);
+}
+
 }  // namespace ember::cuda

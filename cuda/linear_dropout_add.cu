@@ -10,10 +10,9 @@
 // product gives the values linear, dropout and add give; the arithmetic is
 // float32 for the 16-bit types.
 // Backward, one pass over the rows: dpre = T(dout) * keep / (1 - p),
-// written, and summed down each column into db (the bias's gradient), in
-// blocks of 32 columns by slices of the rows as in cuda/column_sum.cuh, so
-// the sum is deterministic and needs no atomics; with more than one slice,
-// column_sum_finish adds the slices' partials.
+// written, and summed down each column into db (the bias's gradient) by
+// cuda/column_sum.cuh's map_column_sum, so the sum is deterministic and
+// needs no atomics.
 #include <ember/core/dtype_dispatch.h>
 #include <ember/ops/dropout.h>
 #include <ember/ops/half_ops.h>
@@ -54,53 +53,20 @@ __global__ void bias_dropout_add_forward(const T* y, const T* __restrict__ bias,
   }
 }
 
-// dpre over rows [r0, r1) of blockIdx.y's slice for 32 columns per block
-// tile; each column's partial sum of dpre to db[blockIdx.y][column] when db
-// is not null. dpre null: not written (no mask, and dout is of dtype T).
-template <class T, class R, class TO>
-__global__ void dropout_bias_backward(const R* __restrict__ g, const bool* __restrict__ keep, T* __restrict__ dpre,
-                                      TO* __restrict__ db, int64_t rows, int64_t n, int64_t slice_rows,
-                                      opmath_t<T> scale) {
-  using A = opmath_t<T>;
-  __shared__ A tile[kColumnRows][kColumnTile + 1];
-  const int64_t r0 = int64_t(blockIdx.y) * slice_rows, r1 = r0 + slice_rows < rows ? r0 + slice_rows : rows;
-  const int64_t tiles = (n + kColumnTile - 1) / kColumnTile;
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int64_t j = t * kColumnTile + threadIdx.x;
-    A s = 0;
-    if (j < n)
-      for (int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows) {
-        const int64_t i = r * n + j;
-        T d = T(g[i]);  // the engine's cast of add's gradient to the product's dtype
-        if (keep) d = T(A(d) * (keep[i] ? scale : A(0)));
-        if (dpre) dpre[i] = d;
-        s += A(d);  // the sum of the dpre that is stored, as sum(dpre) would add
-      }
-    if (db) {  // uniform over the grid: every thread reaches the barriers or none
-      s = column_combine(s, tile);
-      if (threadIdx.y == 0 && j < n) db[int64_t(blockIdx.y) * n + j] = TO(s);
-    }
-  }
-}
-
+// dpre = T(dout) * keep / (1 - p), element i (map_column_sum's f); keep
+// null: no mask.
 template <class T, class R>
-void dropout_bias_backward_launch(const R* g, const bool* keep, T* dpre, T* db, int64_t rows, int64_t n,
-                                  opmath_t<T> scale, int dev) {
-  using A = opmath_t<T>;
-  const int64_t tiles = (n + kColumnTile - 1) / kColumnTile, slices = column_slices(tiles, rows);
-  const int64_t slice_rows = (rows + slices - 1) / slices;
-  const dim3 grid(column_grid_x(tiles), static_cast<unsigned>(slices)), block(kColumnTile, kColumnRows);
-  if (slices == 1 || !db) {
-    EMBER_CUDA_LAUNCH((dropout_bias_backward<T, R, T>), grid, block, 0, dev, g, keep, dpre, db, rows, n, slice_rows,
-                      scale);
-    return;
+struct DropoutGrad {
+  const R* g;
+  const bool* keep;
+  opmath_t<T> scale;
+  __device__ T operator()(int64_t i) const {
+    using A = opmath_t<T>;
+    T d = T(g[i]);  // the engine's cast of add's gradient to the product's dtype
+    if (keep) d = T(A(d) * (keep[i] ? scale : A(0)));
+    return d;
   }
-  Tensor partial = partial_sums<T>(slices, n, dev);
-  A* p = static_cast<A*>(partial.data_ptr());
-  EMBER_CUDA_LAUNCH((dropout_bias_backward<T, R, A>), grid, block, 0, dev, g, keep, dpre, p, rows, n, slice_rows,
-                    scale);
-  column_sum_finish(p, db, slices, n, dev);
-}
+};
 
 // Calls f(T{}, R{}) for the product's dtype t and the residual's r: r is t,
 // or float32 over a 16-bit t (what linear_dropout_add hands the kernels).
@@ -150,11 +116,11 @@ void cuda_dropout_bias_backward(const Tensor& dout, const Tensor& keep, double p
   dispatch_pair(t, dout.dtype(), "linear_dropout_add_backward", [&](auto tt, auto rt) {
     using T = decltype(tt);
     using R = decltype(rt);
-    dropout_bias_backward_launch<T, R>(static_cast<const R*>(dout.data_ptr()),
-                                       keep.defined() ? static_cast<const bool*>(keep.data_ptr()) : nullptr,
-                                       dpre.defined() ? static_cast<T*>(dpre.data_ptr()) : nullptr,
-                                       dbias.defined() ? static_cast<T*>(dbias.data_ptr()) : nullptr, rows, n,
-                                       static_cast<opmath_t<T>>(keep.defined() ? keep_scale(p) : 1.0), dev);
+    const DropoutGrad<T, R> f{static_cast<const R*>(dout.data_ptr()),
+                              keep.defined() ? static_cast<const bool*>(keep.data_ptr()) : nullptr,
+                              static_cast<opmath_t<T>>(keep.defined() ? keep_scale(p) : 1.0)};
+    map_column_sum(f, dpre.defined() ? static_cast<T*>(dpre.data_ptr()) : nullptr,
+                   dbias.defined() ? static_cast<T*>(dbias.data_ptr()) : nullptr, rows, n, dev);
   });
 }
 
