@@ -2,18 +2,14 @@
 // the whole-split loss.
 #include <ember/core/autograd.h>
 #include <ember/core/error.h>
+#include <ember/core/file_io.h>
 #include <ember/nn/gpt.h>
 #include <ember/nn/text_data.h>
 #include <ember/ops/factory.h>
 #include <ember/ops/loss.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace ember::nn {
 namespace {
@@ -71,19 +67,7 @@ std::string CharTokenizer::decode(const std::vector<int64_t>& ids) const {
   return s;
 }
 
-std::string read_text_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  EMBER_CHECK(!ec && fs::exists(st), IOError, path, ": no such file");
-  EMBER_CHECK(fs::is_regular_file(st), IOError, path, ": not a regular file");
-  std::ifstream f(path, std::ios::binary);
-  EMBER_CHECK(f.good(), IOError, path, ": cannot be opened for reading: ", std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  EMBER_CHECK(!f.bad(), IOError, path, ": read failed");
-  return ss.str();
-}
+std::string read_text_file(const std::string& path) { return read_file(path, "text file"); }
 
 TextDataset TextDataset::from_text(const std::string& text, int64_t context, const std::string& source,
                                    const CharTokenizer* vocab) {

@@ -7,10 +7,8 @@
 // are seen by the next forward.
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <ember/core/file_io.h>
 #include <ember/onnx/graph_runner.h>
@@ -163,13 +161,7 @@ std::shared_ptr<Model> load_from_bytes(const std::string& bytes, const std::stri
 }
 
 std::shared_ptr<Model> load(const std::string& path) {
-  require_regular_file(path, "ONNX model");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw IOError("ONNX model '" + path + "': cannot be opened");
-  std::ostringstream buf;
-  buf << f.rdbuf();
-  if (f.bad()) throw IOError("ONNX model '" + path + "': read failed");
-  return load_from_bytes(buf.str(), "ONNX model '" + path + "'");
+  return load_from_bytes(read_file(path, "ONNX model"), "ONNX model '" + path + "'");
 }
 
 std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs) {
