@@ -108,6 +108,34 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
                                                       const Tensor& key_padding_mask, bool need_weights,
                                                       const Tensor& attn_mask, bool average_attn_weights,
                                                       bool is_causal) {
+  auto [out, weights] = heads(query, key, value, key_padding_mask, need_weights, attn_mask, is_causal);
+  out = (*out_proj)(out);
+  if (!batch_first) out = out.transpose(0, 1);
+  if (need_weights && average_attn_weights) weights = mean(weights, {1});
+  return {out, weights};
+}
+
+std::pair<Tensor, Tensor> MultiheadAttention::forward_dropout_add(const Tensor& residual, const Dropout& out_dropout,
+                                                                  const Tensor& query, const Tensor& key,
+                                                                  const Tensor& value, const Tensor& key_padding_mask,
+                                                                  bool need_weights, const Tensor& attn_mask,
+                                                                  bool average_attn_weights, bool is_causal) {
+  if (!batch_first) {
+    // The output is a transposed view here, and dropout draws its mask in
+    // the view's order: the three ops, so the draws stay theirs.
+    auto [out, weights] =
+        forward(query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal);
+    return {add(residual, ember::dropout(out, out_dropout.p, out_dropout.is_training())), weights};
+  }
+  auto [out, weights] = heads(query, key, value, key_padding_mask, need_weights, attn_mask, is_causal);
+  out = out_proj->forward_dropout_add(out, out_dropout, residual);
+  if (need_weights && average_attn_weights) weights = mean(weights, {1});
+  return {out, weights};
+}
+
+std::pair<Tensor, Tensor> MultiheadAttention::heads(const Tensor& query, const Tensor& key, const Tensor& value,
+                                                    const Tensor& key_padding_mask, bool need_weights,
+                                                    const Tensor& attn_mask, bool is_causal) {
   EMBER_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3, ShapeError,
               "MultiheadAttention: expected 3-D query, key and value, got ", query.shape().str(), ", ",
               key.shape().str(), ", ", value.shape().str());
@@ -174,9 +202,6 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
     out = attend(linear(q_in, wq, bq), linear(k_in, wk, bk), linear(v_in, wv, bv), mask,
                  need_weights ? &weights : nullptr);
   }
-  out = (*out_proj)(out);
-  if (!batch_first) out = out.transpose(0, 1);
-  if (need_weights && average_attn_weights) weights = mean(weights, {1});
   return {out, need_weights ? weights : Tensor()};
 }
 

@@ -77,6 +77,17 @@ class MultiheadAttention : public Module {
                                     const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
                                     const Tensor& attn_mask = Tensor(), bool average_attn_weights = true,
                                     bool is_causal = false);
+  /// add(residual, out_dropout(forward(...).first)) with out_proj's bias,
+  /// the dropout and the add as one op after its GEMM
+  /// (ops/linear_dropout_add.h), the same values as the three ops: the end
+  /// of a transformer layer's attention branch; sequence first (not
+  /// batch_first), the three ops as they are. residual has the output's
+  /// shape. Returns (that sum, weights).
+  std::pair<Tensor, Tensor> forward_dropout_add(const Tensor& residual, const Dropout& out_dropout, const Tensor& query,
+                                                const Tensor& key, const Tensor& value,
+                                                const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
+                                                const Tensor& attn_mask = Tensor(), bool average_attn_weights = true,
+                                                bool is_causal = false);
   /// Incremental decoding (nn::TransformerDecoder's cache): the key and
   /// value projections of batch-first key (N, S, kdim) and value (N, S,
   /// vdim), each (N, S, E), to keep and reuse at later steps.
@@ -109,6 +120,11 @@ class MultiheadAttention : public Module {
   /// The q (i = 0), k (1) or v (2) input projection's weight and bias (undefined without bias).
   Tensor proj_weight(int i) const;
   Tensor proj_bias(int i) const;
+  /// forward before out_proj: the heads' output batch first (N, L, E), and
+  /// the weights per head (N, H, L, S) when need_weights.
+  std::pair<Tensor, Tensor> heads(const Tensor& query, const Tensor& key, const Tensor& value,
+                                  const Tensor& key_padding_mask, bool need_weights, const Tensor& attn_mask,
+                                  bool is_causal);
   /// Attention of projected q (N, L, E) over projected k, v (N, S, E) with a
   /// mask broadcastable to (N, H, L, S): (N, L, E) before out_proj; weights
   /// (N, H, L, S) into *weights when non-null.

@@ -31,10 +31,14 @@ TransformerEncoderLayer::TransformerEncoderLayer(TransformerEncoderLayerOptions 
   }
 }
 
-Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const Tensor& mask, const Tensor& kpm, bool is_causal) {
-  auto [out, weights] = self_attn->forward(x, x, x, kpm, keep_attention_weights, mask, true, is_causal);
+Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const Tensor& mask, const Tensor& kpm, bool is_causal,
+                                         const Tensor& residual) {
+  auto [out, weights] = residual.defined()
+                            ? self_attn->forward_dropout_add(residual, *dropout1, x, x, x, kpm, keep_attention_weights,
+                                                             mask, true, is_causal)
+                            : self_attn->forward(x, x, x, kpm, keep_attention_weights, mask, true, is_causal);
   if (keep_attention_weights) attention_weights = weights.detach();
-  return (*dropout1)(out);
+  return residual.defined() ? out : (*dropout1)(out);
 }
 
 Tensor detail::transformer_feed_forward(const Tensor& x, Linear& linear1, Dropout& dropout, Linear& linear2,
@@ -61,18 +65,21 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
     return forward(src.unsqueeze(b), src_mask, detail::padding_mask_of_one(kpm), is_causal).squeeze(b);
   }
   Tensor x = src;
-  // Stochastic depth drops a whole residual branch per sample (timm's Block).
-  const auto branch = [](const std::shared_ptr<DropPath>& dp, const Tensor& y) { return dp ? (*dp)(y) : y; };
-  // Without stochastic depth the feed-forward's residual add joins its last
-  // op (ff_block with the residual).
+  // Stochastic depth drops a whole residual branch per sample (timm's
+  // Block). Without stochastic depth each residual add joins its branch's last op
+  // (sa_block and ff_block with the residual).
+  const auto sa_residual = [&](const Tensor& h) {
+    return drop_path1 ? add(x, (*drop_path1)(sa_block(h, src_mask, kpm, is_causal)))
+                      : sa_block(h, src_mask, kpm, is_causal, x);
+  };
   const auto ff_residual = [&](const Tensor& h) {
     return drop_path2 ? add(x, (*drop_path2)(ff_block(h))) : ff_block(h, x);
   };
   if (opts.norm_first) {
-    x = add(x, branch(drop_path1, sa_block((*norm1)(x), src_mask, kpm, is_causal)));
+    x = sa_residual((*norm1)(x));
     x = ff_residual((*norm2)(x));
   } else {
-    x = (*norm1)(add(x, branch(drop_path1, sa_block(x, src_mask, kpm, is_causal))));
+    x = (*norm1)(sa_residual(x));
     x = (*norm2)(ff_residual(x));
   }
   return x;

@@ -71,8 +71,9 @@ class TransformerEncoderLayer : public Module {
   Tensor attention_weights;
 
  private:
-  Tensor sa_block(const Tensor& x, const Tensor& mask, const Tensor& kpm, bool is_causal);
   // With a residual: add(residual, the block), its last ops fused.
+  Tensor sa_block(const Tensor& x, const Tensor& mask, const Tensor& kpm, bool is_causal,
+                  const Tensor& residual = Tensor());
   Tensor ff_block(const Tensor& x, const Tensor& residual = Tensor());
 };
 

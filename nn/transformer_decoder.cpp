@@ -48,14 +48,15 @@ Tensor TransformerDecoderLayer::blocks(const Tensor& tgt, SelfAttention&& sa, Cr
   auto ff = [&](const Tensor& x, const Tensor& residual) {
     return detail::transformer_feed_forward(x, *linear1, *dropout, *linear2, *dropout3, opts.activation, residual);
   };
+  // sa(h, residual) and ca(h, residual): add(residual, dropout(attention(h))).
   Tensor x = tgt;
   if (opts.norm_first) {
-    x = add(x, (*dropout1)(sa((*norm1)(x))));
-    x = add(x, (*dropout2)(ca((*norm2)(x))));
+    x = sa((*norm1)(x), x);
+    x = ca((*norm2)(x), x);
     x = ff((*norm3)(x), x);
   } else {
-    x = (*norm1)(add(x, (*dropout1)(sa(x))));
-    x = (*norm2)(add(x, (*dropout2)(ca(x))));
+    x = (*norm1)(sa(x, x));
+    x = (*norm2)(ca(x, x));
     x = (*norm3)(ff(x, x));
   }
   return x;
@@ -79,12 +80,16 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
     const int64_t b = opts.batch_first ? 0 : 1;
     return forward(tgt.unsqueeze(b), memory.unsqueeze(b), masks_of_one(m)).squeeze(b);
   }
-  auto sa = [&](const Tensor& x) {
-    return self_attn->forward(x, x, x, m.tgt_key_padding_mask, false, m.tgt_mask, true, m.tgt_is_causal).first;
+  // Each attention's output projection, dropout and residual add as one op (MultiheadAttention::forward_dropout_add).
+  auto sa = [&](const Tensor& x, const Tensor& residual) {
+    return self_attn
+        ->forward_dropout_add(residual, *dropout1, x, x, x, m.tgt_key_padding_mask, false, m.tgt_mask, true,
+                              m.tgt_is_causal)
+        .first;
   };
-  auto ca = [&](const Tensor& x) {
-    auto [out, w] =
-        multihead_attn->forward(x, memory, memory, m.memory_key_padding_mask, keep_attention_weights, m.memory_mask);
+  auto ca = [&](const Tensor& x, const Tensor& residual) {
+    auto [out, w] = multihead_attn->forward_dropout_add(
+        residual, *dropout2, x, memory, memory, m.memory_key_padding_mask, keep_attention_weights, m.memory_mask);
     if (keep_attention_weights) cross_attention_weights = w.detach();
     return out;
   };
@@ -101,18 +106,18 @@ Tensor TransformerDecoderLayer::step(const Tensor& tgt, TransformerDecoderLayerC
               cache.memory_k.defined() ? cache.memory_k.size(0) : 0, " batch entries, got ", tgt.shape().str());
   // Self-attention: this position's key and value join the cache, and its
   // query attends over them all (no mask: the cache holds no later positions).
-  auto sa = [&](const Tensor& h) {
+  auto sa = [&](const Tensor& h, const Tensor& residual) {
     auto [k, v] = self_attn->project_kv(h, h);
     cache.self_k = cache.self_k.defined() ? cat({cache.self_k, k}, 1) : k;
     cache.self_v = cache.self_v.defined() ? cat({cache.self_v, v}, 1) : v;
-    return self_attn->forward_projected(h, cache.self_k, cache.self_v);
+    return add(residual, (*dropout1)(self_attn->forward_projected(h, cache.self_k, cache.self_v)));
   };
-  auto ca = [&](const Tensor& h) {
+  auto ca = [&](const Tensor& h, const Tensor& residual) {
     Tensor w;
     const Tensor out = multihead_attn->forward_projected(h, cache.memory_k, cache.memory_v, memory_mask,
                                                          keep_attention_weights ? &w : nullptr);
     if (keep_attention_weights) cross_attention_weights = w.detach();
-    return out;
+    return add(residual, (*dropout2)(out));
   };
   const Tensor y = blocks(x, sa, ca);
   return opts.batch_first ? y : y.transpose(0, 1);

@@ -1,6 +1,8 @@
 // The models whose residual steps run as linear_dropout_add (GPTBlock's two
-// branches, the transformer layers' feed-forward, pre- and post-norm) give,
-// on the CPU, the values and gradients of the composed form bit for bit:
+// branches, the transformer layers' attention and feed-forward branches,
+// pre- and post-norm; sequence first too, where the attention branch stays
+// composed) give, on the CPU, the values and gradients of the composed form
+// bit for bit:
 // each model against its own modules called one by one as before (linear,
 // dropout and add, the dropout draws in the same order from the default
 // generator), in training mode with dropout. On CUDA (emulated here) the
@@ -69,75 +71,77 @@ TEST_CASE("residual fusion: GPTBlock's output and gradients are the composed for
 }
 
 TEST_CASE("residual fusion: the transformer layers' output and gradients are the composed form's on the CPU") {
-  for (const bool norm_first : {true, false}) {
-    CAPTURE(norm_first);
-    manual_seed(4);
-    nn::TransformerEncoderLayerOptions o;
-    o.d_model = 12, o.nhead = 2, o.dim_feedforward = 20, o.dropout = 0.25, o.batch_first = true;
-    o.norm_first = norm_first, o.activation = nn::Activation("gelu");
-    nn::TransformerEncoderLayer layer(o);
-    layer.train();
-    const Tensor x = randn({3, 4, 12}), g = randn({3, 4, 12});
-    auto& l = layer;
-    const auto sa = [&](const Tensor& h) {
-      return (*l.dropout1)(l.self_attn->forward(h, h, h, Tensor(), false, Tensor(), true, false).first);
-    };
-    const auto ff = [&](const Tensor& h) {
-      return nn::detail::transformer_feed_forward(h, *l.linear1, *l.dropout, *l.linear2, *l.dropout2,
-                                                  l.opts.activation);
-    };
-    const auto fused = outputs(
-        layer, [&](const Tensor& t) { return layer.forward(t); }, x, g);
-    const auto composed = outputs(
-        layer,
-        [&](const Tensor& t) {
-          if (norm_first) {
-            const Tensor y = add(t, sa((*l.norm1)(t)));
-            return add(y, ff((*l.norm2)(y)));
-          }
-          const Tensor y = (*l.norm1)(add(t, sa(t)));
-          return (*l.norm2)(add(y, ff(y)));
-        },
-        x, g);
-    check_same(fused, composed);
+  for (const bool norm_first : {true, false})
+    for (const bool batch_first : {true, false}) {
+      CAPTURE(norm_first);
+      CAPTURE(batch_first);
+      manual_seed(4);
+      nn::TransformerEncoderLayerOptions o;
+      o.d_model = 12, o.nhead = 2, o.dim_feedforward = 20, o.dropout = 0.25, o.batch_first = batch_first;
+      o.norm_first = norm_first, o.activation = nn::Activation("gelu");
+      nn::TransformerEncoderLayer layer(o);
+      layer.train();
+      const Tensor x = randn({3, 4, 12}), g = randn({3, 4, 12});
+      auto& l = layer;
+      const auto sa = [&](const Tensor& h) {
+        return (*l.dropout1)(l.self_attn->forward(h, h, h, Tensor(), false, Tensor(), true, false).first);
+      };
+      const auto ff = [&](const Tensor& h) {
+        return nn::detail::transformer_feed_forward(h, *l.linear1, *l.dropout, *l.linear2, *l.dropout2,
+                                                    l.opts.activation);
+      };
+      const auto fused = outputs(
+          layer, [&](const Tensor& t) { return layer.forward(t); }, x, g);
+      const auto composed = outputs(
+          layer,
+          [&](const Tensor& t) {
+            if (norm_first) {
+              const Tensor y = add(t, sa((*l.norm1)(t)));
+              return add(y, ff((*l.norm2)(y)));
+            }
+            const Tensor y = (*l.norm1)(add(t, sa(t)));
+            return (*l.norm2)(add(y, ff(y)));
+          },
+          x, g);
+      check_same(fused, composed);
 
-    // The decoder layer's feed-forward, against its encoder-style composition
-    // (self- and cross-attention as the layer runs them, from the same seed).
-    nn::TransformerDecoderLayerOptions d;
-    d.d_model = 12, d.nhead = 2, d.dim_feedforward = 20, d.dropout = 0.25, d.batch_first = true;
-    d.norm_first = norm_first;
-    nn::TransformerDecoderLayer dec(d);
-    dec.train();
-    const Tensor mem = randn({3, 5, 12});
-    auto& dl = dec;
-    const auto dec_fused = outputs(
-        dec, [&](const Tensor& t) { return dec.forward(t, mem); }, x, g);
-    const auto dec_composed = outputs(
-        dec,
-        [&](const Tensor& t) {
-          const auto dsa = [&](const Tensor& h) {
-            return (*dl.dropout1)(dl.self_attn->forward(h, h, h, Tensor(), false, Tensor(), true, false).first);
-          };
-          const auto dca = [&](const Tensor& h) {
-            return (*dl.dropout2)(
-                dl.multihead_attn->forward(h, mem, mem, Tensor(), false, Tensor(), true, false).first);
-          };
-          const auto dff = [&](const Tensor& h) {
-            return nn::detail::transformer_feed_forward(h, *dl.linear1, *dl.dropout, *dl.linear2, *dl.dropout3,
-                                                        dl.opts.activation);
-          };
-          if (norm_first) {
-            Tensor y = add(t, dsa((*dl.norm1)(t)));
-            y = add(y, dca((*dl.norm2)(y)));
-            return add(y, dff((*dl.norm3)(y)));
-          }
-          Tensor y = (*dl.norm1)(add(t, dsa(t)));
-          y = (*dl.norm2)(add(y, dca(y)));
-          return (*dl.norm3)(add(y, dff(y)));
-        },
-        x, g);
-    check_same(dec_fused, dec_composed);
-  }
+      // The decoder layer's feed-forward, against its encoder-style composition
+      // (self- and cross-attention as the layer runs them, from the same seed).
+      nn::TransformerDecoderLayerOptions d;
+      d.d_model = 12, d.nhead = 2, d.dim_feedforward = 20, d.dropout = 0.25, d.batch_first = batch_first;
+      d.norm_first = norm_first;
+      nn::TransformerDecoderLayer dec(d);
+      dec.train();
+      const Tensor mem = batch_first ? randn({3, 5, 12}) : randn({5, 4, 12});
+      auto& dl = dec;
+      const auto dec_fused = outputs(
+          dec, [&](const Tensor& t) { return dec.forward(t, mem); }, x, g);
+      const auto dec_composed = outputs(
+          dec,
+          [&](const Tensor& t) {
+            const auto dsa = [&](const Tensor& h) {
+              return (*dl.dropout1)(dl.self_attn->forward(h, h, h, Tensor(), false, Tensor(), true, false).first);
+            };
+            const auto dca = [&](const Tensor& h) {
+              return (*dl.dropout2)(
+                  dl.multihead_attn->forward(h, mem, mem, Tensor(), false, Tensor(), true, false).first);
+            };
+            const auto dff = [&](const Tensor& h) {
+              return nn::detail::transformer_feed_forward(h, *dl.linear1, *dl.dropout, *dl.linear2, *dl.dropout3,
+                                                          dl.opts.activation);
+            };
+            if (norm_first) {
+              Tensor y = add(t, dsa((*dl.norm1)(t)));
+              y = add(y, dca((*dl.norm2)(y)));
+              return add(y, dff((*dl.norm3)(y)));
+            }
+            Tensor y = (*dl.norm1)(add(t, dsa(t)));
+            y = (*dl.norm2)(add(y, dca(y)));
+            return (*dl.norm3)(add(y, dff(y)));
+          },
+          x, g);
+      check_same(dec_fused, dec_composed);
+    }
 }
 
 TEST_CASE("residual fusion: a GPT block's training step on CUDA matches the CPU, dropout masks included") {
