@@ -118,8 +118,10 @@ expect("gpt --generate --lr" 2 "^gpt: --lr is for training; --generate takes the
        --generate --weights "${OUT}/gpt_full/model.safetensors" --lr 0.1)
 expect("gpt --eval-only --top-k" 2 "^gpt: --top-k is for training and --generate, not --eval-only$" "${GPT}" --eval-only
        --weights "${OUT}/gpt_full/model.safetensors" --data "${OUT}/corpus.txt" --top-k 3 --out "${OUT}/gpt_e")
-expect("gpt --generate with its sampling flags" 0 "^$" "${GPT}" --generate --weights "${OUT}/gpt_full/model.safetensors"
-       --sample-tokens 4 --seed 3 --temperature 0.5 --top-k 3 --top-p 0.9)
+expect("gpt --generate with its sampling flags" 0
+       "^gpt: 4 tokens in [0-9.]+s: [0-9.]+ tokens/s \\(KV cache, 1-token prompt, fp32, [0-9]+ threads?\\)$"
+       "${GPT}" --generate --weights "${OUT}/gpt_full/model.safetensors" --sample-tokens 4
+       --seed 3 --temperature 0.5 --top-k 3 --top-p 0.9)
 
 # ---- gpt: weights of 3e38 with --force-eval; GPT-2 from --hf -------------
 rewrite("${OUT}/gpt_full/model.safetensors" "${OUT}/gpt_huge.safetensors" "set:wte.weight=3e38")
