@@ -181,7 +181,11 @@ void run(const GemvArgs& g, const float* x) {
   const auto* b = static_cast<const BElem<K>*>(g.b);
   const bool simd = EMBER_GEMV_AVX512 && !g_force_fallback.load(std::memory_order_relaxed);
   const int64_t blocks = (g.n + kBlock - 1) / kBlock;
-  const int64_t grain = std::max<int64_t>(1, kParallelWork / std::max<int64_t>(1, kBlock * g.k));
+  // One block a chunk once the product is worth splitting at all: it is
+  // memory-bound, so each thread should stream an equal share of B. (A grain
+  // of kParallelWork multiply-adds would run GPT-2's 768 x 768 weights on one
+  // thread and its 2304 x 768 ones two to one.)
+  const int64_t grain = g.n * g.k < kParallelWork ? blocks : 1;
   parallel_for(0, blocks, grain, [&](int64_t lo, int64_t hi) {
     float dot[kBlock];
     for (int64_t blk = lo; blk < hi; ++blk) {

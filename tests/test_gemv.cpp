@@ -98,6 +98,13 @@ void sweep(std::mt19937& rng) {
           check_gemv(n, k, tb, t.x, t.b, t.y, t.bias, false, 1.0f, 0.0f, 1, rng);
           check_gemv(n, k, tb, t.x, t.b, t.y, t.bias, true, 0.5f, 0.75f, 3, rng);
         }
+  // Products past the inline size (2^19 multiply-adds) split their blocks
+  // of 128 outputs across the pool, the last block partial.
+  for (const Types& t : std::vector<Types>{{F, F, F, F}, {H, H, H, H}})
+    for (bool tb : {true, false}) {
+      check_gemv(1000, 777, tb, t.x, t.b, t.y, t.bias, true, 0.5f, 0.75f, 1, rng);
+      check_gemv(300, 3072, tb, t.x, t.b, t.y, t.bias, false, 1.0f, 0.0f, 2, rng);
+    }
 }
 
 struct FallbackGuard {

@@ -236,6 +236,31 @@ void Bench::kernels() {
       lr.mutable_grad() = Tensor();
     });
   }
+  // Decoding at batch 1: one token's Linear reads its whole weight once, so
+  // its rate is the weight bytes over the time. First 64 MB of weight in
+  // either dtype at GPT-2's width 768 (21,845 rows of float32, 43,690 of
+  // bf16), then GPT-2 124M's 48 block weights one after the other (170 MB in
+  // bf16), as a token reads them: 48 smaller products, each split anew.
+  for (const DType dt : {kFloat32, kBFloat16}) {
+    const bool f32 = dt == kFloat32;
+    const int64_t size = f32 ? 4 : 2, rows = static_cast<int64_t>(mb64) / (768 * size);
+    const Tensor w = randn({rows, 768}, on_dev()).to(dt), x = randn({1, 768}, on_dev()).to(dt);
+    row(f32 ? "linear, one row (fp32 weight)" : "linear, one row (bf16 weight)", static_cast<double>(w.numel() * size),
+        [&] { linear(x, w); });
+  }
+  for (const DType dt : {kFloat32, kBFloat16}) {
+    std::vector<Tensor> ws;  // per layer: c_attn, attn.c_proj, c_fc, mlp.c_proj as (out, in)
+    double bytes = 0;
+    for (int l = 0; l < 12; ++l)
+      for (const auto& [o, i] : {std::pair<int64_t, int64_t>{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}}) {
+        ws.push_back(randn({o, i}, on_dev()).to(dt));
+        bytes += static_cast<double>(o * i) * (dt == kFloat32 ? 4 : 2);
+      }
+    const Tensor x = randn({1, 768}, on_dev()).to(dt), x4 = randn({1, 3072}, on_dev()).to(dt);
+    row(dt == kFloat32 ? "GPT-2's 48 linears, one row (fp32)" : "GPT-2's 48 linears, one row (bf16)", bytes, [&] {
+      for (const Tensor& w : ws) linear(w.size(1) == 768 ? x : x4, w);
+    });
+  }
 }
 
 // Causal self-attention (GPT's: batch 4, 4 heads of 32) forward and

@@ -11,7 +11,8 @@
 //   bgemm                 the bf16 GEMM kernel against the float32 one at the models'
 //                         linear shapes, 1 thread, alternating, and against the bf16 peak
 //   kernels               softmax, layer_norm, gelu, cross_entropy forward and
-//                         backward in GB/s against a measured triad bandwidth
+//                         backward, and one row through a Linear (decoding's
+//                         GEMV), in GB/s against a measured triad bandwidth
 //   gpt                   training step of the character-level GPT (nanoGPT's
 //                         CPU configuration: 4 layers, width 128, context 64), batch 12
 //   adamw                 one AdamW step over the ViT's parameters
