@@ -86,6 +86,34 @@ constexpr int kMaxTensors = 32;
 constexpr int kMaxBlocks = 160;
 constexpr int64_t kChunk = 16384;  // elements per block
 
+// The multi-tensor packing shared by the Adam step and the clipping: walks
+// the kChunk-element chunks of tensors lo .. hi-1 in order into list (its
+// tensor[] and chunk[] tables map each block to a chunk), at most kMaxTensors
+// tensors and kMaxBlocks blocks per launch. add(slot, k) stores tensor k's
+// pointers in a slot, at its first chunk and again after each launch;
+// launch(blocks) runs what is packed.
+template <class List, class Numel, class Add, class Launch>
+void pack_chunks(List& list, size_t lo, size_t hi, Numel numel, Add add, Launch launch) {
+  int ntensors = 0, nblocks = 0;
+  auto flush = [&] {
+    if (nblocks > 0) launch(nblocks);
+    ntensors = nblocks = 0;
+  };
+  for (size_t k = lo; k < hi; ++k) {
+    const int64_t chunks = (numel(k) + kChunk - 1) / kChunk;
+    for (int64_t c = 0; c < chunks; ++c) {
+      if (c == 0 || nblocks == 0) {
+        if (ntensors == kMaxTensors) flush();
+        add(ntensors++, k);
+      }
+      list.tensor[nblocks] = static_cast<uint8_t>(ntensors - 1);
+      list.chunk[nblocks] = static_cast<int32_t>(c);
+      if (++nblocks == kMaxBlocks) flush();
+    }
+  }
+  flush();
+}
+
 template <class T>
 struct AdamChunks {
   T* p[kMaxTensors];
@@ -142,32 +170,18 @@ void cuda_adam_multi(std::vector<optim::AdamParam>& params, const optim::AdamSte
     using T = decltype(tag);
     const AdamScalars<opmath_t<T>> c = scalars<opmath_t<T>>(s);
     AdamChunks<T> list{};
-    int ntensors = 0, nblocks = 0;
-    auto flush = [&] {
-      if (nblocks > 0) EMBER_CUDA_LAUNCH(adam_multi_kernel_impl<T>, nblocks, 256, 0, dev.index, list, c);
-      ntensors = nblocks = 0;
-    };
-    for (optim::AdamParam& a : params) {
-      const int64_t n = a.p.numel();
-      const int64_t chunks = (n + kChunk - 1) / kChunk;
-      for (int64_t k = 0; k < chunks; ++k) {
-        // A new entry for this tensor at its first chunk or after a flush.
-        if (k == 0 || nblocks == 0) {
-          if (ntensors == kMaxTensors) flush();
-          list.p[ntensors] = static_cast<T*>(a.p.data_ptr());
-          list.g[ntensors] = static_cast<const T*>(a.g.data_ptr());
-          list.m[ntensors] = static_cast<T*>(a.m.data_ptr());
-          list.v[ntensors] = static_cast<T*>(a.v.data_ptr());
-          list.n[ntensors] = n;
-          list.offset[ntensors] = a.offset;
-          ++ntensors;
-        }
-        list.tensor[nblocks] = static_cast<uint8_t>(ntensors - 1);
-        list.chunk[nblocks] = static_cast<int32_t>(k);
-        if (++nblocks == kMaxBlocks) flush();
-      }
-    }
-    flush();
+    pack_chunks(
+        list, 0, params.size(), [&](size_t k) { return params[k].p.numel(); },
+        [&](int slot, size_t k) {
+          const optim::AdamParam& a = params[k];
+          list.p[slot] = static_cast<T*>(a.p.data_ptr());
+          list.g[slot] = static_cast<const T*>(a.g.data_ptr());
+          list.m[slot] = static_cast<T*>(a.m.data_ptr());
+          list.v[slot] = static_cast<T*>(a.v.data_ptr());
+          list.n[slot] = a.p.numel();
+          list.offset[slot] = a.offset;
+        },
+        [&](int blocks) { EMBER_CUDA_LAUNCH(adam_multi_kernel_impl<T>, blocks, 256, 0, dev.index, list, c); });
   });
 }
 
@@ -302,29 +316,17 @@ template <class T, class Launch>
 void for_chunks(const std::vector<Tensor>& grads, size_t lo, size_t hi, int64_t& first, Launch launch) {
   GradChunks<T> list{};
   list.first = first;
-  int ntensors = 0, nblocks = 0;
-  auto flush = [&] {
-    if (nblocks > 0) launch(list, nblocks);
-    first += nblocks;
-    list.first = first;
-    ntensors = nblocks = 0;
-  };
-  for (size_t k = lo; k < hi; ++k) {
-    const int64_t n = grads[k].numel();
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-    for (int64_t c = 0; c < chunks; ++c) {
-      if (c == 0 || nblocks == 0) {
-        if (ntensors == kMaxTensors) flush();
-        list.g[ntensors] = static_cast<T*>(grads[k].data_ptr());
-        list.n[ntensors] = n;
-        ++ntensors;
-      }
-      list.tensor[nblocks] = static_cast<uint8_t>(ntensors - 1);
-      list.chunk[nblocks] = static_cast<int32_t>(c);
-      if (++nblocks == kMaxBlocks) flush();
-    }
-  }
-  flush();
+  pack_chunks(
+      list, lo, hi, [&](size_t k) { return grads[k].numel(); },
+      [&](int slot, size_t k) {
+        list.g[slot] = static_cast<T*>(grads[k].data_ptr());
+        list.n[slot] = grads[k].numel();
+      },
+      [&](int blocks) {
+        launch(list, blocks);
+        first += blocks;
+        list.first = first;
+      });
 }
 
 // Runs body(lo, hi, tag) over the runs of consecutive gradients of one dtype.

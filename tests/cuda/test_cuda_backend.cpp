@@ -228,7 +228,12 @@ TEST_CASE("cuda backend: clip_grad_norm_ (fused sum of squares) matches the CPU"
   if (emulated_without_devices()) return;
   Generator g(13);
   std::vector<Tensor> cpu_params, dev_params;
-  for (const Shape& s : {Shape{7, 9}, Shape{100000}, Shape{3}}) {
+  // More than 32 tensors and 160 chunks of 16384: the sums of squares span
+  // several launches, each writing its partials after the last one's.
+  std::vector<Shape> shapes{Shape{7, 9}, Shape{100000}, Shape{3}};
+  for (int i = 0; i < 40; ++i) shapes.push_back(Shape{3 + i});
+  shapes.push_back(Shape{3000000});
+  for (const Shape& s : shapes) {
     const Tensor grad = randn(s, {}, &g);
     Tensor a = zeros(s).requires_grad_(), b = zeros(s, TensorOptions(kCuda)).requires_grad_();
     a.mutable_grad() = grad.clone();
