@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 
+#include <ember/core/storage.h>
 #include <ember/ops/bgemm_avx512.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -30,12 +31,31 @@ constexpr int64_t kParallelWork = int64_t(1) << 19;
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // A 64-byte aligned scratch array that keeps its memory between calls on a
-// thread (up to kKeep bytes; a larger one is freed when the call ends).
+// thread, up to kKeep bytes. A larger one (GPT-2's 50257 x 768 embedding
+// packed as op(B): 77 MB) is a block of the CPU's caching allocator, given
+// back when the call ends (trim) and found there at the next call: freed to
+// the system instead, its pages were faulted in and zeroed again at every
+// call, which made the lm_head's products 4-5x slower than the kernel
+// (docs/PERFORMANCE.md, "The bf16 GEMM").
 struct Scratch {
   static constexpr size_t kKeep = size_t(16) << 20;
   std::unique_ptr<unsigned char[]> mem;
   size_t cap = 0;
+  void* big = nullptr;  // the caching allocator's block, when the array is larger than kKeep
+  size_t big_bytes = 0;
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { trim(); }
   void* get(size_t bytes) {
+    if (bytes > kKeep) {
+      if (bytes > big_bytes) {
+        trim();
+        big = allocator_for(DeviceType::CPU)->allocate(bytes, 0);  // 64-byte aligned
+        big_bytes = bytes;
+      }
+      return big;
+    }
     if (bytes > cap) {
       mem.reset(new unsigned char[bytes + 64]);
       cap = bytes;
@@ -43,10 +63,9 @@ struct Scratch {
     return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(mem.get()) + 63) & ~uintptr_t(63));
   }
   void trim() {
-    if (cap > kKeep) {
-      mem.reset();
-      cap = 0;
-    }
+    if (big) allocator_for(DeviceType::CPU)->deallocate(big, big_bytes, 0);
+    big = nullptr;
+    big_bytes = 0;
   }
 };
 

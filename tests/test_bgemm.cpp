@@ -404,25 +404,38 @@ TEST_CASE("bgemm: a bf16 C equals the float32 C rounded once, whatever the passe
 }
 
 TEST_CASE("bgemm: split across the pool, the same bits as on one thread") {
-  // Every element's sum runs in the same order whatever the split.
+  // Every element's sum runs in the same order whatever the split. The
+  // shapes: two inner-dim passes; a packed A (transposed, as a weight
+  // gradient's dY^T) in one pass, whose tasks take several column groups
+  // (m = 200) or all the panels (m = 1000); and an op(B) whose packed copy
+  // is larger than a thread's kept scratch (16384 x 600: 19.7 MB), twice, so
+  // the second call reuses the caching allocator's block.
   ModeGuard guard;
   std::mt19937 rng(3);
   std::normal_distribution<float> nd;
-  for (bool tb : {false, true}) {
-    const int64_t m = 1000, n = 300, k = 700;
+  struct Shape {
+    bool ta, tb;
+    int64_t m, n, k;
+  };
+  for (const Shape sh :
+       {Shape{false, false, 1000, 300, 700}, Shape{false, true, 1000, 300, 700}, Shape{true, false, 200, 700, 256},
+        Shape{true, true, 1000, 700, 300}, Shape{false, true, 4, 16384, 600}, Shape{false, true, 4, 16384, 600}}) {
+    const int64_t m = sh.m, n = sh.n, k = sh.k;
+    INFO("m ", m, " n ", n, " k ", k, sh.ta ? " A^T" : " A", sh.tb ? " B^T" : " B");
     std::vector<bf16> a(m * k), b(k * n);
     for (auto& x : a) x = bf16_from_float(nd(rng));
     for (auto& x : b) x = bf16_from_float(nd(rng));
     std::vector<float> c1(m * n), c2(m * n);
     BgemmArgs g;
-    g.trans_b = tb;
+    g.trans_a = sh.ta;
+    g.trans_b = sh.tb;
     g.m = m;
     g.n = n;
     g.k = k;
     g.a = a.data();
-    g.lda = k;
+    g.lda = sh.ta ? m : k;
     g.b = b.data();
-    g.ldb = tb ? k : n;
+    g.ldb = sh.tb ? k : n;
     g.ldc = n;
     set_num_threads(1);
     g.c = c1.data();
@@ -432,11 +445,12 @@ TEST_CASE("bgemm: split across the pool, the same bits as on one thread") {
     bgemm(g);
     CHECK(c1 == c2);
     // And against the reference at a few places.
-    for (int64_t r : {0, 499, 999})
-      for (int64_t j : {0, 150, 299}) {
+    for (int64_t r : {int64_t(0), m / 2, m - 1})
+      for (int64_t j : {int64_t(0), n / 2, n - 1}) {
         double s = 0, mag = 0;
         for (int64_t p = 0; p < k; ++p) {
-          const double v = double(bf16_to_float(a[r * k + p])) * bf16_to_float(b[tb ? j * k + p : p * n + j]);
+          const double v =
+              double(bf16_to_float(a[sh.ta ? p * m + r : r * k + p])) * bf16_to_float(b[sh.tb ? j * k + p : p * n + j]);
           s += v;
           mag += std::fabs(v);
         }
