@@ -48,6 +48,7 @@ constexpr int64_t kPanelN = 64;   // columns of C per packed panel of B (4 vecto
 constexpr int64_t kPanelK = 512;  // inner dim per pass (256 pairs: a 64 KB panel of B, in L2)
 constexpr int64_t kChunkM = 96;   // rows of C per task: whole blocks of 6 and of 8 rows
 constexpr int64_t kGroupN = 4;    // panels per task at most: its workspace stays 96 x 256 floats
+constexpr int64_t kBandK = 32;    // rows of a row-major B per packing task (even: whole pairs)
 
 // 16 floats -> their bf16 bits (core/half.h's rounding) in the low halves of 32-bit lanes.
 EMBER_TARGET_BF16 inline __m512i round_bf16(__m512 x) { return _mm512_cvtepu16_epi32(round_to_bf16(x)); }
@@ -398,17 +399,27 @@ namespace bgemm_detail {
 void bgemm_kernel(const BgemmArgs& g) {
   const int64_t panels = ceil_div(g.n, kPanelN), pairs = (g.k + 1) / 2;
   const int64_t passes = std::max<int64_t>(1, ceil_div(g.k, kPanelK));
-  // Pack op(B), panel by panel and pass by pass (in parallel when large).
+  // Pack op(B) (in parallel when large). A transposed B (the weight in the
+  // forward x W^T) is read along its rows: a task packs one panel's pass, 64
+  // rows of W by up to 512 contiguous elements. A row-major B (the weight in
+  // dX = dY W) is read across its rows instead: a task packs a band of
+  // kBandK of them into every panel in turn, so each row is read whole while
+  // it is in cache. Panel by panel, each 256-byte piece of a float32 row came
+  // from memory on its own: 0.68 ns an element for GPT-2's c_fc, 1.33 for
+  // its 154 MB embedding (docs/PERFORMANCE.md, "The bf16 GEMM").
   auto* words = static_cast<uint32_t*>(t_bpack.get(sizeof(uint32_t) * std::max<int64_t>(1, panels * pairs * kPanelN)));
   const PackedB pb{words, pairs};
   const size_t bsz = g.b_type == GemmElem::kFloat32 ? 4 : 2;
-  // (A task is one panel's pass: about kw x 64 elements.)
-  parallel_for(0, panels * passes, std::max<int64_t>(1, (int64_t(1) << 16) / (std::min(g.k, kPanelK) * kPanelN + 1)),
+  const bool across_rows = !g.trans_b;
+  const int64_t kb = across_rows ? kBandK : kPanelK, bands = ceil_div(g.k, kb);
+  // (A task is about kb x 64 elements.)
+  parallel_for(0, panels * bands, std::max<int64_t>(1, (int64_t(1) << 16) / (std::min(g.k, kb) * kPanelN + 1)),
                [&](int64_t lo, int64_t hi) {
                  for (int64_t t = lo; t < hi; ++t) {
-                   const int64_t jp = t / passes, k0 = (t % passes) * kPanelK;
+                   const int64_t jp = across_rows ? t % panels : t / bands;
+                   const int64_t k0 = (across_rows ? t / panels : t % bands) * kb;
                    const int64_t n0 = jp * kPanelN, nw = std::min(kPanelN, g.n - n0), np = (nw + 15) / 16 * 16;
-                   const int64_t kw = std::min(kPanelK, g.k - k0);
+                   const int64_t kw = std::min(kb, g.k - k0);
                    const auto* src =
                        static_cast<const unsigned char*>(g.b) + bsz * (g.trans_b ? n0 * g.ldb + k0 : k0 * g.ldb + n0);
                    pack(src, g.b_type, !g.trans_b, g.ldb, kw, nw, np, const_cast<uint32_t*>(pb.panel(jp)) + k0 / 2 * np,
