@@ -271,6 +271,37 @@ TEST_CASE("GPT: sample_token draws what sorting the whole vocabulary draws") {
   CHECK(compared > 7000);
 }
 
+TEST_CASE("GPT: sample_token without top-k or top-p: narrow and wide spreads, all drawn as by sorting") {
+  // The draw without top_k or top_p buckets the tokens by their distance
+  // from the largest logit, spread over the finite logits' range (at most
+  // 64 nats): all logits within 1e-6, a range of 2,000 nats (tokens past the
+  // 64th nat share the last bucket, some with positive probability), and a
+  // row where one token holds nearly all the mass.
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> rows(3, std::vector<double>(5000));
+  for (size_t i = 0; i < 5000; ++i) {
+    rows[0][i] = 3.0 + 1e-6 * uni(rng);
+    rows[1][i] = -2000.0 * uni(rng);
+    rows[2][i] = i == 1234 ? 40.0 : (i % 97 == 0 ? -inf : uni(rng));
+  }
+  int compared = 0;
+  for (const std::vector<double>& l : rows)
+    for (double temperature : {0.05, 1.0, 3.0})
+      for (int d = 0; d < 200; ++d) {
+        const nn::SampleOptions o{temperature};
+        const double u = uni(rng);
+        const int64_t want = sample_token_by_sorting(l, o, u);
+        if (sample_token_by_sorting(l, o, std::max(0.0, u - 1e-9)) != want ||
+            sample_token_by_sorting(l, o, std::min(1 - 1e-16, u + 1e-9)) != want)
+          continue;
+        CHECK(nn::sample_token(l, o, u) == want);
+        ++compared;
+      }
+  CHECK(compared > 1500);
+}
+
 TEST_CASE("GPT: a bfloat16 autocast region keeps the KV cache in bfloat16, with the float32 cache's logits") {
   nn::GPTConfig cfg;
   cfg.vocab_size = 50, cfg.block_size = 32, cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 32;
