@@ -432,7 +432,8 @@ void bgemm_kernel(const BgemmArgs& g) {
   const bool parallel = threads > 1 && !in_parallel_region() && g.m * g.n * g.k >= kParallelWork;
   int64_t chunk = kChunkM, group = std::min(kGroupN, panels);
   auto count = [&] { return ceil_div(g.m, chunk) * ceil_div(panels, group); };
-  if (passes == 1 && (g.trans_a || g.a_type == GemmElem::kFloat32)) {
+  const bool whole_rows = passes == 1 && (g.trans_a || g.a_type == GemmElem::kFloat32);
+  if (whole_rows) {
     // A task packs its rows of A once per pass, so with one pass (no
     // workspace to bound) it takes as many panels as the threads' balance
     // allows. A weight gradient dY^T X packed dY^T again for every group of
@@ -447,6 +448,10 @@ void bgemm_kernel(const BgemmArgs& g) {
   if (parallel) {
     if (count() < threads) group = 1;
     while (count() < threads && chunk > 24) chunk /= 2;
+    // Narrower column groups while the tasks do not divide among the
+    // threads: GPT-2's 256 tokens (3 row chunks) against a 768-wide output
+    // (3 groups of 4 panels) left one thread 5 tasks and the other 4.
+    while (!whole_rows && group > 1 && count() % threads != 0 && count() < 16 * threads) --group;
   }
   const int64_t groups = ceil_div(panels, group), tasks = ceil_div(g.m, chunk) * groups;
   const int64_t per_task = std::max<int64_t>(1, chunk * group * kPanelN * g.k);
