@@ -81,6 +81,16 @@ int64_t select_mass(std::vector<Candidate>& c, int64_t n, double t) {
   return n;
 }
 
+// Among c[0, n), the token of the last candidate in rank order with positive
+// weight (where rounding leaves u sum past the running sum; tokens at -inf
+// are never drawn), or -1 when none has any.
+int64_t last_drawable(const std::vector<Candidate>& c, int64_t n) {
+  const Candidate* last = nullptr;
+  for (int64_t i = 0; i < n; ++i)
+    if (c[i].p > 0 && (!last || ranked_before(*last, c[i]))) last = &c[i];
+  return last ? last->i : -1;
+}
+
 // The draw without top_k or top_p, in two passes over the vocabulary instead
 // of a selection over all of it. Tokens go into kBuckets buckets by
 // d = mx - x / T, spread evenly over the finite logits' range (at most 64
@@ -99,9 +109,10 @@ int64_t draw_by_buckets(const std::vector<double>& logits, double temperature, d
   thread_local std::vector<uint16_t> bucket;
   thread_local std::vector<Candidate> c;
   bucket.resize(static_cast<size_t>(V));
-  double spread = 0;  // the largest finite d
+  double lowest = std::numeric_limits<double>::infinity();  // the smallest finite logit, the largest finite d
   for (double l : logits)
-    if (std::isfinite(l)) spread = std::max(spread, mx - l / temperature);
+    if (std::isfinite(l)) lowest = std::min(lowest, l);
+  const double spread = std::isfinite(lowest) ? mx - lowest / temperature : 0.0;
   const double scale = (kBuckets - 1) / std::clamp(spread, 1e-300, kMaxSpread);
   double mass[kBuckets] = {};
   for (int64_t i = 0; i < V; ++i) {
@@ -145,10 +156,8 @@ int64_t draw_by_buckets(const std::vector<double>& logits, double temperature, d
     const int64_t at = select_mass(c, n, t);
     if (at < n) return c[at].i;
   }
-  int64_t last = -1;
-  for (const Candidate& k : c)
-    if (k.p > 0 && (last < 0 || ranked_before(c[last], k))) last = &k - c.data();
-  return last >= 0 ? c[last].i : best;
+  const int64_t last = last_drawable(c, n);
+  return last >= 0 ? last : best;
 }
 
 }  // namespace
@@ -202,13 +211,10 @@ int64_t sample_token(const std::vector<double>& logits, const SampleOptions& o, 
     }
   }
   // The draw: the first token, in rank order, at which the running sum
-  // passes u sum. Where rounding leaves it short, the last token of positive
-  // probability (tokens at -inf are never drawn).
+  // passes u sum; where rounding leaves it short, the last drawable one.
   const int64_t at = select_mass(c, keep, u * sum);
   if (at < keep) return c[at].i;
-  int64_t last = -1;
-  for (int64_t i = 0; i < keep; ++i)
-    if (c[i].p > 0 && (last < 0 || ranks(last, c[i].i))) last = c[i].i;
+  const int64_t last = last_drawable(c, keep);
   return last >= 0 ? last : best;
 }
 

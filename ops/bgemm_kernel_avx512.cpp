@@ -426,32 +426,27 @@ void bgemm_kernel(const BgemmArgs& g) {
                         np);
                  }
                });
-  // Tasks: row chunks of kChunkM x column groups of up to kGroupN panels;
-  // more, smaller ones when there are fewer than the threads.
+  // Tasks: row chunks of kChunkM x column groups of up to kGroupN panels.
+  // A task packs its rows of A once per pass, so with a packed A and one
+  // pass (no workspace to bound) a task starts from every panel: a weight
+  // gradient dY^T X packed dY^T again for every group of 4 panels, 3 times
+  // over for GPT-2's c_fc and 12 for its c_proj, about a tenth of the bf16
+  // training step's CPU time. Then more, evenly cut groups while the tasks do
+  // not divide among the threads (GPT-2's 256 tokens, 3 row chunks, against
+  // a 768-wide output, 3 groups of 4 panels, left one thread 5 tasks and the
+  // other 4), and smaller tasks when there are fewer than the threads.
   const int threads = num_threads();
   const bool parallel = threads > 1 && !in_parallel_region() && g.m * g.n * g.k >= kParallelWork;
-  int64_t chunk = kChunkM, group = std::min(kGroupN, panels);
-  auto count = [&] { return ceil_div(g.m, chunk) * ceil_div(panels, group); };
   const bool whole_rows = passes == 1 && (g.trans_a || g.a_type == GemmElem::kFloat32);
-  if (whole_rows) {
-    // A task packs its rows of A once per pass, so with one pass (no
-    // workspace to bound) it takes as many panels as the threads' balance
-    // allows. A weight gradient dY^T X packed dY^T again for every group of
-    // 4 panels: 3 times over for GPT-2's c_fc and 12 for its c_proj, about
-    // a tenth of the bf16 training step's CPU time.
-    const int64_t chunks = ceil_div(g.m, chunk);
-    int64_t col_groups = 1;
-    while (parallel && col_groups < panels && chunks * col_groups < 4 * threads && (chunks * col_groups) % threads != 0)
-      ++col_groups;
-    group = ceil_div(panels, col_groups);
-  }
+  int64_t chunk = kChunkM, col_groups = whole_rows ? 1 : std::max<int64_t>(1, ceil_div(panels, kGroupN));
+  int64_t group = ceil_div(panels, col_groups);
+  auto count = [&] { return ceil_div(g.m, chunk) * ceil_div(panels, group); };
+  const int64_t enough = (whole_rows ? 4 : 16) * int64_t(threads);
+  while (parallel && col_groups < panels && count() % threads != 0 && count() < enough)
+    group = ceil_div(panels, ++col_groups);
   if (parallel) {
     if (count() < threads) group = 1;
     while (count() < threads && chunk > 24) chunk /= 2;
-    // Narrower column groups while the tasks do not divide among the
-    // threads: GPT-2's 256 tokens (3 row chunks) against a 768-wide output
-    // (3 groups of 4 panels) left one thread 5 tasks and the other 4.
-    while (!whole_rows && group > 1 && count() % threads != 0 && count() < 16 * threads) --group;
   }
   const int64_t groups = ceil_div(panels, group), tasks = ceil_div(g.m, chunk) * groups;
   const int64_t per_task = std::max<int64_t>(1, chunk * group * kPanelN * g.k);
