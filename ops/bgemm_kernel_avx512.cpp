@@ -49,6 +49,13 @@ constexpr int64_t kPanelK = 512;  // inner dim per pass (256 pairs: a 64 KB pane
 constexpr int64_t kChunkM = 96;   // rows of C per task: whole blocks of 6 and of 8 rows
 constexpr int64_t kGroupN = 4;    // panels per task at most: its workspace stays 96 x 256 floats
 constexpr int64_t kBandK = 32;    // rows of a row-major B per packing task (even: whole pairs)
+// Packing asks for each row's elements this far ahead of the ones it reads
+// (two panels' worth of a row-major B, eight 16 x 16 tiles of a transposed
+// one). Packing reads a weight that a training step has left in memory, 32
+// (row-major) or 16 (transposed) rows at once; left to the hardware
+// prefetchers, GPT-2's c_fc weight came in at 9-11 GB/s (docs/PERFORMANCE.md,
+// "The bf16 GEMM").
+constexpr int64_t kPrefetchAhead = 128;
 
 // 16 floats -> their bf16 bits (core/half.h's rounding) in the low halves of 32-bit lanes.
 EMBER_TARGET_BF16 inline __m512i round_bf16(__m512 x) { return _mm512_cvtepu16_epi32(round_to_bf16(x)); }
@@ -91,6 +98,8 @@ EMBER_TARGET_BF16 void pack_kmajor(const T* src, int64_t ld, int64_t kw, int64_t
     uint32_t* o = dst + q * dld;
     for (int64_t i = 0; i < ipad; i += 16) {
       const __mmask16 mask = first_lanes(iw - i);
+      _mm_prefetch(reinterpret_cast<const char*>(r0 + i + kPrefetchAhead), _MM_HINT_T0);
+      if (has1) _mm_prefetch(reinterpret_cast<const char*>(r0 + ld + i + kPrefetchAhead), _MM_HINT_T0);
       const __m512i lo = load_bf16(r0 + i, mask);
       const __m512i hi = has1 ? load_bf16(r0 + ld + i, mask) : _mm512_setzero_si512();
       _mm512_store_si512(o + i, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
@@ -128,8 +137,11 @@ EMBER_TARGET_BF16 void pack_kminor(const float* src, int64_t ld, int64_t kw, int
       // 16 floats along p, transposed: r[p] is element p0 + p of the 16 rows.
       const int64_t pw = std::min<int64_t>(16, kw - p0);
       __m512 r[16];
-      for (int64_t j = 0; j < 16; ++j)
+      for (int64_t j = 0; j < 16; ++j) {
+        if (j < rows)
+          _mm_prefetch(reinterpret_cast<const char*>(src + (i0 + j) * ld + p0 + kPrefetchAhead), _MM_HINT_T0);
         r[j] = j < rows ? _mm512_maskz_loadu_ps(first_lanes(pw), src + (i0 + j) * ld + p0) : _mm512_setzero_ps();
+      }
       transpose16(r);
       for (int64_t w = 0; 2 * w < pw; ++w) {
         const __m512i word = _mm512_or_si512(round_bf16(r[2 * w]), _mm512_slli_epi32(round_bf16(r[2 * w + 1]), 16));
