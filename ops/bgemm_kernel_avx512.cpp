@@ -133,20 +133,28 @@ EMBER_TARGET_BF16 void pack_kminor(const float* src, int64_t ld, int64_t kw, int
                                    int64_t dld) {
   for (int64_t i0 = 0; i0 < ipad; i0 += 16) {
     const int64_t rows = std::min<int64_t>(16, iw - i0);
-    for (int64_t p0 = 0; p0 < kw; p0 += 16) {
-      // 16 floats along p, transposed: r[p] is element p0 + p of the 16 rows.
-      const int64_t pw = std::min<int64_t>(16, kw - p0);
+    for (int64_t p0 = 0; p0 < kw; p0 += 32) {
+      // 32 floats along p of each row, rounded first: 16 words, one per
+      // pair, so one 16 x 16 transpose of words serves 32 elements (as for
+      // a bf16 source above) where transposing the floats took two.
+      const int64_t pw = std::min<int64_t>(32, kw - p0);
+      const __mmask16 m0 = first_lanes(pw), m1 = first_lanes(pw - 16);
       __m512 r[16];
       for (int64_t j = 0; j < 16; ++j) {
-        if (j < rows)
-          _mm_prefetch(reinterpret_cast<const char*>(src + (i0 + j) * ld + p0 + kPrefetchAhead), _MM_HINT_T0);
-        r[j] = j < rows ? _mm512_maskz_loadu_ps(first_lanes(pw), src + (i0 + j) * ld + p0) : _mm512_setzero_ps();
+        if (j >= rows) {
+          r[j] = _mm512_setzero_ps();
+          continue;
+        }
+        const float* s = src + (i0 + j) * ld + p0;
+        _mm_prefetch(reinterpret_cast<const char*>(s + kPrefetchAhead), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(s + kPrefetchAhead + 16), _MM_HINT_T0);
+        const __m256i lo = round_to_bf16(_mm512_maskz_loadu_ps(m0, s));
+        const __m256i hi = round_to_bf16(_mm512_maskz_loadu_ps(m1, s + 16));
+        r[j] = _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
       }
       transpose16(r);
-      for (int64_t w = 0; 2 * w < pw; ++w) {
-        const __m512i word = _mm512_or_si512(round_bf16(r[2 * w]), _mm512_slli_epi32(round_bf16(r[2 * w + 1]), 16));
-        _mm512_store_si512(dst + (p0 / 2 + w) * dld + i0, word);
-      }
+      for (int64_t w = 0; w < (pw + 1) / 2; ++w)
+        _mm512_store_si512(dst + (p0 / 2 + w) * dld + i0, _mm512_castps_si512(r[w]));
     }
   }
 }
