@@ -3,9 +3,7 @@
 // blocks of C, and the row-chunk x column-group tasks on the pool. The
 // interface and the layouts are described in ops/bgemm_avx512.h; bgemm()
 // in ops/bgemm_kernel_avx512.cpp calls bgemm_kernel() here when the CPU has the
-// instruction. The packing stays in this file beside the blocks that read
-// it: its layouts are the blocks' addressing, and the compiler inlines it
-// into the tasks.
+// instruction. The packing is in ops/bgemm_pack_avx512.h.
 //
 // Every kernel function carries EMBER_TARGET_BF16 (a function target
 // attribute), so this file compiles in any x86-64 build and the kernel runs
@@ -22,7 +20,7 @@
 #include <immintrin.h>
 
 #include <ember/ops/avx512_bf16_round.h>  // round_to_bf16
-#include <ember/ops/avx512_transpose.h>   // transpose16, EMBER_TARGET_AVX512
+#include <ember/ops/bgemm_pack_avx512.h>
 // GCC 12's AVX-512 intrinsics pass an "undefined" vector as the unused merge
 // source of shifts, unpacks and extracts, which -Wmaybe-uninitialized reports
 // (as in ops/avx512_transpose.h).
@@ -41,6 +39,7 @@ namespace {
 using bgemm_detail::ceil_div;
 using bgemm_detail::kParallelWork;
 using bgemm_detail::Scratch;
+using namespace bgemm_detail;  // the packing (ops/bgemm_pack_avx512.h)
 
 // ---- the kernel ------------------------------------------------------------------
 
@@ -49,146 +48,6 @@ constexpr int64_t kPanelK = 512;  // inner dim per pass (256 pairs: a 64 KB pane
 constexpr int64_t kChunkM = 96;   // rows of C per task: whole blocks of 6 and of 8 rows
 constexpr int64_t kGroupN = 4;    // panels per task at most: its workspace stays 96 x 256 floats
 constexpr int64_t kBandK = 32;    // rows of a row-major B per packing task (even: whole pairs)
-// Packing asks for each row's elements this far ahead of the ones it reads
-// (two panels' worth of a row-major B, eight 16 x 16 tiles of a transposed
-// one). Packing reads a weight that a training step has left in memory, 32
-// (row-major) or 16 (transposed) rows at once; left to the hardware
-// prefetchers, GPT-2's c_fc weight came in at 9-11 GB/s (docs/PERFORMANCE.md,
-// "The bf16 GEMM").
-constexpr int64_t kPrefetchAhead = 128;
-
-// 16 floats -> their bf16 bits (core/half.h's rounding) in the low halves of 32-bit lanes.
-EMBER_TARGET_BF16 inline __m512i round_bf16(__m512 x) { return _mm512_cvtepu16_epi32(round_to_bf16(x)); }
-
-// 16 elements (those in `mask`, the rest zero) as bf16 bits in the low halves of 32-bit lanes.
-EMBER_TARGET_BF16 inline __m512i load_bf16(const uint16_t* p, __mmask16 mask) {
-  return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p));
-}
-EMBER_TARGET_BF16 inline __m512i load_bf16(const float* p, __mmask16 mask) {
-  return round_bf16(_mm512_maskz_loadu_ps(mask, p));
-}
-
-// 16 float32 values from bf16 or float32 storage.
-EMBER_TARGET_BF16 inline __m512 load_f32(const uint16_t* p, __mmask16 mask) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(load_bf16(p, mask), 16));
-}
-EMBER_TARGET_BF16 inline __m512 load_f32(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
-
-EMBER_TARGET_BF16 inline void store(float* p, __mmask16 mask, __m512 x) { _mm512_mask_storeu_ps(p, mask, x); }
-EMBER_TARGET_BF16 inline void store(uint16_t* p, __mmask16 mask, __m512 x) {
-  _mm256_mask_storeu_epi16(p, mask, round_to_bf16(x));
-}
-
-inline __mmask16 first_lanes(int64_t count) {
-  return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << std::max<int64_t>(count, 0)) - 1);
-}
-
-// Pair-interleaved packing. Both write dst[q * dld + i] (32-bit words) for
-// pairs q < ceil(kw / 2) and i < ipad (a multiple of 16): the low half is
-// element (2q, i), the high half (2q + 1, i); elements past kw or iw are zero.
-//
-// pack_kmajor: element (p, i) = src[p * ld + i] (two rows of the inner dim
-// are interleaved: a row-major B, a transposed A).
-template <class T>
-EMBER_TARGET_BF16 void pack_kmajor(const T* src, int64_t ld, int64_t kw, int64_t iw, int64_t ipad, uint32_t* dst,
-                                   int64_t dld) {
-  for (int64_t q = 0; 2 * q < kw; ++q) {
-    const T* r0 = src + 2 * q * ld;
-    const bool has1 = 2 * q + 1 < kw;
-    uint32_t* o = dst + q * dld;
-    for (int64_t i = 0; i < ipad; i += 16) {
-      const __mmask16 mask = first_lanes(iw - i);
-      _mm_prefetch(reinterpret_cast<const char*>(r0 + i + kPrefetchAhead), _MM_HINT_T0);
-      if (has1) _mm_prefetch(reinterpret_cast<const char*>(r0 + ld + i + kPrefetchAhead), _MM_HINT_T0);
-      const __m512i lo = load_bf16(r0 + i, mask);
-      const __m512i hi = has1 ? load_bf16(r0 + ld + i, mask) : _mm512_setzero_si512();
-      _mm512_store_si512(o + i, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
-    }
-  }
-}
-
-// pack_kminor: element (p, i) = src[i * ld + p] (the inner dim is contiguous:
-// a transposed B, a row-major float32 A). 16 rows i at a time are loaded and
-// transposed in registers.
-EMBER_TARGET_BF16 void pack_kminor(const uint16_t* src, int64_t ld, int64_t kw, int64_t iw, int64_t ipad, uint32_t* dst,
-                                   int64_t dld) {
-  for (int64_t i0 = 0; i0 < ipad; i0 += 16) {
-    const int64_t rows = std::min<int64_t>(16, iw - i0);
-    for (int64_t p0 = 0; p0 < kw; p0 += 32) {
-      // 32 bf16 along p are 16 words: a 16 x 16 transpose of words gives
-      // word column w = pair p0 / 2 + w across the 16 rows.
-      const int64_t pw = std::min<int64_t>(32, kw - p0);
-      const __mmask32 pm = pw >= 32 ? ~__mmask32(0) : static_cast<__mmask32>((1u << pw) - 1);
-      __m512 r[16];
-      for (int64_t j = 0; j < 16; ++j)
-        r[j] = j < rows ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(pm, src + (i0 + j) * ld + p0))
-                        : _mm512_setzero_ps();
-      transpose16(r);
-      for (int64_t w = 0; w < (pw + 1) / 2; ++w)
-        _mm512_store_si512(dst + (p0 / 2 + w) * dld + i0, _mm512_castps_si512(r[w]));
-    }
-  }
-}
-EMBER_TARGET_BF16 void pack_kminor(const float* src, int64_t ld, int64_t kw, int64_t iw, int64_t ipad, uint32_t* dst,
-                                   int64_t dld) {
-  for (int64_t i0 = 0; i0 < ipad; i0 += 16) {
-    const int64_t rows = std::min<int64_t>(16, iw - i0);
-    for (int64_t p0 = 0; p0 < kw; p0 += 32) {
-      // 32 floats along p of each row, rounded first: 16 words, one per
-      // pair, so one 16 x 16 transpose of words serves 32 elements (as for
-      // a bf16 source above) where transposing the floats took two.
-      const int64_t pw = std::min<int64_t>(32, kw - p0);
-      const __mmask16 m0 = first_lanes(pw), m1 = first_lanes(pw - 16);
-      __m512 r[16];
-      for (int64_t j = 0; j < 16; ++j) {
-        if (j >= rows) {
-          r[j] = _mm512_setzero_ps();
-          continue;
-        }
-        const float* s = src + (i0 + j) * ld + p0;
-        _mm_prefetch(reinterpret_cast<const char*>(s + kPrefetchAhead), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(s + kPrefetchAhead + 16), _MM_HINT_T0);
-        const __m256i lo = round_to_bf16(_mm512_maskz_loadu_ps(m0, s));
-        const __m256i hi = round_to_bf16(_mm512_maskz_loadu_ps(m1, s + 16));
-        r[j] = _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
-      }
-      transpose16(r);
-      for (int64_t w = 0; w < (pw + 1) / 2; ++w)
-        _mm512_store_si512(dst + (p0 / 2 + w) * dld + i0, _mm512_castps_si512(r[w]));
-    }
-  }
-}
-
-// Packs op(X)'s inner-dim rows [0, kw) and outer indices [0, iw) (X already
-// offset to the block's corner) for the kernel: kmajor when X's inner dim is
-// its slow one.
-EMBER_TARGET_BF16 void pack(const void* x, GemmElem t, bool kmajor, int64_t ld, int64_t kw, int64_t iw, int64_t ipad,
-                            uint32_t* dst, int64_t dld) {
-  if (t == GemmElem::kBFloat16) {
-    const auto* s = static_cast<const uint16_t*>(x);
-    kmajor ? pack_kmajor(s, ld, kw, iw, ipad, dst, dld) : pack_kminor(s, ld, kw, iw, ipad, dst, dld);
-  } else {
-    const auto* s = static_cast<const float*>(x);
-    kmajor ? pack_kmajor(s, ld, kw, iw, ipad, dst, dld) : pack_kminor(s, ld, kw, iw, ipad, dst, dld);
-  }
-}
-
-// Rows [0, rows) of a row-major float32 A, inner-dim elements [0, kw),
-// rounded to bf16 into dst as rows of (kw + 1) / 2 * 2 elements (a lone last
-// element's partner zero): the kernel reads a pair of A as one 32-bit word
-// anywhere, so a row-major copy needs no transpose.
-EMBER_TARGET_BF16 void pack_rows(const float* src, int64_t ld, int64_t kw, int64_t rows, uint16_t* dst) {
-  const int64_t kp = (kw + 1) / 2 * 2;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* s = src + r * ld;
-    uint16_t* d = dst + r * kp;
-    for (int64_t p = 0; p < kp; p += 16) {
-      const __mmask16 in = first_lanes(kw - p), out = first_lanes(kp - p);
-      _mm256_mask_storeu_epi16(d + p, out, round_to_bf16(_mm512_maskz_loadu_ps(in, s + p)));
-    }
-  }
-}
-
 // Where one block's sums go. Without w_out: C = alpha * sums + beta * C +
 // bias (c, bias at the block's first row and column); with it: the raw sums
 // into the float32 workspace (an inner-dim pass that is not the last). With
@@ -279,13 +138,30 @@ EMBER_TARGET_BF16 void block(int64_t kq, bool odd, const uint16_t* a, int64_t ar
   }
 }
 
+// The lines the next packing of op(B) will read (`runs` runs of `lines`
+// 64-byte lines, `stride` bytes apart), asked for a few at a time while the
+// blocks of the current panel compute, so the weight comes from memory
+// under the arithmetic instead of stalling the packing.
+struct Fetch {
+  const unsigned char* p = nullptr;  // null: nothing to fetch
+  int64_t stride = 0, runs = 0, lines = 0;
+  int64_t run = 0, line = 0;  // the next line to ask for
+  void fetch(int64_t count) {
+    for (; count > 0 && run < runs; --count) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + run * stride + line * 64), _MM_HINT_T0);
+      if (++line == lines) line = 0, ++run;
+    }
+  }
+};
+
 // Rows [0, m) of a task against one packed panel: blocks of MR rows (MR * NB
 // accumulators within 24 of the 32 registers; the rest hold B's vectors and
 // A's broadcast), then the leftover rows in one smaller block.
 template <int NB, class CT>
 EMBER_TARGET_BF16 void rows(int64_t m, int64_t kq, bool odd, const uint16_t* a, int64_t ars, int64_t aqs,
-                            const uint32_t* bp, Out<CT> o) {
+                            const uint32_t* bp, Out<CT> o, Fetch next = {}) {
   constexpr int MR = NB == 4 ? 6 : 8;
+  const int64_t per_block = next.p ? (next.runs * next.lines + m / MR) / (m / MR + 1) : 0;
   int64_t i = 0;
   auto advance = [&](int64_t r) {
     o.c += r * o.ldc;
@@ -299,9 +175,11 @@ EMBER_TARGET_BF16 void rows(int64_t m, int64_t kq, bool odd, const uint16_t* a, 
       for (int64_t r = i + MR; r < std::min(m, i + 2 * MR); ++r)
         for (int64_t p = 0; p < std::min<int64_t>(2 * kq, 128); p += 32)
           _mm_prefetch(reinterpret_cast<const char*>(a + r * ars + p), _MM_HINT_T0);
+    next.fetch(per_block);
     block<MR, NB, CT>(kq, odd, a + i * ars, ars, aqs, bp, o);
     advance(MR);
   }
+  next.fetch(per_block);
   const uint16_t* ai = a + i * ars;
   switch (m - i) {
     case 7:
@@ -328,6 +206,43 @@ EMBER_TARGET_BF16 void rows(int64_t m, int64_t kq, bool odd, const uint16_t* a, 
     default:
       break;
   }
+}
+
+// rows() for a panel of nb 16-wide vectors.
+template <class CT>
+EMBER_TARGET_BF16 void rows_any(int64_t nb, int64_t m, int64_t kq, bool odd, const uint16_t* a, int64_t ars,
+                                int64_t aqs, const uint32_t* bp, const Out<CT>& o, const Fetch& next = {}) {
+  switch (nb) {
+    case 1:
+      rows<1, CT>(m, kq, odd, a, ars, aqs, bp, o, next);
+      break;
+    case 2:
+      rows<2, CT>(m, kq, odd, a, ars, aqs, bp, o, next);
+      break;
+    case 3:
+      rows<3, CT>(m, kq, odd, a, ars, aqs, bp, o, next);
+      break;
+    default:
+      rows<4, CT>(m, kq, odd, a, ars, aqs, bp, o, next);
+      break;
+  }
+}
+
+// Where C's block at row r0 and column n0 (nw columns, nb vectors) goes,
+// without a workspace.
+template <class CT>
+Out<CT> out_at(const BgemmArgs& g, int64_t r0, int64_t n0, int64_t nw, int64_t nb) {
+  Out<CT> o;
+  o.c = static_cast<CT*>(g.c) + r0 * g.ldc + n0;
+  o.ldc = g.ldc;
+  o.alpha = g.alpha;
+  o.beta = g.beta;
+  o.bias_bf16 = g.bias_type == GemmElem::kBFloat16;
+  o.bias = g.bias ? static_cast<const unsigned char*>(g.bias) + (o.bias_bf16 ? 2 : 4) * n0 : nullptr;
+  o.w_in = o.w_out = nullptr;
+  o.ldw = 0;
+  o.last = first_lanes(nw - (nb - 1) * 16);
+  return o;
 }
 
 // op(B) packed for the whole call: column panel jp is a [ceil(k / 2)][np]
@@ -379,45 +294,120 @@ EMBER_TARGET_BF16 void run_task(const BgemmArgs& g, const PackedB& pb, int64_t r
     }
     for (int64_t jp = jp0; jp < jp1; ++jp) {
       const int64_t n0 = jp * kPanelN, nw = std::min(kPanelN, g.n - n0), nb = (nw + 15) / 16;
-      Out<CT> o;
-      o.c = static_cast<CT*>(g.c) + r0 * g.ldc + n0;
-      o.ldc = g.ldc;
-      o.alpha = g.alpha;
-      o.beta = g.beta;
-      o.bias_bf16 = g.bias_type == GemmElem::kBFloat16;
-      o.bias = g.bias ? static_cast<const unsigned char*>(g.bias) + (o.bias_bf16 ? 2 : 4) * n0 : nullptr;
+      Out<CT> o = out_at<CT>(g, r0, n0, nw, nb);
       o.w_in = pass > 0 ? w + (jp - jp0) * kPanelN : nullptr;
       o.w_out = pass + 1 < passes ? w + (jp - jp0) * kPanelN : nullptr;
       o.ldw = ldw;
-      o.last = first_lanes(nw - (nb - 1) * 16);
       const uint32_t* bp = pb.panel(jp) + (k0 / 2) * nb * 16;
       // A packed copy has whole pairs (the last one zero-padded); A read in
       // place gives its odd last element alone.
       const bool odd = !pack_a && kw % 2 != 0;
       const int64_t kq = pack_a ? (kw + 1) / 2 : kw / 2;
-      switch (nb) {
-        case 1:
-          rows<1, CT>(mrows, kq, odd, a, ars, aqs, bp, o);
-          break;
-        case 2:
-          rows<2, CT>(mrows, kq, odd, a, ars, aqs, bp, o);
-          break;
-        case 3:
-          rows<3, CT>(mrows, kq, odd, a, ars, aqs, bp, o);
-          break;
-        default:
-          rows<4, CT>(mrows, kq, odd, a, ars, aqs, bp, o);
-          break;
-      }
+      rows_any<CT>(nb, mrows, kq, odd, a, ars, aqs, bp, o);
     }
   }
 }
+// The short path: products of at most kShortM rows (a batch of tokens
+// against a weight, whose packing is a large part of the call: each packed
+// element of op(B) serves only m rows). A is made readable once for the
+// call (read in place, or a copy shared by the tasks); a task then takes
+// whole panels with all the rows, packs each pass of a panel just before
+// its blocks run over it (64 KB at most, from L1 and L2), and asks for the
+// next pass's lines of op(B) while they do. Packing everything first, as
+// taller products do, read a weight left in memory by a training step
+// with no arithmetic to hide its misses, and wrote the packed copy out to
+// be read back. Tasks in a chunk of the pool's run take consecutive
+// panels, so the lines asked for are the ones the same thread packs next.
+constexpr int64_t kShortM = 512;
+thread_local Scratch t_bpanel, t_ashared;
+
+template <class CT>
+EMBER_TARGET_BF16 void run_panels(const BgemmArgs& g, const uint16_t* a, int64_t ars, int64_t aqs, bool whole_pairs,
+                                  int64_t jp0, int64_t jp1) {
+  const int64_t passes = std::max<int64_t>(1, ceil_div(g.k, kPanelK)), bsz = g.b_type == GemmElem::kFloat32 ? 4 : 2;
+  auto* bp = static_cast<uint32_t*>(t_bpanel.get(sizeof(uint32_t) * (kPanelK / 2) * kPanelN));
+  auto* w = passes > 1 ? static_cast<float*>(t_work.get(sizeof(float) * g.m * kPanelN)) : nullptr;
+  // What packing panel jp's pass reads: rows of B along the inner dim (a
+  // transposed B) or across it.
+  auto source = [&](int64_t jp, int64_t pass) {
+    const int64_t n0 = jp * kPanelN, nw = std::min(kPanelN, g.n - n0);
+    const int64_t k0 = pass * kPanelK, kw = std::min(kPanelK, g.k - k0);
+    Fetch f;
+    f.p = static_cast<const unsigned char*>(g.b) + bsz * (g.trans_b ? n0 * g.ldb + k0 : k0 * g.ldb + n0);
+    f.stride = bsz * g.ldb;
+    f.runs = g.trans_b ? nw : kw;
+    f.lines = ceil_div(bsz * (g.trans_b ? kw : nw), 64);
+    return f;
+  };
+  for (int64_t jp = jp0; jp < jp1; ++jp) {
+    const int64_t n0 = jp * kPanelN, nw = std::min(kPanelN, g.n - n0), nb = (nw + 15) / 16;
+    for (int64_t pass = 0; pass < passes; ++pass) {
+      const int64_t k0 = pass * kPanelK, kw = std::min(kPanelK, g.k - k0);
+      pack(source(jp, pass).p, g.b_type, !g.trans_b, g.ldb, kw, nw, nb * 16, bp, nb * 16);
+      const Fetch next = pass + 1 < passes ? source(jp, pass + 1) : jp + 1 < jp1 ? source(jp + 1, 0) : Fetch{};
+      Out<CT> o = out_at<CT>(g, 0, n0, nw, nb);
+      o.w_in = pass > 0 ? w : nullptr;
+      o.w_out = pass + 1 < passes ? w : nullptr;
+      o.ldw = kPanelN;
+      // A's pairs from k0 on; a copy has whole pairs (the last one
+      // zero-padded), A read in place gives its odd last element alone.
+      const bool odd = !whole_pairs && kw % 2 != 0;
+      rows_any<CT>(nb, g.m, whole_pairs ? (kw + 1) / 2 : kw / 2, odd, a + (k0 / 2) * aqs, ars, aqs, bp, o, next);
+    }
+  }
+}
+
+EMBER_TARGET_BF16 void short_path(const BgemmArgs& g, int64_t panels, bool parallel) {
+  const uint16_t* a;
+  int64_t ars, aqs;
+  bool whole_pairs = true;
+  const int64_t groups = ceil_div(g.m, 16), grain = parallel ? 1 : std::max<int64_t>(groups, panels);
+  if (!g.trans_a && g.a_type == GemmElem::kBFloat16) {
+    a = static_cast<const uint16_t*>(g.a);
+    ars = g.lda;
+    aqs = 2;
+    whole_pairs = false;
+  } else if (!g.trans_a) {  // float32 rows rounded to bf16, each padded to whole pairs
+    const int64_t kp = (g.k + 1) / 2 * 2;
+    auto* ap = static_cast<uint16_t*>(t_ashared.get(sizeof(uint16_t) * std::max<int64_t>(1, g.m * kp)));
+    parallel_for(0, groups, grain, [&](int64_t lo, int64_t hi) {
+      pack_rows(static_cast<const float*>(g.a) + lo * 16 * g.lda, g.lda, g.k, std::min(g.m, hi * 16) - lo * 16,
+                ap + lo * 16 * kp);
+    });
+    a = ap;
+    ars = kp;
+    aqs = 2;
+  } else {  // a transposed A's pairs interleaved, [pairs][mpad] words
+    const int64_t mpad = groups * 16, esz = g.a_type == GemmElem::kFloat32 ? 4 : 2;
+    auto* ap = static_cast<uint32_t*>(t_ashared.get(sizeof(uint32_t) * std::max<int64_t>(1, (g.k + 1) / 2 * mpad)));
+    parallel_for(0, groups, grain, [&](int64_t lo, int64_t hi) {
+      pack(static_cast<const unsigned char*>(g.a) + esz * lo * 16, g.a_type, true, g.lda, g.k,
+           std::min(g.m, hi * 16) - lo * 16, (hi - lo) * 16, ap + lo * 16, mpad);
+    });
+    a = reinterpret_cast<const uint16_t*>(ap);
+    ars = 2;
+    aqs = 2 * mpad;
+  }
+  parallel_for(0, panels, grain, [&](int64_t lo, int64_t hi) {
+    if (g.c_type == GemmElem::kFloat32)
+      run_panels<float>(g, a, ars, aqs, whole_pairs, lo, hi);
+    else
+      run_panels<uint16_t>(g, a, ars, aqs, whole_pairs, lo, hi);
+    t_work.trim();
+  });
+  t_ashared.trim();
+}
+
 }  // namespace
 
 namespace bgemm_detail {
 
 void bgemm_kernel(const BgemmArgs& g) {
   const int64_t panels = ceil_div(g.n, kPanelN), pairs = (g.k + 1) / 2;
+  const int threads = num_threads();
+  const bool parallel = threads > 1 && !in_parallel_region() && g.m * g.n * g.k >= kParallelWork;
+  // Short products that have panels enough to share among the threads.
+  if (g.m <= kShortM && (!parallel || panels >= 4 * int64_t(threads))) return short_path(g, panels, parallel);
   const int64_t passes = std::max<int64_t>(1, ceil_div(g.k, kPanelK));
   // Pack op(B) (in parallel when large). A transposed B (the weight in the
   // forward x W^T) is read along its rows: a task packs one panel's pass, 64
@@ -455,8 +445,6 @@ void bgemm_kernel(const BgemmArgs& g) {
   // not divide among the threads (GPT-2's 256 tokens, 3 row chunks, against
   // a 768-wide output, 3 groups of 4 panels, left one thread 5 tasks and the
   // other 4), and smaller tasks when there are fewer than the threads.
-  const int threads = num_threads();
-  const bool parallel = threads > 1 && !in_parallel_region() && g.m * g.n * g.k >= kParallelWork;
   const bool whole_rows = passes == 1 && (g.trans_a || g.a_type == GemmElem::kFloat32);
   int64_t chunk = kChunkM, col_groups = whole_rows ? 1 : std::max<int64_t>(1, ceil_div(panels, kGroupN));
   int64_t group = ceil_div(panels, col_groups);

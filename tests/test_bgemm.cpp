@@ -407,24 +407,31 @@ TEST_CASE("bgemm: split across the pool, the same bits as on one thread") {
   // Every element's sum runs in the same order whatever the split. The
   // shapes: two inner-dim passes; a packed A (transposed, as a weight
   // gradient's dY^T) in one pass, whose tasks take several column groups
-  // (m = 200) or all the panels (m = 1000); and an op(B) whose packed copy
-  // is larger than a thread's kept scratch (16384 x 600: 19.7 MB), twice, so
-  // the second call reuses the caching allocator's block.
+  // (m = 200) or all the panels (m = 1000); the short path (at most 512
+  // rows: panel by panel, A copied once) with a float32 A over three passes
+  // and odd k, and with 16384 columns; and a taller product whose packed
+  // op(B) is larger than a thread's kept scratch (16384 x 600: 19.7 MB),
+  // twice, so the second call reuses the caching allocator's block.
   ModeGuard guard;
   std::mt19937 rng(3);
   std::normal_distribution<float> nd;
   struct Shape {
     bool ta, tb;
     int64_t m, n, k;
+    bool a32 = false;  // A in float32 (its values bf16's)
   };
   for (const Shape sh :
        {Shape{false, false, 1000, 300, 700}, Shape{false, true, 1000, 300, 700}, Shape{true, false, 200, 700, 256},
-        Shape{true, true, 1000, 700, 300}, Shape{false, true, 4, 16384, 600}, Shape{false, true, 4, 16384, 600}}) {
+        Shape{true, true, 1000, 700, 300}, Shape{false, true, 300, 700, 1100, true},
+        Shape{false, false, 256, 600, 1025, true}, Shape{true, true, 256, 600, 1025, true},
+        Shape{false, true, 4, 16384, 600}, Shape{false, true, 600, 16384, 600}, Shape{false, true, 600, 16384, 600}}) {
     const int64_t m = sh.m, n = sh.n, k = sh.k;
-    INFO("m ", m, " n ", n, " k ", k, sh.ta ? " A^T" : " A", sh.tb ? " B^T" : " B");
+    INFO("m ", m, " n ", n, " k ", k, sh.ta ? " A^T" : " A", sh.tb ? " B^T" : " B", sh.a32 ? " float32 A" : "");
     std::vector<bf16> a(m * k), b(k * n);
     for (auto& x : a) x = bf16_from_float(nd(rng));
     for (auto& x : b) x = bf16_from_float(nd(rng));
+    std::vector<float> a32(sh.a32 ? m * k : 0);
+    for (size_t i = 0; i < a32.size(); ++i) a32[i] = bf16_to_float(a[i]);
     std::vector<float> c1(m * n), c2(m * n);
     BgemmArgs g;
     g.trans_a = sh.ta;
@@ -432,7 +439,8 @@ TEST_CASE("bgemm: split across the pool, the same bits as on one thread") {
     g.m = m;
     g.n = n;
     g.k = k;
-    g.a = a.data();
+    g.a = sh.a32 ? static_cast<const void*>(a32.data()) : a.data();
+    g.a_type = sh.a32 ? GemmElem::kFloat32 : GemmElem::kBFloat16;
     g.lda = sh.ta ? m : k;
     g.b = b.data();
     g.ldb = sh.tb ? k : n;
