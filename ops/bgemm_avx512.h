@@ -22,19 +22,23 @@
 /// these CPUs; the fallback keeps them. Beta, the bias and the rounding of C
 /// are ordinary float32 arithmetic on both.
 ///
-/// How (the kernel, ops/bgemm_kernel_avx512.cpp): `vdpbf16ps` multiplies pairs of
-/// bf16 along k and adds both products into one float32 lane. op(B) is packed
-/// once per call into column panels of 64 (4 vectors) whose k pairs are
-/// interleaved: word (q, j) holds B(2q, j) in its low half and B(2q+1, j) in
-/// its high half, a missing B(k, j) for odd k and missing columns zero. A's
-/// pairs are broadcast as 32-bit words: straight from a row-major bf16 A
-/// (an odd k's last element read alone: its neighbour is not its partner),
-/// else from a small per-task packed copy: a row-major float32 A's rows
-/// rounded to bf16 in their order, a transposed A's pairs interleaved. Blocks
-/// of 6 x 64 (8 x 16..48 for narrower panels) of C accumulate in registers;
-/// inner dims beyond 512 go panel by panel through a float32 workspace, so a
-/// bf16 C is still rounded once. Large products are cut into row chunks and
-/// column groups run on Ember's pool (parallel_for; inline when nested).
+/// How (the kernel, ops/bgemm_kernel_avx512.cpp; its packing in
+/// ops/bgemm_pack_avx512.h): `vdpbf16ps` multiplies pairs of bf16 along k
+/// and adds both products into one float32 lane. op(B) is packed into column
+/// panels of 64 (4 vectors) whose k pairs are interleaved: word (q, j) holds
+/// B(2q, j) in its low half and B(2q+1, j) in its high half, a missing
+/// B(k, j) for odd k and missing columns zero. A's pairs are broadcast as
+/// 32-bit words: straight from a row-major bf16 A (an odd k's last element
+/// read alone: its neighbour is not its partner), else from a packed copy: a
+/// row-major float32 A's rows rounded to bf16 in their order, a transposed
+/// A's pairs interleaved. Blocks of 6 x 64 (8 x 16..48 for narrower panels)
+/// of C accumulate in registers; inner dims beyond 512 go pass by pass
+/// through a float32 workspace, so a bf16 C is still rounded once. Products
+/// of at most 512 rows (a batch of tokens against a weight) copy A once, and
+/// each task packs its panels' passes of op(B) just before using them,
+/// asking for the next pass's lines while the blocks compute; taller ones
+/// pack all of op(B) first, then run row chunks x column groups (A packed
+/// per task). Tasks run on Ember's pool (parallel_for; inline when nested).
 ///
 /// Which path: the kernel when the CPU has AVX512_BF16 (CPUID, checked once)
 /// and it is not switched off; otherwise the fallback, which converts the

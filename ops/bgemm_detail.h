@@ -1,10 +1,10 @@
 /// \file
 /// What the bf16 GEMM's source files share; not part of the API (that is
-/// ops/bgemm_avx512.h). The GEMM is three files: ops/bgemm_avx512.cpp (the
+/// ops/bgemm_avx512.h). The GEMM is four files: ops/bgemm_avx512.cpp (the
 /// checks, the choice of path, the bf16 conversions and the float32
-/// fallback), ops/bgemm_kernel_avx512.cpp (the AVX512_BF16 kernel: packing,
-/// register blocks, tasks) and ops/bgemm_peak.cpp (the register-only peak
-/// loops). Here: the x86 switch and the kernel's target attribute, the
+/// fallback), ops/bgemm_kernel_avx512.cpp (the AVX512_BF16 kernel: register
+/// blocks and tasks), ops/bgemm_pack_avx512.h (its packing) and
+/// ops/bgemm_peak.cpp (the register-only peak loops). Here: the x86 switch and the kernel's target attribute, the
 /// parallel threshold, the per-thread scratch arrays, and the kernel's entry.
 #pragma once
 

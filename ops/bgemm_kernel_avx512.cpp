@@ -1,8 +1,8 @@
-// The bf16 GEMM's kernel on AVX512_BF16 (vdpbf16ps): op(B) packed into
-// pair-interleaved column panels, A read in place or packed per task, register
-// blocks of C, and the row-chunk x column-group tasks on the pool. The
+// The bf16 GEMM's kernel on AVX512_BF16 (vdpbf16ps): register blocks of C
+// against pair-interleaved panels of op(B), and the tasks on the pool (the
+// short path's panels with all the rows, or row chunks x column groups). The
 // interface and the layouts are described in ops/bgemm_avx512.h; bgemm()
-// in ops/bgemm_kernel_avx512.cpp calls bgemm_kernel() here when the CPU has the
+// in ops/bgemm_avx512.cpp calls bgemm_kernel() here when the CPU has the
 // instruction. The packing is in ops/bgemm_pack_avx512.h.
 //
 // Every kernel function carries EMBER_TARGET_BF16 (a function target
@@ -36,10 +36,7 @@ namespace ember::cpu {
 
 namespace {
 
-using bgemm_detail::ceil_div;
-using bgemm_detail::kParallelWork;
-using bgemm_detail::Scratch;
-using namespace bgemm_detail;  // the packing (ops/bgemm_pack_avx512.h)
+using namespace bgemm_detail;  // ceil_div, kParallelWork, Scratch; the packing (ops/bgemm_pack_avx512.h)
 
 // ---- the kernel ------------------------------------------------------------------
 
