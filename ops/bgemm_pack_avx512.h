@@ -29,7 +29,7 @@
 namespace ember::cpu::bgemm_detail {
 
 // Packing asks for each row's elements this far ahead of the ones it reads
-// (two panels' worth of a row-major B, eight 16 x 16 tiles of a transposed
+// (two panels' worth of a row-major B, four 32-element steps of a transposed
 // one). Packing reads a weight that a training step has left in memory, 32
 // (row-major) or 16 (transposed) rows at once; left to the hardware
 // prefetchers, GPT-2's c_fc weight came in at 9-11 GB/s (docs/PERFORMANCE.md,
@@ -86,50 +86,40 @@ EMBER_TARGET_BF16 void pack_kmajor(const T* src, int64_t ld, int64_t kw, int64_t
   }
 }
 
-// pack_kminor: element (p, i) = src[i * ld + p] (the inner dim is contiguous:
-// a transposed B, a row-major float32 A). 16 rows i at a time are loaded and
-// transposed in registers.
-EMBER_TARGET_BF16 void pack_kminor(const uint16_t* src, int64_t ld, int64_t kw, int64_t iw, int64_t ipad, uint32_t* dst,
-                                   int64_t dld) {
-  for (int64_t i0 = 0; i0 < ipad; i0 += 16) {
-    const int64_t rows = std::min<int64_t>(16, iw - i0);
-    for (int64_t p0 = 0; p0 < kw; p0 += 32) {
-      // 32 bf16 along p are 16 words: a 16 x 16 transpose of words gives
-      // word column w = pair p0 / 2 + w across the 16 rows.
-      const int64_t pw = std::min<int64_t>(32, kw - p0);
-      const __mmask32 pm = pw >= 32 ? ~__mmask32(0) : static_cast<__mmask32>((1u << pw) - 1);
-      __m512 r[16];
-      for (int64_t j = 0; j < 16; ++j)
-        r[j] = j < rows ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(pm, src + (i0 + j) * ld + p0))
-                        : _mm512_setzero_ps();
-      transpose16(r);
-      for (int64_t w = 0; w < (pw + 1) / 2; ++w)
-        _mm512_store_si512(dst + (p0 / 2 + w) * dld + i0, _mm512_castps_si512(r[w]));
-    }
-  }
+// 32 elements of a row (pw of them, the rest zero) as 16 words of bf16
+// pairs: loaded as they are, or rounded from float32.
+EMBER_TARGET_BF16 inline __m512 row_pairs(const uint16_t* s, int64_t pw) {
+  const __mmask32 pm = pw >= 32 ? ~__mmask32(0) : static_cast<__mmask32>((1u << pw) - 1);
+  return _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(pm, s));
 }
-EMBER_TARGET_BF16 void pack_kminor(const float* src, int64_t ld, int64_t kw, int64_t iw, int64_t ipad, uint32_t* dst,
+EMBER_TARGET_BF16 inline __m512 row_pairs(const float* s, int64_t pw) {
+  const __m256i lo = round_to_bf16(_mm512_maskz_loadu_ps(first_lanes(pw), s));
+  const __m256i hi = round_to_bf16(_mm512_maskz_loadu_ps(first_lanes(pw - 16), s + 16));
+  return _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+}
+
+// pack_kminor: element (p, i) = src[i * ld + p] (the inner dim is contiguous:
+// a transposed B, a row-major float32 A). 16 rows i at a time: 32 elements
+// along p of each are 16 words (a float32 source rounded first), and a
+// 16 x 16 transpose of words gives word column w = pair p0 / 2 + w across
+// the 16 rows (transposing the floats instead took two transposes per 32).
+template <class T>
+EMBER_TARGET_BF16 void pack_kminor(const T* src, int64_t ld, int64_t kw, int64_t iw, int64_t ipad, uint32_t* dst,
                                    int64_t dld) {
   for (int64_t i0 = 0; i0 < ipad; i0 += 16) {
     const int64_t rows = std::min<int64_t>(16, iw - i0);
     for (int64_t p0 = 0; p0 < kw; p0 += 32) {
-      // 32 floats along p of each row, rounded first: 16 words, one per
-      // pair, so one 16 x 16 transpose of words serves 32 elements (as for
-      // a bf16 source above) where transposing the floats took two.
       const int64_t pw = std::min<int64_t>(32, kw - p0);
-      const __mmask16 m0 = first_lanes(pw), m1 = first_lanes(pw - 16);
       __m512 r[16];
       for (int64_t j = 0; j < 16; ++j) {
         if (j >= rows) {
           r[j] = _mm512_setzero_ps();
           continue;
         }
-        const float* s = src + (i0 + j) * ld + p0;
-        _mm_prefetch(reinterpret_cast<const char*>(s + kPrefetchAhead), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(s + kPrefetchAhead + 16), _MM_HINT_T0);
-        const __m256i lo = round_to_bf16(_mm512_maskz_loadu_ps(m0, s));
-        const __m256i hi = round_to_bf16(_mm512_maskz_loadu_ps(m1, s + 16));
-        r[j] = _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+        const T* s = src + (i0 + j) * ld + p0;
+        for (size_t b = 0; b < 32 * sizeof(T); b += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(s + kPrefetchAhead) + b, _MM_HINT_T0);
+        r[j] = row_pairs(s, pw);
       }
       transpose16(r);
       for (int64_t w = 0; w < (pw + 1) / 2; ++w)
