@@ -34,7 +34,8 @@
 /// A's pairs interleaved. Blocks of 6 x 64 (8 x 16..48 for narrower panels)
 /// of C accumulate in registers; inner dims beyond 512 go pass by pass
 /// through a float32 workspace, so a bf16 C is still rounded once. Products
-/// of at most 512 rows (a batch of tokens against a weight) copy A once, and
+/// of at most 512 rows (a batch of tokens against a weight; on the pool,
+/// with at least 4 column panels per thread) copy A once, and
 /// each task packs its panels' passes of op(B) just before using them,
 /// asking for the next pass's lines while the blocks compute; taller ones
 /// pack all of op(B) first, then run row chunks x column groups (A packed

@@ -19,7 +19,6 @@
 #if EMBER_BGEMM_X86
 #include <immintrin.h>
 
-#include <ember/ops/avx512_bf16_round.h>  // round_to_bf16
 #include <ember/ops/bgemm_pack_avx512.h>
 // GCC 12's AVX-512 intrinsics pass an "undefined" vector as the unused merge
 // source of shifts, unpacks and extracts, which -Wmaybe-uninitialized reports
@@ -439,9 +438,9 @@ void bgemm_kernel(const BgemmArgs& g) {
   // gradient dY^T X packed dY^T again for every group of 4 panels, 3 times
   // over for GPT-2's c_fc and 12 for its c_proj, about a tenth of the bf16
   // training step's CPU time. Then more, evenly cut groups while the tasks do
-  // not divide among the threads (GPT-2's 256 tokens, 3 row chunks, against
-  // a 768-wide output, 3 groups of 4 panels, left one thread 5 tasks and the
-  // other 4), and smaller tasks when there are fewer than the threads.
+  // not divide among the threads (3 row chunks against 3 groups of 4 panels
+  // left one thread 5 tasks and the other 4), and smaller tasks when there
+  // are fewer than the threads.
   const bool whole_rows = passes == 1 && (g.trans_a || g.a_type == GemmElem::kFloat32);
   int64_t chunk = kChunkM, col_groups = whole_rows ? 1 : std::max<int64_t>(1, ceil_div(panels, kGroupN));
   int64_t group = ceil_div(panels, col_groups);

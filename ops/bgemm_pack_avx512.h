@@ -131,8 +131,8 @@ EMBER_TARGET_BF16 void pack_kminor(const T* src, int64_t ld, int64_t kw, int64_t
 // Packs op(X)'s inner-dim rows [0, kw) and outer indices [0, iw) (X already
 // offset to the block's corner) for the kernel: kmajor when X's inner dim is
 // its slow one.
-EMBER_TARGET_BF16 void pack(const void* x, GemmElem t, bool kmajor, int64_t ld, int64_t kw, int64_t iw, int64_t ipad,
-                            uint32_t* dst, int64_t dld) {
+EMBER_TARGET_BF16 inline void pack(const void* x, GemmElem t, bool kmajor, int64_t ld, int64_t kw, int64_t iw,
+                                   int64_t ipad, uint32_t* dst, int64_t dld) {
   if (t == GemmElem::kBFloat16) {
     const auto* s = static_cast<const uint16_t*>(x);
     kmajor ? pack_kmajor(s, ld, kw, iw, ipad, dst, dld) : pack_kminor(s, ld, kw, iw, ipad, dst, dld);
@@ -146,7 +146,7 @@ EMBER_TARGET_BF16 void pack(const void* x, GemmElem t, bool kmajor, int64_t ld, 
 // rounded to bf16 into dst as rows of (kw + 1) / 2 * 2 elements (a lone last
 // element's partner zero): the kernel reads a pair of A as one 32-bit word
 // anywhere, so a row-major copy needs no transpose.
-EMBER_TARGET_BF16 void pack_rows(const float* src, int64_t ld, int64_t kw, int64_t rows, uint16_t* dst) {
+EMBER_TARGET_BF16 inline void pack_rows(const float* src, int64_t ld, int64_t kw, int64_t rows, uint16_t* dst) {
   const int64_t kp = (kw + 1) / 2 * 2;
   for (int64_t r = 0; r < rows; ++r) {
     const float* s = src + r * ld;
