@@ -3,6 +3,7 @@
 // first, ties by index), without sorting the vocabulary.
 #include <ember/core/error.h>
 #include <ember/nn/gpt.h>
+#include <ember/ops/fast_math.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,25 +16,15 @@ namespace ember::nn {
 namespace {
 
 // The sampler's order: larger logits first, ties by index, NaN after every
-// number (a strict total order over token indices).
-struct Ranks {
-  const std::vector<double>& logits;
-  bool operator()(int64_t a, int64_t b) const {
-    const double x = logits[a], y = logits[b];
-    const bool nx = std::isnan(x), ny = std::isnan(y);
-    if (nx || ny) return nx && ny ? a < b : !nx;
-    return x > y || (x == y && a < b);
-  }
-};
-
-// A token that can be drawn: its logit (never NaN), its weight and index,
-// side by side, so the selections below walk contiguous memory instead of
-// gathering from the vocabulary-sized arrays.
+// number (a strict total order over token indices). A token that can be
+// drawn: its logit (never NaN), its weight and index, side by side, so the
+// selections below walk contiguous memory instead of gathering from the
+// vocabulary-sized arrays.
 struct Candidate {
   double x, p;
   int64_t i;
 };
-// Ranks' order among candidates.
+// The order among candidates.
 bool ranked_before(const Candidate& a, const Candidate& b) { return a.x > b.x || (a.x == b.x && a.i < b.i); }
 
 // Among c[0, n), the first in rank order at which the running sum of
@@ -108,24 +99,41 @@ int64_t draw_by_buckets(const std::vector<double>& logits, double temperature, d
   const int64_t V = static_cast<int64_t>(logits.size());
   thread_local std::vector<uint16_t> bucket;
   thread_local std::vector<Candidate> c;
+  thread_local std::vector<double> w;  // the tokens' weights
   bucket.resize(static_cast<size_t>(V));
-  double lowest = std::numeric_limits<double>::infinity();  // the smallest finite logit, the largest finite d
-  for (double l : logits)
-    if (std::isfinite(l)) lowest = std::min(lowest, l);
+  // The smallest finite logit, the largest finite d (x - x is 0 only for a finite x).
+  double lowest = std::numeric_limits<double>::infinity();
+  const double* l = logits.data();
+#pragma omp simd reduction(min : lowest)
+  for (int64_t i = 0; i < V; ++i) lowest = l[i] - l[i] == 0.0 && l[i] < lowest ? l[i] : lowest;
   const double spread = std::isfinite(lowest) ? mx - lowest / temperature : 0.0;
   const double scale = (kBuckets - 1) / std::clamp(spread, 1e-300, kMaxSpread);
-  double mass[kBuckets] = {};
+  // Every token's weight exp(x - mx) and bucket first, in a loop that
+  // vectorises (fast::exp_nonpos: std::exp, a call per token, took most of
+  // the draw); std::exp only for the tail below -708 that it returns as
+  // subnormals. Then each bucket's mass in two halves, even and odd tokens:
+  // neighbouring tokens often share a bucket, and one sum would wait on the
+  // last add.
+  w.resize(static_cast<size_t>(V));
+  double* wp = w.data();
+  uint16_t* bp = bucket.data();
+#pragma omp simd
   for (int64_t i = 0; i < V; ++i) {
-    const double l = logits[i];
-    if (std::isnan(l)) {
-      bucket[i] = kNoBucket;
-      continue;
-    }
-    const double x = l / temperature, d = mx - x;  // d >= 0; +inf for a -inf logit
-    const int b = d * scale < kBuckets - 1 ? static_cast<int>(d * scale) : kBuckets - 1;
-    bucket[i] = static_cast<uint16_t>(b);
-    mass[b] += std::exp(x - mx);  // exp(-d) exactly: x - mx == -(mx - x)
+    const double x = l[i] / temperature, d = mx - x;  // d >= 0; +inf for a -inf logit
+    wp[i] = fast::exp_nonpos(x - mx);                 // exp(-d) exactly: x - mx == -(mx - x)
+    const double bd = d * scale;
+    bp[i] = l[i] != l[i]        ? kNoBucket
+            : bd < kBuckets - 1 ? static_cast<uint16_t>(static_cast<int>(bd))
+                                : static_cast<uint16_t>(kBuckets - 1);
   }
+  double mass2[2][kBuckets] = {};
+  for (int64_t i = 0; i < V; ++i) {
+    if (bp[i] == kNoBucket) continue;
+    if (wp[i] == 0.0 && l[i] != -std::numeric_limits<double>::infinity()) wp[i] = std::exp(l[i] / temperature - mx);
+    mass2[i & 1][bp[i]] += wp[i];
+  }
+  double mass[kBuckets];
+  for (int b = 0; b < kBuckets; ++b) mass[b] = mass2[0][b] + mass2[1][b];
   double sum = 0;
   for (double m : mass) sum += m;
   double t = u * sum;
@@ -147,10 +155,7 @@ int64_t draw_by_buckets(const std::vector<double>& logits, double temperature, d
   }
   c.clear();
   for (int64_t i = 0; i < V; ++i)
-    if (bucket[i] == target) {
-      const double x = logits[i] / temperature;
-      c.push_back({x, std::exp(x - mx), i});
-    }
+    if (bucket[i] == target) c.push_back({logits[i] / temperature, w[static_cast<size_t>(i)], i});
   const int64_t n = static_cast<int64_t>(c.size());
   if (!past) {
     const int64_t at = select_mass(c, n, t);
@@ -165,12 +170,16 @@ int64_t draw_by_buckets(const std::vector<double>& logits, double temperature, d
 int64_t sample_token(const std::vector<double>& logits, const SampleOptions& o, double u) {
   const int64_t V = static_cast<int64_t>(logits.size());
   EMBER_CHECK(V > 0, ValueError, "sample_token: no logits");
-  const Ranks ranks{logits};
-  // The first of the largest (NaN after every number): greedy's token, and
-  // the first in the order the draw walks.
+  // The first of the largest (NaN after every number; all NaN gives token
+  // 0): greedy's token, and the first in the order the draw walks. The
+  // largest number in a loop that vectorises, then its first index.
+  const double* l = logits.data();
+  double top = -std::numeric_limits<double>::infinity();  // NaN compares false: never taken
+#pragma omp simd reduction(max : top)
+  for (int64_t i = 0; i < V; ++i) top = l[i] > top ? l[i] : top;
   int64_t best = 0;
-  for (int64_t i = 1; i < V; ++i)
-    if (ranks(i, best)) best = i;
+  while (best < V && !(l[best] == top)) ++best;
+  if (best == V) best = 0;  // all NaN
   if (o.temperature == 0.0) return best;
   const double mx = logits[best] / o.temperature;
   // All NaN, or all -inf: no distribution to draw from; the first token, as greedy.

