@@ -111,16 +111,16 @@ int64_t draw_by_buckets(const std::vector<double>& logits, double temperature, d
   // Every token's weight exp(x - mx) and bucket first, in a loop that
   // vectorises (fast::exp_nonpos: std::exp, a call per token, took most of
   // the draw); std::exp only for the tail below -708 that it returns as
-  // subnormals. Then each bucket's mass in two halves, even and odd tokens:
-  // neighbouring tokens often share a bucket, and one sum would wait on the
-  // last add.
+  // subnormals. Then each bucket's mass in two halves, even and odd tokens,
+  // so that two neighbouring tokens in one bucket do not wait on each
+  // other's add.
   w.resize(static_cast<size_t>(V));
   double* wp = w.data();
   uint16_t* bp = bucket.data();
 #pragma omp simd
   for (int64_t i = 0; i < V; ++i) {
     const double x = l[i] / temperature, d = mx - x;  // d >= 0; +inf for a -inf logit
-    wp[i] = fast::exp_nonpos(x - mx);                 // exp(-d) exactly: x - mx == -(mx - x)
+    wp[i] = fast::exp_nonpos(x - mx);                 // exp(-d): x - mx == -(mx - x) exactly
     const double bd = d * scale;
     bp[i] = l[i] != l[i]        ? kNoBucket
             : bd < kBuckets - 1 ? static_cast<uint16_t>(static_cast<int>(bd))
