@@ -155,7 +155,7 @@ int64_t draw_by_buckets(const std::vector<double>& logits, double temperature, d
   }
   c.clear();
   for (int64_t i = 0; i < V; ++i)
-    if (bucket[i] == target) c.push_back({logits[i] / temperature, w[static_cast<size_t>(i)], i});
+    if (bp[i] == target) c.push_back({l[i] / temperature, wp[i], i});
   const int64_t n = static_cast<int64_t>(c.size());
   if (!past) {
     const int64_t at = select_mass(c, n, t);

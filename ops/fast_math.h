@@ -126,7 +126,7 @@ EMBER_FAST_INLINE double exp_nonpos(double x) {
   p = p * r + 1.0;
   // 2^n, n in [-1022, 0], from the exponent field: n + 1023 sits in the low
   // bits of (n + 1023) + 2^52, and the shift drops that sum's own exponent.
-  double biased = (n + 1023.0) + 4503599627370496.0;
+  const double biased = (n + 1023.0) + 4503599627370496.0;
   uint64_t bits;
   std::memcpy(&bits, &biased, sizeof bits);
   const double y = p * bits_to_double(bits << 52);
