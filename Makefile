@@ -71,7 +71,7 @@ format-check: deps
 	  awk '$$2 != "total" && $$1 > 600 { print $$2 ": " $$1 " lines, over docs/STYLE.md'"'"'s 600"; bad = 1 } END { exit bad }'
 
 # The library, tests and apps built with AddressSanitizer (and LeakSanitizer)
-# and UndefinedBehaviorSanitizer at -O1, then every test; the first report
+# and UndefinedBehaviorSanitizer at -O0 -g1, then every test; the first report
 # fails. The caching allocator is off so that freed memory really is freed.
 test-sanitize: deps
 	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Sanitize -DEMBER_SANITIZE=address,undefined $(CMAKE_ARGS)
