@@ -2,21 +2,24 @@
 # The device check: on a machine with an NVIDIA GPU, in one run of a few
 # minutes, build Ember for the GPU present (or take binaries built
 # elsewhere), run the GPU test suite, time the benchmarks, train the demos
-# (eagerly and with --cuda-graph), and time llm.c's GPT-2 trainer beside Ember's GPT-2 step at the same size,
-# batch and context. Every figure goes to one file (FIGURES below), every
-# log beside it, so a short time on any GPU is enough to check it all.
+# (eagerly and with --cuda-graph), time llm.c's GPT-2 trainer beside Ember's GPT-2 step at the same size,
+# batch and context, and train both from the same weights on the same tokens
+# (tools/gpt2_compare_cuda.py). Every figure goes to one file (FIGURES
+# below), every log beside it, so a short time on any GPU is enough to check it all.
 #
-#   scripts/gpu_check.sh [--out DIR] [--prebuilt DIR] [--llmc DIR] [--text FILE] [--mnist DIR]
+#   scripts/gpu_check.sh [--out DIR] [--figures FILE] [--prebuilt DIR] [--llmc DIR] [--text FILE] [--mnist DIR]
 #                        [--gpt2-batch B] [--gpt2-seq T] [--skip-demos]
 #
 #   --out DIR       where the figures and logs go (default out/gpu_check)
+#   --figures FILE  the figures elsewhere (default DIR/figures.md)
 #   --prebuilt DIR  binaries built elsewhere: DIR/bin holds bench, ember_gpu_tests,
 #                   vit, attention_regression, seq2seq, gpt (an EMBER_CUDA=ON build for
 #                   this GPU's architecture) and optionally train_gpt2cu; DIR/lib the
 #                   shared libraries they need that this machine lacks (OpenBLAS);
 #                   DIR/data the llm.c token files. Without it the script builds
 #                   Ember into build-gpu (CMake, nvcc and Ember's packages needed).
-#   --llmc DIR      llm.c's source, to build train_gpt2cu (default ../shared/anchors/llm.c)
+#   --llmc DIR      llm.c's source, to build train_gpt2cu and for its make_inputs.py
+#                   (default ../shared/anchors/llm.c)
 #   --text FILE     the text whose bytes are the GPT-2 tokens of both trainers
 #                   (default ../shared/data/tinyshakespeare.txt)
 #   --mnist DIR     Fashion-MNIST for the ViT demo (default: the demo's own default)
@@ -29,6 +32,7 @@ set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="$here/out/gpu_check"
+figures=""
 prebuilt=""
 llmc="$here/../shared/anchors/llm.c"
 text="$here/../shared/data/tinyshakespeare.txt"
@@ -39,6 +43,7 @@ demos=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
+    --figures) figures="$2"; shift 2 ;;
     --prebuilt) prebuilt="$(cd "$2" && pwd)"; shift 2 ;;
     --llmc) llmc="$2"; shift 2 ;;
     --text) text="$2"; shift 2 ;;
@@ -50,7 +55,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 mkdir -p "$out" || exit 1
-FIGURES="$out/figures.md"
+FIGURES="${figures:-$out/figures.md}"
 : >"$FIGURES"
 say() { echo "$*" | tee -a "$FIGURES"; }
 failed=0
@@ -84,6 +89,14 @@ say ""
 if [[ -n "$prebuilt" ]]; then
   bin="$prebuilt/bin"
   export LD_LIBRARY_PATH="$prebuilt/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # cuBLAS (opened on the first GEMM) and the CUDA runtime come from this
+  # machine's toolkit, which may be missing from the loader's cache.
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    if compgen -G "$d/libcublas.so.*" >/dev/null; then
+      export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+      break
+    fi
+  done
   data="$prebuilt/data"
 else
   bin="$here/build-gpu/bin"
@@ -153,6 +166,16 @@ if [[ -x "$llmc_bin" && -f "$data/train.bin" ]]; then
   fi
 else
   say "    llm.c: not run (no train_gpt2cu or no token files)"
+fi
+say ""
+say "## GPT-2 124M, batch $B, context $T, bf16: 50 steps beside llm.c from the same weights on the same tokens"
+if [[ -x "$llmc_bin" && -f "$llmc/make_inputs.py" && -f "$text" ]] && command -v python3 >/dev/null; then
+  run gpt2_compare 300 python3 "$here/tools/gpt2_compare_cuda.py" --bench "$bin/bench" --llmc "$llmc_bin" \
+    --make-inputs "$llmc/make_inputs.py" --text "$text" --batch "$B" --seq "$T" --steps 50 --work "$out/gpt2_compare"
+  sed -n '/^GPT-2 124M, batch/,/^wrote/p' "$out/gpt2_compare.log" | sed 's/^/    /' | tee -a "$FIGURES"
+  rm -f "$out"/gpt2_compare/*.bin  # 750 MB of weights
+else
+  say "    not run (no train_gpt2cu, llm.c's make_inputs.py, the text or python3)"
 fi
 say ""
 

@@ -11,15 +11,8 @@
 # The inputs: llm.c's make_inputs.py writes the checkpoint (GPT-2's init,
 # llm.c's format, which Ember's bench and tools/gpt2_torch.py read too) and the
 # validation tokens (one token per byte of tinyshakespeare). The training
-# tokens are written here. train_gpt2.c's loader shuffles the batches of its
-# file (a Mersenne Twister seeded 42, numerically torch's, and a Fisher-Yates
-# pass over the batch indices) and reads batch j as tokens [j B T, j B T + B T
-# + 1). So its file holds N = --steps segments of B T tokens, each starting
-# with a newline, and a final newline: every batch is one segment plus a
-# newline as its last target, whatever the order. The order llm.c visits them
-# is computed here with the same generator, and Ember and PyTorch get a file
-# of the segments in that order, read without shuffling. A wrong order would
-# show as losses far apart.
+# tokens, and Ember's and PyTorch's copy of them in the order llm.c's loader
+# visits them, are written by tools/llmc_files.py.
 #
 # llm.c prints "step N: train loss L (took T ms)" per step; it is stopped
 # after step N-1 (its loop runs 40 steps, with a validation pass every 10 and
@@ -28,7 +21,7 @@
 # freed memory (tools/bench_compare.py's setting), at each --torch-threads
 # count; the fastest is its row. Exits 1 when Ember's losses are more than
 # 1e-3 from llm.c's.
-import argparse, json, os, random, re, shutil, statistics, subprocess, sys, time
+import argparse, json, os, re, shutil, statistics, subprocess, sys, time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ANCHOR = os.path.normpath(os.path.join(REPO, "..", "shared", "anchors", "llm.c"))
@@ -74,36 +67,7 @@ if not os.path.isfile(TEXT):
 if not os.access(bench, os.X_OK):
     sys.exit(f"gpt2_compare: {bench} is missing: build it first (cmake --build {a.build} --target bench)")
 os.makedirs(work, exist_ok=True)
-
-
-def mt19937(seed):
-    """A Mersenne Twister seeded as torch's manual_seed (init_genrand), as Python's Random."""
-    s = [seed & 0xFFFFFFFF]
-    for j in range(1, 624):
-        s.append((1812433253 * (s[-1] ^ (s[-1] >> 30)) + j) & 0xFFFFFFFF)
-    r = random.Random()
-    r.setstate((3, tuple(s) + (624,), None))
-    return r
-
-
-assert mt19937(137).getrandbits(32) == 4053805790  # torch.manual_seed(137); torch.randint(0, 2**32 - 1, [1])
-
-
-def llmc_order(n):
-    """The batch indices train_gpt2.c's loader visits in its first epoch over n batches."""
-    r, perm = mt19937(42), list(range(n))
-    for i in range(n - 1, 0, -1):
-        j = r.getrandbits(32) % (i + 1)
-        perm[i], perm[j] = perm[j], perm[i]
-    return perm
-
-
-def write_tokens(path, toks):
-    h = np.zeros(256, np.int32)
-    h[:3] = [20240520, 1, len(toks)]
-    with open(path, "wb") as f:
-        f.write(h.tobytes())
-        f.write(np.asarray(toks, np.uint16).tobytes())
+from llmc_files import batch_files  # noqa: E402 (needs numpy)
 
 
 def cpu_seconds(pid):
@@ -153,20 +117,11 @@ rundir = os.path.join(work, "run")
 ckpt = os.path.join(rundir, "gpt2_124M.bin")
 if not os.path.exists(ckpt):
     subprocess.run([sys.executable, os.path.join(ANCHOR, "make_inputs.py"), TEXT, rundir], check=True)
-text = np.frombuffer(open(TEXT, "rb").read(), np.uint8).astype(np.uint16)
-segments, pos = [], 0
-for _ in range(N):
-    start = pos + int(np.argmax(text[pos:] == 10))  # the next newline
-    if text[start] != 10 or start + B * T > len(text):
-        sys.exit(f"gpt2_compare: {TEXT} has too few lines for {N} batches")
-    segments.append(text[start:start + B * T])
-    pos = start + B * T
-newline = np.array([10], np.uint16)
-write_tokens(os.path.join(rundir, "dev/data/tinyshakespeare/tiny_shakespeare_train.bin"),
-             np.concatenate(segments + [newline]))
-order = llmc_order(N)
+order = batch_files(TEXT, N, B, T, os.path.join(rundir, "dev/data/tinyshakespeare/tiny_shakespeare_train.bin"),
+                    os.path.join(work, "tokens_in_llmc_order.bin"))
+if order is None:
+    sys.exit(f"gpt2_compare: {TEXT} has too few lines for {N} batches")
 in_order = os.path.join(work, "tokens_in_llmc_order.bin")
-write_tokens(in_order, np.concatenate([segments[j] for j in order] + [newline]))
 
 STEP = re.compile(r"step (\d+): train loss ([-+0-9.eE]+|nan|inf) \(took ([0-9.]+) ms\)")
 

@@ -6,7 +6,10 @@
 // step 0 with no warm-up: each of --steps steps is timed, and its loss (the
 // forward pass before that step's update, as llm.c prints it) recorded.
 // --gpt2-recipe llmc is train_gpt2.c's optimizer: AdamW at lr 1e-4, betas
-// 0.9 / 0.999, eps 1e-8, no weight decay, no gradient clipping.
+// 0.9 / 0.999, eps 1e-8, no weight decay, no gradient clipping; llmc-cuda is
+// train_gpt2.cu's as tools/gpt2_compare_cuda.py runs it (-l 3e-4 -c 0): AdamW
+// at lr 3e-4, betas 0.9 / 0.95, eps 1e-8, no weight decay, the gradients'
+// norm clipped at 1.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -120,7 +123,7 @@ void Bench::gpt2_prepare() {
 // random tokens when no token file is given).
 void Bench::gpt2_run() {
   const int64_t B = gpt2_batch, T = gpt2_seq;
-  const bool llmc = gpt2_recipe == "llmc";
+  const bool llmc = gpt2_recipe == "llmc", llmc_cuda = gpt2_recipe == "llmc-cuda";
   std::shared_ptr<nn::GPT> model = std::move(gpt2_first_model);
   const int64_t V = model->cfg.vocab_size;
   std::vector<std::pair<Tensor, Tensor>> batches;
@@ -140,9 +143,10 @@ void Bench::gpt2_run() {
   char size_text[32];  // "124M", "0.0297M"
   std::snprintf(size_text, sizeof size_text, "%.3gM", static_cast<double>(model->num_parameters()) * 1e-6);
   const std::string size = size_text;
-  const std::string recipe = llmc ? "llm.c's train_gpt2.c: AdamW lr 1e-4, betas 0.9/0.999, eps 1e-8, no weight "
-                                    "decay, no clipping"
-                                  : "bench: AdamW lr 3e-4, no weight decay, clipping at 1";
+  const std::string recipe =
+      llmc        ? "llm.c's train_gpt2.c: AdamW lr 1e-4, betas 0.9/0.999, eps 1e-8, no weight decay, no clipping"
+      : llmc_cuda ? "llm.c's train_gpt2.cu: AdamW lr 3e-4, betas 0.9/0.95, eps 1e-8, no weight decay, clipping at 1"
+                  : "bench: AdamW lr 3e-4, no weight decay, clipping at 1";
   std::printf("\nGPT-2 %s training run from step 0, batch %lld, context %lld; %s\n", size.c_str(),
               static_cast<long long>(B), static_cast<long long>(T), recipe.c_str());
   for (const std::string& prec : precisions) {
@@ -150,12 +154,15 @@ void Bench::gpt2_run() {
     model->to(g_dev);
     model->train();
     const std::vector<Tensor> params = model->parameters();
-    optim::AdamW opt(
-        params, llmc ? optim::AdamWOptions{.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0}
-                     : optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.0});
+    optim::AdamW opt(params,
+                     llmc        ? optim::AdamWOptions{.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                                                       .weight_decay = 0.0}
+                     : llmc_cuda ? optim::AdamWOptions{.lr = 3e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                                                       .weight_decay = 0.0}
+                                 : optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.0});
     app::MixedPrecision mp(prec, g_dev.type);
     const std::string label =
-        "gpt2 " + size + " run T=" + std::to_string(T) + (llmc ? " llm.c recipe" : "") + (mp.low() ? " " + prec : "");
+        "gpt2 " + size + " run T=" + std::to_string(T) + (llmc ? " llm.c recipe" : llmc_cuda ? " llm.c cuda recipe" : "") + (mp.low() ? " " + prec : "");
     reset_peak_rss();
     reset_peak_memory_stats(g_dev);
     std::vector<double> ms, losses;

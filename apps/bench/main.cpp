@@ -38,7 +38,7 @@
 //
 //   build/bin/bench [--workload all|NAME] [--steps N] [--warmup N] [--threads K] [--device cpu|cuda]
 //                   [--precision fp32,bf16,fp16] [--json FILE]
-//   build/bin/bench --workload gpt2 [--gpt2-checkpoint FILE|DIR] [--gpt2-tokens FILE] [--gpt2-recipe bench|llmc]
+//   build/bin/bench --workload gpt2 [--gpt2-checkpoint FILE|DIR] [--gpt2-tokens FILE] [--gpt2-recipe bench|llmc|llmc-cuda]
 //                   [--gpt2-batch B] [--gpt2-seq T] [--steps N]
 //
 // --precision: the training steps (attention_regression, vit) in each listed
@@ -96,10 +96,11 @@ int main(int argc, char** argv) {
       "order: batch k is tokens [k B T, k B T + B T + 1), inputs and targets one apart; from step 0, each step's "
       "time and loss recorded"));
   cli.add_option("--gpt2-recipe", b.gpt2_recipe,
-                 "gpt2: bench (AdamW lr 3e-4, clipping at 1: the timing workload's) or llmc (llm.c's train_gpt2.c: "
-                 "AdamW lr 1e-4, betas 0.9/0.999, eps 1e-8, no weight decay, no clipping; a run from step 0 as "
-                 "with --gpt2-tokens)")
-      ->check(CLI::IsMember({"bench", "llmc"}));
+                 "gpt2: bench (AdamW lr 3e-4, clipping at 1: the timing workload's), llmc (llm.c's train_gpt2.c: "
+                 "AdamW lr 1e-4, betas 0.9/0.999, eps 1e-8, no weight decay, no clipping) or llmc-cuda (llm.c's "
+                 "train_gpt2.cu at -l 3e-4 -c 0: AdamW lr 3e-4, betas 0.9/0.95, eps 1e-8, no weight decay, clipping "
+                 "at 1); a run from step 0 as with --gpt2-tokens")
+      ->check(CLI::IsMember({"bench", "llmc", "llmc-cuda"}));
   cli.add_option("--graphs", b.graphs,
                  "on a GPU, also time each training step replayed as a CUDA graph (default true)");
   cli.add_flag("--profile", b.profile,

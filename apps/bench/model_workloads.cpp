@@ -283,9 +283,10 @@ void Bench::gpt_generate() {
 
 // A GPT-2 124M training step (12 layers, 12 heads, width 768, vocabulary
 // 50257, context gpt2_seq, batch gpt2_batch; no dropout; AdamW at lr 3e-4
-// without weight decay and clipping at 1, the defaults of llm.c's CUDA
-// trainer train_gpt2.cu; its CPU trainer train_gpt2.c runs lr 1e-4 without
-// clipping, --gpt2-recipe llmc in gpt2_files.cpp), on random tokens: the
+// without weight decay and clipping at 1, as llm.c's CUDA trainer
+// train_gpt2.cu runs by default, with PyTorch's betas where it takes 0.9 /
+// 0.95: --gpt2-recipe llmc-cuda in gpt2_files.cpp has those; its CPU trainer
+// train_gpt2.c runs lr 1e-4 without clipping, --gpt2-recipe llmc), on random tokens: the
 // speed does not depend on them. Tokens per second as
 // llm.c prints them; FLOPs from the matmul counter (6 N per token for the
 // weights, plus attention's products).
