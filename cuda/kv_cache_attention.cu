@@ -2,21 +2,24 @@
 // cache over the keys 0 .. pos[b], the position read on the device (so a
 // captured graph replays it at every position).
 //
-// One launch. The keys 0 .. n - 1 (n = pos[b] + 1) of each (row, head) are
-// split into P ranges [c n / P, (c + 1) n / P), one block of kWarps warps
-// per (row, head, range), so that a batch of one still spreads over the
-// device (GPT-2 has 12 heads). In a block, warp w takes the 32-key tiles
-// w, w + kWarps, ... of the range: lane j scores key j0 + j (a dot product
-// over D against the query, held in shared memory as float32 / float64),
-// then the warp runs the online softmax on its tile (running max m and sum
-// l; when a tile raises the max from m to m', what was summed so far is
-// rescaled by exp(m - m')) and adds the tile's weighted value rows into its
-// own accumulator row in shared memory, lanes over the D columns (each value
-// row read once, coalesced). The block merges its warps' (m, l, acc), and
-// writes its range's (M, L, O) to a workspace; the last block to finish
-// (counted in the device's grid counter) merges the P ranges of every
-// (row, head) in range order, as the online softmax merges blocks:
+// The keys 0 .. n - 1 (n = pos[b] + 1) of each (row, head) are split into P
+// ranges [c n / P, (c + 1) n / P), one block of kWarps warps per (row,
+// head, range), so that a batch of one still spreads over the device (GPT-2
+// has 12 heads). In a block, warp w takes the 32-key tiles w, w + kWarps,
+// ... of the range: lane j scores key j0 + j (a dot product over D against
+// the query, held in shared memory as float32 / float64), then the warp runs
+// the online softmax on its tile (running max m and sum l; when a tile
+// raises the max from m to m', what was summed so far is rescaled by
+// exp(m - m')) and adds the tile's weighted value rows into its own
+// accumulator row in shared memory, lanes over the D columns (each value
+// row read once, coalesced). The block merges its warps' (m, l, acc). With
+// one range it writes the output; with more it writes its range's (M, L, O)
+// to a workspace, and a second launch, a block per (row, head) and a thread
+// per column, merges the P ranges in range order, as the online softmax
+// merges blocks:
 //   M = max_c M_c,  out = sum_c O_c exp(M_c - M) / sum_c L_c exp(M_c - M).
+// (Not the last block to finish, in the first launch: one block's dependent
+// loads over every (row, head) take about as long as the attention itself.)
 // The work follows the position, not the cache's length, and the result
 // does not depend on how the blocks were scheduled.
 #include <algorithm>
@@ -62,7 +65,7 @@ __device__ __forceinline__ int64_t visible_keys(const int64_t* pos, const Geom& 
 template <class T, class A>
 __global__ void kv_cache_attention_impl(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                         const int64_t* __restrict__ pos, T* __restrict__ out, A* __restrict__ part,
-                                        unsigned int* counter, Geom g, unsigned long long* err) {
+                                        Geom g, unsigned long long* err) {
   EMBER_DYNAMIC_SHARED(A, smem);
   const int64_t D = g.D, E = g.H * D;
   A* qs = smem;
@@ -121,6 +124,15 @@ __global__ void kv_cache_attention_impl(const T* __restrict__ q, const T* __rest
     A M = ninf, L = 0;
     for (int w = 0; w < kWarps; ++w) M = ml[w] > M ? ml[w] : M;
     for (int w = 0; w < kWarps; ++w) L += ml[w] == ninf ? A(0) : ml[kWarps + w] * fn::hd::exp(ml[w] - M);
+    if (g.P == 1) {  // the range is every visible key: the output itself
+      for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+        A o = 0;
+        for (int w = 0; w < kWarps; ++w)
+          if (ml[w] != ninf) o += acc[w * D + d] * fn::hd::exp(ml[w] - M);
+        out[b * E + h * D + d] = static_cast<T>(L == A(0) ? A(0) : o / L);
+      }
+      continue;
+    }
     A* pt = part + t * (D + 2);
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
       A o = 0;
@@ -130,14 +142,18 @@ __global__ void kv_cache_attention_impl(const T* __restrict__ q, const T* __rest
     }
     if (threadIdx.x == 0) pt[D] = M, pt[D + 1] = L;
   }
-  if (!last_block_to_arrive(counter)) return;
-  // volatile: read from memory (L2), not from a cache that may hold stale lines.
-  const volatile A* pv = part;
-  for (int64_t i = threadIdx.x; i < g.B * g.H * D; i += blockDim.x) {
-    const int64_t bh = i / D, d = i % D, b = bh / g.H, h = bh % g.H;
-    const volatile A* p0 = pv + bh * g.P * (D + 2);
-    A M = ninf;
-    for (int64_t c = 0; c < g.P; ++c) M = p0[c * (D + 2) + D] > M ? p0[c * (D + 2) + D] : M;
+}
+
+// The P ranges of (row, head) blockIdx.x merged in range order: thread d
+// (and d + blockDim.x, ...) writes column d of the output.
+template <class T, class A>
+__global__ void kv_cache_merge_impl(const A* __restrict__ part, T* __restrict__ out, Geom g) {
+  const int64_t D = g.D, E = g.H * D, bh = blockIdx.x, b = bh / g.H, h = bh % g.H;
+  const A ninf = -std::numeric_limits<A>::infinity();
+  const A* p0 = part + bh * g.P * (D + 2);
+  A M = ninf;
+  for (int64_t c = 0; c < g.P; ++c) M = p0[c * (D + 2) + D] > M ? p0[c * (D + 2) + D] : M;
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
     A L = 0, o = 0;
     for (int64_t c = 0; c < g.P; ++c) {
       const A mc = p0[c * (D + 2) + D];
@@ -148,7 +164,6 @@ __global__ void kv_cache_attention_impl(const T* __restrict__ q, const T* __rest
     }
     out[b * E + h * D + d] = static_cast<T>(L == A(0) ? A(0) : o / L);
   }
-  if (threadIdx.x == 0) *counter = 0u;  // zero for the next kernel that counts
 }
 
 // Key ranges per (row, head): enough blocks to spread a batch of one over a
@@ -179,11 +194,16 @@ void run(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos, i
   const int dev = q.device().index;
   unsigned long long* err = detail::graph_error_record(dev);  // null outside a capture
   const DType adt = std::is_same_v<A, double> ? DType::Float64 : DType::Float32;
-  Tensor part = empty({g.B * H * g.P * (g.D + 2)}, TensorOptions(adt, q.device()));
+  Tensor part = g.P > 1 ? empty({g.B * H * g.P * (g.D + 2)}, TensorOptions(adt, q.device())) : Tensor();
+  A* part_ptr = part.defined() ? static_cast<A*>(part.data_ptr()) : nullptr;
   EMBER_CUDA_LAUNCH((kv_cache_attention_impl<T, A>), blocks_for(g.B * H * g.P, 1, 65535), kWarps * 32,
                     shared_bytes<A>(g.D), dev, static_cast<const T*>(q.data_ptr()), static_cast<const T*>(k.data_ptr()),
-                    static_cast<const T*>(v.data_ptr()), pos.data<int64_t>(), static_cast<T*>(out.data_ptr()),
-                    static_cast<A*>(part.data_ptr()), grid_counter(dev), g, err);
+                    static_cast<const T*>(v.data_ptr()), pos.data<int64_t>(), static_cast<T*>(out.data_ptr()), part_ptr,
+                    g, err);
+  if (g.P > 1)
+    EMBER_CUDA_LAUNCH((kv_cache_merge_impl<T, A>), static_cast<unsigned>(g.B * H),
+                      static_cast<unsigned>(std::min<int64_t>(((g.D + 31) / 32) * 32, 256)), 0, dev, part_ptr,
+                      static_cast<T*>(out.data_ptr()), g);
 }
 
 void cuda_kv_cache_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos, int64_t H,
