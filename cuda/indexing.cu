@@ -1,13 +1,11 @@
 // CUDA kernels of ops/indexing.cpp: index checks, index_select (embedding's
-// forward), index_add (its backward), gather, scatter_add, one_hot; and of
-// ops/index_copy.cpp: index_copy_.
+// forward), gather, scatter_add, one_hot; and of ops/index_copy.cpp:
+// index_copy_. index_add (embedding's backward) is cuda/index_add.cu.
 //
-// The accumulating kernels (index_add, scatter_add) give each thread one
-// destination column and walk the index in increasing order, as the CPU
-// kernels do: no atomics, so sums are deterministic and equal to the CPU's
-// order. The price is parallelism limited to the number of columns (an
-// embedding backward runs one thread per embedding feature); a sort-based
-// kernel is the known improvement for huge vocabularies.
+// scatter_add gives each thread one destination column and walks the index
+// in increasing order, as the CPU kernel does: no atomics, so sums are
+// deterministic and equal to the CPU's order. The price is parallelism
+// limited to the number of columns; index_add sorts the index first.
 #include <limits>
 
 #include <ember/core/dtype_dispatch.h>
@@ -159,31 +157,6 @@ void cuda_index_copy(Tensor& self3, const Tensor& index, const Tensor& src3) {
   });
 }
 
-// out3[a, index[k], b] += src3[a, k, b]: thread (a, b) walks k in order.
-template <class T>
-__global__ void index_add_kernel_impl(T* __restrict__ out, const int64_t* __restrict__ idx, const T* __restrict__ src,
-                                      int64_t A, int64_t N, int64_t K, int64_t B, int64_t skip) {
-  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < A * B; c += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t a = c / B, b = c % B;
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t n = idx[k];
-      if (n == skip || n < 0 || n >= N) continue;
-      out[(a * N + n) * B + b] += src[(a * K + k) * B + b];
-    }
-  }
-}
-
-void cuda_index_add(Tensor& out3, const Tensor& index, const Tensor& src3, int64_t skip) {
-  const int64_t A = out3.size(0), N = out3.size(1), B = out3.size(2), K = index.numel();
-  if (A * B * K == 0) return;
-  dispatch_numeric(out3.dtype(), "index_add", [&](auto tag) {
-    using T = decltype(tag);
-    EMBER_CUDA_LAUNCH(index_add_kernel_impl<T>, blocks_for(A * B, kThreads, 8192), kThreads, 0, out3.device().index,
-                      static_cast<T*>(out3.data_ptr()), index.data<int64_t>(), static_cast<const T*>(src3.data_ptr()),
-                      A, N, K, B, skip);
-  });
-}
-
 // gather / scatter_add geometry: index's shape, and the contiguous strides
 // of the data tensor (which may be larger than index in the other dims).
 struct GatherDims {
@@ -292,7 +265,6 @@ void cuda_one_hot(const Tensor& index, Tensor& out) {
 EMBER_REGISTER_KERNEL(index_check_kernel, CUDA, cuda_index_check);
 EMBER_REGISTER_KERNEL(index_max_kernel, CUDA, cuda_index_max);
 EMBER_REGISTER_KERNEL(index_select_kernel, CUDA, cuda_index_select);
-EMBER_REGISTER_KERNEL(index_add_kernel, CUDA, cuda_index_add);
 EMBER_REGISTER_KERNEL(index_copy_kernel, CUDA, cuda_index_copy);
 EMBER_REGISTER_KERNEL(gather_kernel, CUDA, cuda_gather);
 EMBER_REGISTER_KERNEL(scatter_add_kernel, CUDA, cuda_scatter_add);

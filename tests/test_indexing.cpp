@@ -243,3 +243,40 @@ TEST_CASE("indexing: error messages name the op, the index and the size") {
   CHECK_THROWS_AS(one_hot(ints({}, {0})), ValueError);
   CHECK_THROWS_AS(one_hot(tensor({1.0})), DTypeError);
 }
+
+TEST_CASE("index_add and embedding's backward on CUDA: long, skewed indices give the CPU's bits") {
+  // Past 64 entries the CUDA kernel sorts the index by destination row (a
+  // radix pass per byte of the row count) and adds each row's run in
+  // increasing position, as the CPU does: the same bits, not just close.
+  if (!test::cuda_usable()) return;
+  const Device cuda("cuda");
+  Generator gen(11);
+  struct Shape3 {
+    int64_t N, K;
+  };
+  // One radix pass (N < 256), two, three (N > 65535); 65 entries, the first
+  // sorted length; rows drawn mostly from a few, as tokens are.
+  for (const Shape3 s : {Shape3{7, 5000}, Shape3{300, 3000}, Shape3{70000, 2000}, Shape3{50, 65}})
+    for (const DType dt : {DType::Float32, DType::Float64, DType::BFloat16, DType::Int64}) {
+      CAPTURE(s.N);
+      CAPTURE(s.K);
+      CAPTURE(dtype_name(dt));
+      const Tensor few = randint(0, std::min<int64_t>(s.N, 5), {s.K}, TensorOptions(kInt64), &gen);
+      const Tensor any = randint(0, s.N, {s.K}, TensorOptions(kInt64), &gen);
+      const Tensor pick = lt(rand({s.K}, TensorOptions(), &gen), 0.7);
+      const Tensor idx = where(pick, few, any);
+      const Tensor x = mul(randn({2, s.N, 33}, TensorOptions(), &gen), 8.0).to(dt);
+      const Tensor src = mul(randn({2, s.K, 33}, TensorOptions(), &gen), 8.0).to(dt);
+      const Tensor cpu = index_add(x, 1, idx, src);
+      const Tensor dev = index_add(x.to(cuda), 1, idx.to(cuda), src.to(cuda));
+      CHECK(max(abs(sub(dev.cpu().to(kFloat64), cpu.to(kFloat64)))).item<double>() == 0.0);
+    }
+  // embedding's backward skips its padding row.
+  const Tensor idx = randint(0, 9, {40, 100}, TensorOptions(kInt64), &gen);
+  const Tensor w0 = randn({9, 16}, TensorOptions(), &gen), up = randn({40, 100, 16}, TensorOptions(), &gen);
+  Tensor wc = w0.clone().requires_grad_(), wd = w0.to(cuda).requires_grad_();
+  autograd::backward({embedding(wc, idx, 3)}, {up});
+  autograd::backward({embedding(wd, idx.to(cuda), 3)}, {up.to(cuda)});
+  CHECK(max(abs(sub(wd.grad().cpu(), wc.grad()))).item<double>() == 0.0);
+  CHECK(max(abs(wd.grad().cpu().select(0, 3))).item<double>() == 0.0);
+}
