@@ -175,6 +175,7 @@ void gpt2_generate(Bench& b) {
   cfg.gelu = GeluApproximation::Tanh;
   Generator gen(5);
   nn::GPT m(cfg, &gen);
+  m.to(g_dev);
   m.eval();
   const int64_t weights = m.num_parameters() - m.wpe->weight.numel();
   std::printf(
@@ -249,6 +250,8 @@ void Bench::gpt_generate() {
     cfg.vocab_size = 65, cfg.block_size = T;
     Generator gen(1);
     nn::GPT m(cfg, &gen);
+    m.to(g_dev);
+    m.eval();
     for (int mode : {0, 1, 2}) {  // KV cache, KV cache in a CUDA graph, no cache
       if (mode == 1 && (!graphs || g_dev.is_cpu())) continue;
       nn::SampleOptions o;
