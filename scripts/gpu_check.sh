@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The device check: on a machine with an NVIDIA GPU, in one run of a few
 # minutes, build Ember for the GPU present (or take binaries built
-# elsewhere), run the GPU test suite, time the benchmarks, train the demos
-# (eagerly and with --cuda-graph), time llm.c's GPT-2 trainer beside Ember's GPT-2 step at the same size,
-# batch and context, and train both from the same weights on the same tokens
-# (tools/gpt2_compare_cuda.py). Every figure goes to one file (FIGURES
-# below), every log beside it, so a short time on any GPU is enough to check it all.
+# elsewhere), run the GPU test suite, time the benchmarks, time llm.c's
+# GPT-2 trainer beside Ember's GPT-2 step at the same size, batch and
+# context, train both from the same weights on the same tokens
+# (tools/gpt2_compare_cuda.py), profile the kernels in question with Nsight
+# Compute where it is present, and train the demos (eagerly and with
+# --cuda-graph). Every figure goes to one file (FIGURES below), every log
+# beside it, so a short time on any GPU is enough to check it all.
 #
 #   scripts/gpu_check.sh [--out DIR] [--figures FILE] [--prebuilt DIR] [--llmc DIR] [--text FILE] [--mnist DIR]
 #                        [--gpt2-batch B] [--gpt2-seq T] [--skip-demos]
@@ -144,8 +146,8 @@ say ""
 
 # --- benchmarks ---------------------------------------------------------------
 say "## Benchmarks (bench --device cuda; medians; launches per training step)"
-run bench 300 "$bin/bench" --device cuda --json "$out/bench.json"
-grep -E "^device|train step|launches per step|tokens/s|gpt generate|causal|of the bf16|cross_entropy|layer_norm|softmax|gelu" \
+run bench 300 "$bin/bench" --device cuda --profile --json "$out/bench.json"
+grep -E "^device|train step|launches per|tokens/s|generate|causal|of the bf16|cross_entropy|layer_norm|softmax|gelu" \
   "$out/bench.log" | sed 's/^/    /' | tee -a "$FIGURES"
 say ""
 say "## GPT-2 124M training, batch $B, context $T (Ember's step eagerly and as a CUDA graph: the \" graph\" rows)"
@@ -178,6 +180,24 @@ else
   say "    not run (no train_gpt2cu, llm.c's make_inputs.py, the text or python3)"
 fi
 say ""
+
+# --- kernel profiles ----------------------------------------------------------
+# Nsight Compute on one launch of each kernel whose time the figures above
+# question (the tensor-core attention far below its peak, layer_norm's
+# backward), where ncu reads the counters (clocks left alone).
+if command -v ncu >/dev/null; then
+  say "## Nsight Compute: one launch of each kernel"
+  for spec in tc_forward_kernel:causal_attention tc_dq_kernel:causal_attention tc_dkdv_kernel:causal_attention \
+    layer_norm_backward_fused_kernel:vit layer_norm_sums_kernel:vit; do
+    k="${spec%%:*}" w="${spec##*:}"
+    run "ncu_$k" 180 ncu --clock-control none -k "regex:$k" -c 1 --section SpeedOfLight --section Occupancy \
+      --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+      "$bin/bench" --device cuda --workload "$w" --steps 1 --warmup 0 --graphs false
+    grep -E "^  [a-z_]+.*\(|Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Block Size|Grid Size" \
+      "$out/ncu_$k.log" | head -14 | sed 's/^/    /' | tee -a "$FIGURES"
+  done
+  say ""
+fi
 
 # --- demos --------------------------------------------------------------------
 if [[ $demos -eq 1 ]]; then

@@ -154,15 +154,17 @@ void Bench::gpt2_run() {
     model->to(g_dev);
     model->train();
     const std::vector<Tensor> params = model->parameters();
-    optim::AdamW opt(params,
-                     llmc        ? optim::AdamWOptions{.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
-                                                       .weight_decay = 0.0}
-                     : llmc_cuda ? optim::AdamWOptions{.lr = 3e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                                                       .weight_decay = 0.0}
-                                 : optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.0});
+    optim::AdamW opt(
+        params, llmc ? optim::AdamWOptions{.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0}
+                : llmc_cuda
+                    ? optim::AdamWOptions{.lr = 3e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.0}
+                    : optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.0});
     app::MixedPrecision mp(prec, g_dev.type);
-    const std::string label =
-        "gpt2 " + size + " run T=" + std::to_string(T) + (llmc ? " llm.c recipe" : llmc_cuda ? " llm.c cuda recipe" : "") + (mp.low() ? " " + prec : "");
+    const std::string label = "gpt2 " + size + " run T=" + std::to_string(T) +
+                              (llmc        ? " llm.c recipe"
+                               : llmc_cuda ? " llm.c cuda recipe"
+                                           : "") +
+                              (mp.low() ? " " + prec : "");
     reset_peak_rss();
     reset_peak_memory_stats(g_dev);
     std::vector<double> ms, losses;

@@ -38,7 +38,8 @@
 //
 //   build/bin/bench [--workload all|NAME] [--steps N] [--warmup N] [--threads K] [--device cpu|cuda]
 //                   [--precision fp32,bf16,fp16] [--json FILE]
-//   build/bin/bench --workload gpt2 [--gpt2-checkpoint FILE|DIR] [--gpt2-tokens FILE] [--gpt2-recipe bench|llmc|llmc-cuda]
+//   build/bin/bench --workload gpt2 [--gpt2-checkpoint FILE|DIR] [--gpt2-tokens FILE] [--gpt2-recipe
+//   bench|llmc|llmc-cuda]
 //                   [--gpt2-batch B] [--gpt2-seq T] [--steps N]
 //
 // --precision: the training steps (attention_regression, vit) in each listed
