@@ -147,7 +147,7 @@ say ""
 # --- benchmarks ---------------------------------------------------------------
 say "## Benchmarks (bench --device cuda; medians; launches per training step)"
 run bench 300 "$bin/bench" --device cuda --profile --json "$out/bench.json"
-grep -E "^device|train step|launches per|tokens/s|generate|causal|of the bf16|cross_entropy|layer_norm|softmax|gelu" \
+grep -E "^device|train step|launches per|tokens/s|generate|causal|of the bf16|cross_entropy|layer_norm|softmax|gelu|GEMMs|8192|qkv|attn proj|mlp fc|mlp proj|lm_head" \
   "$out/bench.log" | sed 's/^/    /' | tee -a "$FIGURES"
 say ""
 say "## GPT-2 124M training, batch $B, context $T (Ember's step eagerly and as a CUDA graph: the \" graph\" rows)"

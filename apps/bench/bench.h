@@ -103,6 +103,7 @@ struct Bench {
   void adamw();
   // The workloads (kernel_workloads.cpp).
   void matmul_shapes();
+  void gpt2_gemms();  // on a GPU: GPT-2's bf16 products, the vocabulary's padded and not
   void bgemm_shapes();
   void kernels();
   void causal_attention();

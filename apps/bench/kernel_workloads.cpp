@@ -48,6 +48,47 @@ void Bench::matmul_shapes() {
     record("ember bmm scores 50x16 @ 16x50", b, time_steps(warmup, steps * 5, [&] { matmul(q, k); }),
            2.0 * b * 50 * 50 * 16 * 1e-9, 0);
   }
+  if (!g_dev.is_cpu()) gpt2_gemms();
+}
+
+// On a GPU: GPT-2 124M's products at batch 16, context 1024 (16,384 rows)
+// in bfloat16, each linear's forward y = x W^T and its backward dX = dY W,
+// dW = dY^T X, against a square 8192^3 product's rate. The vocabulary's
+// product twice: at 50,257 columns, where a bf16 row of the logits starts
+// on no 16-byte boundary, and padded to 50,304 (llm.c's padded vocabulary),
+// to tell what the alignment costs cuBLAS.
+void Bench::gpt2_gemms() {
+  std::printf("\nGPT-2 124M's GEMMs in bfloat16 (16384 rows), forward and backward; TFLOP/s\n");
+  std::printf("%-34s %9s %9s %9s\n", "product", "forward", "dX", "dW");
+  const auto tflops = [&](double flop, const std::function<void()>& f) {
+    return flop * 1e-12 / (time_steps(warmup, steps * 5, f).median_ms * 1e-3);
+  };
+  {
+    const Tensor a = randn({8192, 8192}, on_dev()).to(kBFloat16), b = randn({8192, 8192}, on_dev()).to(kBFloat16);
+    const double t = tflops(2.0 * 8192 * 8192 * 8192, [&] { matmul(a, b); });
+    std::printf("%-34s %9.1f\n", "square 8192^3 (reference)", t);
+    records.push_back({{"workload", "gemm bf16 8192^3"}, {"tflops", t}});
+  }
+  struct S {
+    const char* name;
+    int64_t n, k;
+  };
+  const int64_t m = 16384;
+  for (const S& s : {S{"attn qkv 768 -> 2304", 2304, 768}, S{"attn proj 768 -> 768", 768, 768},
+                     S{"mlp fc 768 -> 3072", 3072, 768}, S{"mlp proj 3072 -> 768", 768, 3072},
+                     S{"lm_head 768 -> 50257", 50257, 768}, S{"lm_head 768 -> 50304 (padded)", 50304, 768}}) {
+    const Tensor x = randn({m, s.k}, on_dev()).to(kBFloat16), w = randn({s.n, s.k}, on_dev()).to(kBFloat16);
+    const Tensor dy = randn({m, s.n}, on_dev()).to(kBFloat16);
+    const double flop = 2.0 * m * s.n * s.k;
+    const double fwd = tflops(flop, [&] { linear(x, w); });
+    const double dx = tflops(flop, [&] { matmul(dy, w); });
+    const double dw = tflops(flop, [&] { matmul(dy.t(), x); });
+    std::printf("%-34s %9.1f %9.1f %9.1f\n", s.name, fwd, dx, dw);
+    records.push_back({{"workload", std::string("gpt2 gemm bf16 ") + s.name},
+                       {"forward_tflops", fwd},
+                       {"dx_tflops", dx},
+                       {"dw_tflops", dw}});
+  }
 }
 
 // The bf16 GEMM kernel (bgemm_avx512.h) against the float32 kernel

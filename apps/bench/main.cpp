@@ -7,7 +7,8 @@
 //                         depth 4, 4 heads, MLP 128), batch 128
 //   conv                  conv2d forward+backward at the CNN teacher's shapes, and
 //                         the teacher's (nn::ResNet) training step, batch 128
-//   matmul                linear / bmm at the models' shapes, Ember and raw OpenBLAS
+//   matmul                linear / bmm at the models' shapes, Ember and raw OpenBLAS;
+//                         on a GPU also GPT-2's bf16 GEMMs (its vocabulary padded and not)
 //   bgemm                 the bf16 GEMM kernel against the float32 one at the models'
 //                         linear shapes, 1 thread, alternating, and against the bf16 peak
 //   kernels               softmax, layer_norm, gelu, cross_entropy forward and
