@@ -59,6 +59,12 @@ void Bench::matmul_shapes() {
 // to tell what the alignment costs cuBLAS.
 void Bench::gpt2_gemms() {
   std::printf("\nGPT-2 124M's GEMMs in bfloat16 (16384 rows), forward and backward; TFLOP/s\n");
+#if defined(EMBER_CUDA_EMULATE)
+  // The emulator's products are the CPU's, a teraflop each here: minutes
+  // per row for figures that say nothing of a GPU.
+  std::printf("(not on the SIMT emulator)\n");
+  return;
+#endif
   std::printf("%-34s %9s %9s %9s\n", "product", "forward", "dX", "dW");
   const auto tflops = [&](double flop, const std::function<void()>& f) {
     return flop * 1e-12 / (time_steps(warmup, steps * 5, f).median_ms * 1e-3);
