@@ -18,8 +18,9 @@
 // per column, merges the P ranges in range order, as the online softmax
 // merges blocks:
 //   M = max_c M_c,  out = sum_c O_c exp(M_c - M) / sum_c L_c exp(M_c - M).
-// (Not the last block to finish, in the first launch: one block's dependent
-// loads over every (row, head) take about as long as the attention itself.)
+// (Not the last block to finish, in the first launch: one block would read
+// every (row, head)'s ranges alone, as layer_norm's backward did at about
+// 0.5 ms a call on an H200.)
 // The work follows the position, not the cache's length, and the result
 // does not depend on how the blocks were scheduled.
 #include <algorithm>

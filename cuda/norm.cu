@@ -7,8 +7,8 @@
 //        mean's gradient; term 3: the variance's gradient;
 //   dw = sum over rows of g xhat,  db = sum over rows of g;
 // each block writes the dx of its rows and keeps partial dw, db; a second
-// launch sums the blocks' partials in block order (no float atomics, so the
-// sums are deterministic). bfloat16 and float16 compute in float32 with
+// launch sums the blocks' partials in an order fixed by the shape (no float
+// atomics, so the sums are deterministic). bfloat16 and float16 compute in float32 with
 // float32 statistics, rounded once on store.
 #include <algorithm>
 
