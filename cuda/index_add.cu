@@ -136,6 +136,11 @@ __global__ void radix_scatter_impl(const uint32_t* __restrict__ key, const uint3
 
 // Block p (and p + gridDim.x, ...): when sorted position p starts a run of
 // one destination row n, out3[a, n, :] += the run's src3 rows in order.
+// Each thread keeps kRunCols columns (c, c + blockDim.x, ...) in registers,
+// so a long run (a frequent token) has that many independent sums, and the
+// loads of several positions, in flight; each column's additions stay in
+// the run's order.
+constexpr int kRunCols = 4;
 template <class T>
 __global__ void run_sums_impl(T* __restrict__ out, const uint32_t* __restrict__ key, const uint32_t* __restrict__ val,
                               const T* __restrict__ src, int64_t A, int64_t N, int64_t K, int64_t B) {
@@ -144,12 +149,27 @@ __global__ void run_sums_impl(T* __restrict__ out, const uint32_t* __restrict__ 
     if (n == N || (p > 0 && key[p - 1] == n)) continue;  // skipped entries, or not a run's start
     int64_t end = p + 1;
     while (end < K && key[end] == n) ++end;
-    for (int64_t c = threadIdx.x; c < A * B; c += blockDim.x) {
-      const int64_t a = c / B, b = c % B;
-      T* dst = out + (a * N + n) * B + b;
-      T acc = *dst;
-      for (int64_t q = p; q < end; ++q) acc += src[(a * K + val[q]) * B + b];
-      *dst = acc;
+    for (int64_t c0 = 0; c0 < A * B; c0 += int64_t(blockDim.x) * kRunCols) {
+      T acc[kRunCols];
+      const T* from[kRunCols];
+      T* to[kRunCols];
+#pragma unroll
+      for (int j = 0; j < kRunCols; ++j) {
+        const int64_t c = c0 + threadIdx.x + int64_t(j) * blockDim.x, a = c / B, b = c % B;
+        to[j] = c < A * B ? out + (a * N + n) * B + b : nullptr;
+        from[j] = src + a * K * B + b;
+        acc[j] = to[j] ? *to[j] : T(0);
+      }
+#pragma unroll 4
+      for (int64_t q = p; q < end; ++q) {
+        const int64_t row = int64_t(val[q]) * B;
+#pragma unroll
+        for (int j = 0; j < kRunCols; ++j)
+          if (to[j]) acc[j] += from[j][row];
+      }
+#pragma unroll
+      for (int j = 0; j < kRunCols; ++j)
+        if (to[j]) *to[j] = acc[j];
     }
   }
 }

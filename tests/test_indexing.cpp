@@ -271,6 +271,12 @@ TEST_CASE("index_add and embedding's backward on CUDA: long, skewed indices give
       const Tensor dev = index_add(x.to(cuda), 1, idx.to(cuda), src.to(cuda));
       CHECK(max(abs(sub(dev.cpu().to(kFloat64), cpu.to(kFloat64)))).item<double>() == 0.0);
     }
+  {  // rows wider than a block's 256 threads x 4 columns
+    const Tensor idx = randint(0, 20, {300}, TensorOptions(kInt64), &gen);
+    const Tensor x = randn({1, 20, 1100}, TensorOptions(), &gen), src = randn({1, 300, 1100}, TensorOptions(), &gen);
+    const Tensor dev = index_add(x.to(cuda), 1, idx.to(cuda), src.to(cuda));
+    CHECK(max(abs(sub(dev.cpu(), index_add(x, 1, idx, src)))).item<double>() == 0.0);
+  }
   // embedding's backward skips its padding row.
   const Tensor idx = randint(0, 9, {40, 100}, TensorOptions(kInt64), &gen);
   const Tensor w0 = randn({9, 16}, TensorOptions(), &gen), up = randn({40, 100, 16}, TensorOptions(), &gen);
