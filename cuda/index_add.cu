@@ -34,7 +34,7 @@ constexpr int kThreads = 256;
 constexpr int64_t kSerialMax = 64;  // index entries the one-launch kernel takes
 constexpr int kDigits = 256;        // 8-bit digits
 constexpr int kSortBlock = 256;     // entries per block of a radix pass, one per thread
-constexpr int kScanThreads = 1024;
+constexpr int kScanThreads = 256;
 
 // out3[a, index[k], b] += src3[a, k, b]: thread (a, b) walks k in order.
 template <class T>
