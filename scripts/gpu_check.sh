@@ -14,7 +14,8 @@
 #
 #   --out DIR       where the figures and logs go (default out/gpu_check)
 #   --figures FILE  the figures elsewhere (default DIR/figures.md)
-#   --prebuilt DIR  binaries built elsewhere: DIR/bin holds bench, ember_gpu_tests,
+#   --prebuilt DIR  binaries built elsewhere (scripts/gpu_bundle.sh builds and packs
+#                   them, and prints the command for the GPU machine): DIR/bin holds bench, ember_gpu_tests,
 #                   vit, attention_regression, seq2seq, gpt (an EMBER_CUDA=ON build for
 #                   this GPU's architecture) and optionally train_gpt2cu; DIR/lib the
 #                   shared libraries they need that this machine lacks (OpenBLAS);

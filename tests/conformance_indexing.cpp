@@ -12,6 +12,11 @@ Register rows({
     {"index_select dim 1", {F({2, 4, 3}), I({6}, 0, 4)}, [](const In& x) { return index_select(x[0], 1, x[1]); }},
     {"index_select dim -1", {F({3, 5}), I({4}, 0, 5)}, [](const In& x) { return index_select(x[0], -1, x[1]); }},
     {"index_add", {F({4, 3}), F({6, 3}), I({6}, 0, 4)}, [](const In& x) { return index_add(x[0], 0, x[2], x[1]); }},
+    // Past 64 entries CUDA sorts the index by destination (cuda/index_add.cu).
+    {"index_add long index",
+     {F({7, 3}), F({150, 3}), I({150}, 0, 7)},
+     [](const In& x) { return index_add(x[0], 0, x[2], x[1]); }},
+    {"embedding long index", {F({9, 4}), I({10, 20}, 0, 9)}, [](const In& x) { return embedding(x[0], x[1]); }},
     {"gather dim 0", {F({4, 3}), I({5, 3}, 0, 4)}, [](const In& x) { return gather(x[0], 0, x[1]); }},
     {"gather dim 1 smaller index", {F({3, 5}), I({2, 7}, 0, 5)}, [](const In& x) { return gather(x[0], 1, x[1]); }},
     {"gather 3-D dim 1", {F({2, 4, 3}), I({2, 5, 2}, 0, 4)}, [](const In& x) { return gather(x[0], 1, x[1]); }},
