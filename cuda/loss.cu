@@ -111,8 +111,20 @@ __device__ __forceinline__ void reduce_rows_in_last_block(const A* loss, int64_t
   if (!*last) return;
   __threadfence();
   const volatile A* l = loss;  // other blocks' stores: from memory, not a stale cache
+  // Eight loads issued before their sums, so eight are in flight, not one
+  // (256 threads over 65,536 rows take 256 each); the additions keep the
+  // order r, so the sum's bits do not change.
+  constexpr int kAhead = 8;
   A s = 0;
-  for (int64_t r = threadIdx.x; r < R; r += blockDim.x) s += l[r];
+  int64_t r = threadIdx.x;
+  for (; r + (kAhead - 1) * int64_t(blockDim.x) < R; r += kAhead * int64_t(blockDim.x)) {
+    A v[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) v[u] = l[r + u * int64_t(blockDim.x)];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) s += v[u];
+  }
+  for (; r < R; r += blockDim.x) s += l[r];
   s = block_reduce(s, SumOp{}, A(0), scratch);
   if (threadIdx.x == 0) {
     *red.reduced = red.count ? s / A(*red.count) : s;

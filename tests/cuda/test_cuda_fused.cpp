@@ -213,6 +213,13 @@ TEST_CASE("cuda fused: cross_entropy's forward reduces its rows in its own launc
     CHECK(allclose(got, want, 1e-5, 1e-6));
     CHECK(equal(cross_entropy(xd, td, red, -100, 0.1).cpu(), got));  // the same bits again
   }
+  // More rows than eight a thread of the last block: its loads run ahead of the sum.
+  const Tensor xl = randn({5003, 40}, {}, &g), tl = randint(0, 40, {5003}, TensorOptions(kInt64), &g);
+  for (Reduction red : {Reduction::Mean, Reduction::Sum}) {
+    const Tensor got = cross_entropy(xl.to(kCuda), tl.to(kCuda), red).cpu();
+    CHECK(allclose(got, cross_entropy(xl, tl, red), 1e-5, 1e-5));
+    CHECK(equal(cross_entropy(xl.to(kCuda), tl.to(kCuda), red).cpu(), got));
+  }
 }
 
 TEST_CASE("cuda fused: a captured cross_entropy is two kernels, and checks its targets at every replay") {
