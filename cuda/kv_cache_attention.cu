@@ -125,23 +125,18 @@ __global__ void kv_cache_attention_impl(const T* __restrict__ q, const T* __rest
     A M = ninf, L = 0;
     for (int w = 0; w < kWarps; ++w) M = ml[w] > M ? ml[w] : M;
     for (int w = 0; w < kWarps; ++w) L += ml[w] == ninf ? A(0) : ml[kWarps + w] * fn::hd::exp(ml[w] - M);
-    if (g.P == 1) {  // the range is every visible key: the output itself
-      for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-        A o = 0;
-        for (int w = 0; w < kWarps; ++w)
-          if (ml[w] != ninf) o += acc[w * D + d] * fn::hd::exp(ml[w] - M);
-        out[b * E + h * D + d] = static_cast<T>(L == A(0) ? A(0) : o / L);
-      }
-      continue;
-    }
-    A* pt = part + t * (D + 2);
+    // With one range the merge is this block's own: O / L is the output.
+    A* pt = g.P == 1 ? nullptr : part + t * (D + 2);  // no workspace then
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
       A o = 0;
       for (int w = 0; w < kWarps; ++w)
         if (ml[w] != ninf) o += acc[w * D + d] * fn::hd::exp(ml[w] - M);
-      pt[d] = o;
+      if (!pt)
+        out[b * E + h * D + d] = static_cast<T>(L == A(0) ? A(0) : o / L);
+      else
+        pt[d] = o;
     }
-    if (threadIdx.x == 0) pt[D] = M, pt[D + 1] = L;
+    if (pt && threadIdx.x == 0) pt[D] = M, pt[D + 1] = L;
   }
 }
 

@@ -48,18 +48,7 @@ cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DCMAKE_
 cmake --build "$build" -j"$(nproc)" --target bench ember_gpu_tests vit attention_regression seq2seq gpt
 
 rm -rf "$out" && mkdir -p "$out/stage/bin" "$out/stage/lib" "$out/fashion-mnist"
-cp -r "$llmc_src" "$out/llmc" && chmod -R u+w "$out/llmc"  # the anchor is read-only
-# CUDA 13's cudaMemAdvise takes a cudaMemLocation where llm.c (2025) passes
-# a device id; the line is in its out-of-memory fallback.
-sed -i 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' \
-  "$out/llmc/llmc/cuda_utils.cuh"
-# llm.c's Makefile links NVML, which its code uses only where nvml.h is
-# found; a toolkit without that header has no library to link either.
-nvml=()
-[[ -e "$(dirname "$(command -v nvcc)")/../include/nvml.h" ]] && nvml=(-lnvidia-ml)
-(cd "$out/llmc" && nvcc --threads=0 -t=0 --use_fast_math -std=c++17 -O3 \
-  --generate-code "arch=compute_$arch,code=[compute_$arch,sm_$arch]" -DENABLE_BF16 train_gpt2.cu \
-  -lcublas -lcublasLt "${nvml[@]}" -o "$out/stage/bin/train_gpt2cu")
+"$here/scripts/build_llmc_cuda.sh" "$llmc_src" "$out/llmc" "$arch" "$out/stage/bin/train_gpt2cu"
 
 apps=(bench ember_gpu_tests vit attention_regression seq2seq gpt)
 for a in "${apps[@]}"; do cp "$build/bin/$a" "$out/stage/bin/"; done

@@ -59,7 +59,7 @@ while [[ $# -gt 0 ]]; do
 done
 mkdir -p "$out" || exit 1
 FIGURES="${figures:-$out/figures.md}"
-: >"$FIGURES"
+: >"$FIGURES" || exit 1
 say() { echo "$*" | tee -a "$FIGURES"; }
 failed=0
 # run NAME SECONDS CMD...: the command's output to $out/NAME.log; a failure
@@ -111,15 +111,7 @@ else
     attention_regression seq2seq gpt || exit 1
 fi
 if [[ ! -x "$bin/train_gpt2cu" && -d "$llmc" ]]; then
-  mkdir -p "$out/llmc" && cp -r "$llmc"/. "$out/llmc/"
-  # CUDA 13's cudaMemAdvise takes a cudaMemLocation where llm.c (2025) passes
-  # a device id; the line is in its out-of-memory fallback, never reached here.
-  if nvcc --version | grep -q 'release 1[3-9]'; then
-    sed -i 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' \
-      "$out/llmc/llmc/cuda_utils.cuh"
-  fi
-  run build_llmc 600 make -C "$out/llmc" train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 GPU_COMPUTE_CAPABILITY="$cc" &&
-    cp "$out/llmc/train_gpt2cu" "$out/train_gpt2cu"
+  run build_llmc 600 "$here/scripts/build_llmc_cuda.sh" "$llmc" "$out/llmc" "$cc" "$out/train_gpt2cu"
 fi
 llmc_bin="$bin/train_gpt2cu"
 [[ -x "$llmc_bin" ]] || llmc_bin="$out/train_gpt2cu"

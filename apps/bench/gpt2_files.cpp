@@ -31,6 +31,27 @@ namespace ember::bench {
 
 namespace {
 
+// --gpt2-recipe's optimizers (the flag's values are checked in main.cpp).
+struct Recipe {
+  const char* text;   // printed and recorded
+  const char* label;  // appended to the workload's name
+  optim::AdamWOptions adamw;
+  double clip;  // the gradients' norm clipped to this; 0: not clipped
+};
+Recipe recipe_named(const std::string& name) {
+  if (name == "llmc")
+    return {"llm.c's train_gpt2.c: AdamW lr 1e-4, betas 0.9/0.999, eps 1e-8, no weight decay, no clipping",
+            " llm.c recipe",
+            {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0},
+            0.0};
+  if (name == "llmc-cuda")
+    return {"llm.c's train_gpt2.cu: AdamW lr 3e-4, betas 0.9/0.95, eps 1e-8, no weight decay, clipping at 1",
+            " llm.c cuda recipe",
+            {.lr = 3e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.0},
+            1.0};
+  return {"bench: AdamW lr 3e-4, no weight decay, clipping at 1", "", {.lr = 3e-4, .weight_decay = 0.0}, 1.0};
+}
+
 // GPT-2 124M, the model when no checkpoint is given: its sizes and its tanh
 // GELU (the timing workload, model_workloads.cpp, keeps the exact one).
 nn::GPTConfig gpt2_124m() {
@@ -123,7 +144,7 @@ void Bench::gpt2_prepare() {
 // random tokens when no token file is given).
 void Bench::gpt2_run() {
   const int64_t B = gpt2_batch, T = gpt2_seq;
-  const bool llmc = gpt2_recipe == "llmc", llmc_cuda = gpt2_recipe == "llmc-cuda";
+  const Recipe recipe = recipe_named(gpt2_recipe);
   std::shared_ptr<nn::GPT> model = std::move(gpt2_first_model);
   const int64_t V = model->cfg.vocab_size;
   std::vector<std::pair<Tensor, Tensor>> batches;
@@ -143,28 +164,17 @@ void Bench::gpt2_run() {
   char size_text[32];  // "124M", "0.0297M"
   std::snprintf(size_text, sizeof size_text, "%.3gM", static_cast<double>(model->num_parameters()) * 1e-6);
   const std::string size = size_text;
-  const std::string recipe =
-      llmc        ? "llm.c's train_gpt2.c: AdamW lr 1e-4, betas 0.9/0.999, eps 1e-8, no weight decay, no clipping"
-      : llmc_cuda ? "llm.c's train_gpt2.cu: AdamW lr 3e-4, betas 0.9/0.95, eps 1e-8, no weight decay, clipping at 1"
-                  : "bench: AdamW lr 3e-4, no weight decay, clipping at 1";
   std::printf("\nGPT-2 %s training run from step 0, batch %lld, context %lld; %s\n", size.c_str(),
-              static_cast<long long>(B), static_cast<long long>(T), recipe.c_str());
+              static_cast<long long>(B), static_cast<long long>(T), recipe.text);
   for (const std::string& prec : precisions) {
     if (!model) model = gpt2_model();
     model->to(g_dev);
     model->train();
     const std::vector<Tensor> params = model->parameters();
-    optim::AdamW opt(
-        params, llmc ? optim::AdamWOptions{.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0}
-                : llmc_cuda
-                    ? optim::AdamWOptions{.lr = 3e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.0}
-                    : optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.0});
+    optim::AdamW opt(params, recipe.adamw);
     app::MixedPrecision mp(prec, g_dev.type);
-    const std::string label = "gpt2 " + size + " run T=" + std::to_string(T) +
-                              (llmc        ? " llm.c recipe"
-                               : llmc_cuda ? " llm.c cuda recipe"
-                                           : "") +
-                              (mp.low() ? " " + prec : "");
+    const std::string label =
+        "gpt2 " + size + " run T=" + std::to_string(T) + recipe.label + (mp.low() ? " " + prec : "");
     reset_peak_rss();
     reset_peak_memory_stats(g_dev);
     std::vector<double> ms, losses;
@@ -180,7 +190,7 @@ void Bench::gpt2_run() {
         const AutocastGuard region = mp.region();
         loss = model->loss(x, y);
       }
-      mp.backward_step(loss, opt, params, llmc ? 0.0 : 1.0);
+      mp.backward_step(loss, opt, params, recipe.clip);
       losses.push_back(loss.item<double>());  // reads the device: the step is done
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       if (s == 0) gflop = static_cast<double>(profiler::matmul_flops() - f0) * 1e-9;
@@ -197,7 +207,7 @@ void Bench::gpt2_run() {
     r["parameters"] = model->num_parameters();
     r["checkpoint"] = gpt2_checkpoint;
     r["tokens"] = gpt2_tokens;
-    r["recipe"] = recipe;
+    r["recipe"] = recipe.text;
     r["precision"] = prec;
     r["losses"] = losses;
     r["step_ms"] = ms;
