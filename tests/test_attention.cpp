@@ -47,7 +47,9 @@ TEST_CASE("MultiheadAttention: outputs, weights and gradients match PyTorch") {
               1e-7);
   const std::vector<double> want = {-0.0526363307, -0.2048893192, 0.3585527668, -0.1972311981};
   int k = 0;
-  for (auto& [n, p] : mha.named_parameters()) {
+  for (auto& entry : mha.named_parameters()) {
+    auto& n = entry.first;
+    auto& p = entry.second;
     const Tensor c = cos(arange(0, static_cast<double>(p.numel()), 1, kFloat32)).reshape(p.shape());
     CHECK_MESSAGE(std::fabs(sum(mul(p.grad(), c)).item<double>() - want[k]) < 1e-5, n);
     ++k;

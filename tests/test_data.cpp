@@ -121,7 +121,7 @@ TEST_CASE("IDX reader: corrupt files throw IOError naming the file and the fault
 
   // Count mismatch and out-of-range labels.
   auto [ip2, lp2] = write_mnist("seven", 7, 2, 2, false);
-  const std::string mismatch = error_of<IOError>([&, ip = ip] { read_idx_images(ip, lp2); });
+  const std::string mismatch = error_of<IOError>([&, ip = ip, lp = lp2] { read_idx_images(ip, lp); });
   CHECK(contains(mismatch, "6 images"));
   CHECK(contains(mismatch, "7 labels"));
   CHECK(contains(error_of<IOError>([&, ip = ip, lp = lp] { read_idx_images(ip, lp, 3); }), "label 3 at index 3"));

@@ -47,7 +47,10 @@ TEST_CASE("GPT: GPT-2 parameter names, one tied head, nanoGPT's init") {
   nn::GPTConfig nb = c;
   nb.bias = false;
   nn::GPT m2(nb);
-  for (auto& [n, p] : m2.named_parameters()) CHECK_MESSAGE(n.find("bias") == std::string::npos, n);
+  for (auto& entry : m2.named_parameters()) {
+    const std::string& n = entry.first;
+    CHECK_MESSAGE(n.find("bias") == std::string::npos, n);
+  }
   CHECK_THROWS_AS(nn::GPT(nn::GPTConfig{11, 8, 2, 3, 16}), ValueError);
 }
 
@@ -78,7 +81,9 @@ TEST_CASE("GPT: logits, loss and every parameter gradient match PyTorch") {
   CHECK(loss.item<double>() == doctest::Approx(get("loss").item<double>()).epsilon(1e-6));
   loss.backward();
   int checked = 0;
-  for (auto& [n, p] : m.named_parameters()) {
+  for (auto& entry : m.named_parameters()) {
+    auto& n = entry.first;
+    auto& p = entry.second;
     CHECK_MESSAGE(allclose(p.grad(), get("grad." + n), 1e-4, 1e-7), n);
     ++checked;
   }

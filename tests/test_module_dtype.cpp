@@ -35,8 +35,11 @@ TEST_CASE("Module::to(dtype) converts floating parameters and buffers in place, 
   CHECK(w.dtype() == kFloat64);
   CHECK(w.to_vector<double>() == before);  // float32 -> float64 is exact
   CHECK(w.requires_grad());
-  for (const auto& [n, t] : m.state_dict())
+  for (const auto& entry : m.state_dict()) {
+    const auto& n = entry.first;
+    const auto& t = entry.second;
     CHECK_MESSAGE(t.dtype() == (n == "1.num_batches_tracked" ? kInt64 : kFloat64), n);
+  }
   const Tensor y = m.forward(randn({5, 3}, kFloat64));
   CHECK(y.dtype() == kFloat64);
   m.to_bfloat16();
@@ -95,7 +98,10 @@ TEST_CASE("a bfloat16 model saved and loaded is bit-identical, dtype rules of lo
   a.to_bfloat16();
   nn::save(a, path);
   const StateDict file = load_safetensors(path);
-  for (const auto& [n, t] : file) CHECK_MESSAGE(t.dtype() == kBFloat16, n);
+  for (const auto& entry : file) {
+    const std::string& n = entry.first;
+    CHECK_MESSAGE(entry.second.dtype() == kBFloat16, n);
+  }
   nn::Sequential b({std::make_shared<nn::Linear>(5, 4), std::make_shared<nn::LayerNorm>(Shape{4})});
   b.to_bfloat16();
   nn::load(b, path);

@@ -35,7 +35,9 @@ std::vector<std::string> names_of(const nn::Module& m) {
 // Per parameter, sum(grad * cos(arange)) as tools/reference_rnn.py prints.
 void check_param_grads(const nn::Module& m, const std::vector<double>& want, double tol) {
   size_t k = 0;
-  for (auto& [n, p] : m.named_parameters()) {
+  for (auto& entry : m.named_parameters()) {
+    auto& n = entry.first;
+    auto& p = entry.second;
     REQUIRE(k < want.size());
     REQUIRE_MESSAGE(p.grad().defined(), n);
     const Tensor c = cos(arange(0, static_cast<double>(p.numel()), 1, kF64)).reshape(p.shape());

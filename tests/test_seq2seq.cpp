@@ -68,7 +68,10 @@ TEST_CASE("Seq2Seq: names, shapes, masked attention, teacher forcing = stepwise 
     model.train();
     model.zero_grad();
     cross_entropy(model.forward(src, lens, tgt_in).reshape({-1, 5}), randint(0, 5, {12})).backward();
-    for (auto& [n, p] : model.named_parameters()) CHECK_MESSAGE(p.grad().defined(), n);
+    for (auto& entry : model.named_parameters()) {
+      const std::string& n = entry.first;
+      CHECK_MESSAGE(entry.second.grad().defined(), n);
+    }
   }
   CHECK(test::contains(test::error_of<ValueError>([] {
                          nn::Seq2SeqOptions o = small(true);

@@ -27,7 +27,9 @@ void check_layer(bool norm_first, const std::vector<double>& y00, const std::vec
   check_close(y[1][2], y12, 5e-6);
   sum(mul(y, inp({2, 3, 8}, 1.0))).backward();
   size_t k = 0;
-  for (auto& [n, p] : layer.named_parameters()) {
+  for (auto& entry : layer.named_parameters()) {
+    auto& n = entry.first;
+    auto& p = entry.second;
     const Tensor c = cos(arange(0, static_cast<double>(p.numel()), 1, kFloat32)).reshape(p.shape());
     CHECK_MESSAGE(std::fabs(sum(mul(p.grad(), c)).item<double>() - grads[k]) < 2e-5, n);
     ++k;
@@ -150,7 +152,10 @@ TEST_CASE("VisionTransformer: weights from a PyTorch-made safetensors file give 
   CHECK(allclose(x.grad(), get("input.grad"), 1e-5, 1e-7));
   // float32 in a different summation order than PyTorch's: entries near zero
   // differ by a few ulp of the gradients' scale (about 1), hence atol 1e-6.
-  for (auto& [n, p] : vit.named_parameters()) CHECK_MESSAGE(allclose(p.grad(), get("grad." + n), 1e-5, 1e-6), n);
+  for (auto& entry : vit.named_parameters()) {
+    const std::string& n = entry.first;
+    CHECK_MESSAGE(allclose(entry.second.grad(), get("grad." + n), 1e-5, 1e-6), n);
+  }
 }
 
 TEST_CASE("TransformerEncoderLayer keeps head-averaged attention weights on request") {

@@ -55,7 +55,9 @@ void check_against_fixture(nn::Module& m, const Fixture& f, const std::vector<st
     CHECK_MESSAGE(allclose(x[i].grad(), f.get("grad.input." + inputs[i]), 1e-4, 1e-5), inputs[i]);
   // float32 in another summation order than PyTorch's: atol 1e-5 on
   // gradients of scale ~1.
-  for (auto& [n, p] : m.named_parameters()) {
+  for (auto& entry : m.named_parameters()) {
+    auto& n = entry.first;
+    auto& p = entry.second;
     REQUIRE_MESSAGE(p.grad().defined(), n);
     CHECK_MESSAGE(allclose(p.grad(), f.get("grad." + n), 1e-4, 1e-5), n);
   }
@@ -112,9 +114,11 @@ TEST_CASE("Transformer matches PyTorch: a PyTorch state dict loads by name, then
     // Every PyTorch key is one of ours and every one of ours is in the file.
     std::set<std::string> ours;
     for (auto& [n, t] : model.state_dict()) ours.insert(n);
-    for (auto& [k, t] : f.dict)
+    for (auto& entry : f.dict) {
+      auto& k = entry.first;
       if (k.rfind("input.", 0) != 0 && k.rfind("grad.", 0) != 0 && k.rfind("output", 0) != 0)
         CHECK_MESSAGE(ours.count(k), k);
+    }
     check_against_fixture(model, f, {"src", "tgt"}, [&](const std::vector<Tensor>& x) {
       return model.forward(x[0], x[1], Tensor(), src_kpm(), fixture_masks(pre_gelu));
     });

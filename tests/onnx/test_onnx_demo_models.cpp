@@ -54,7 +54,9 @@ void check_round_trip(nn::Module& native, const onnx::ForwardFn& fwd, const std:
   a.step();
   b.step();
   for (const auto& [name, t] : native.state_dict()) mine[name] = t;
-  for (const auto& [name, p] : params) {
+  for (const auto& entry : params) {
+    const std::string& name = entry.first;  // named copies: clang 14's lambdas cannot capture structured bindings
+    const Tensor& p = entry.second;
     REQUIRE_MESSAGE(mine.count(name), name);
     CHECK_MESSAGE(allclose(p, mine.at(name), 0.0, 1e-5), name);
   }

@@ -51,7 +51,9 @@ void check_adamw_step(nn::Module& native, const std::string& model, const Tensor
   std::map<std::string, Tensor> mine;
   for (const auto& [name, t] : native.state_dict()) mine[name] = t;
   std::vector<std::pair<std::string, Tensor>> pairs;
-  for (const auto& [name, p] : imported->named_parameters()) {
+  for (const auto& entry : imported->named_parameters()) {
+    const auto& name = entry.first;
+    const auto& p = entry.second;
     REQUIRE_MESSAGE(mine.count(name), "imported parameter ", name, " is not in the native state dict");
     CHECK(equal(p, mine.at(name)));
     pairs.emplace_back(name, p);
@@ -71,7 +73,10 @@ void check_adamw_step(nn::Module& native, const std::string& model, const Tensor
   step(native, native.forward(x));
   step(*imported, imported->forward(x));
   for (const auto& [name, t] : native.state_dict()) mine[name] = t;
-  for (const auto& [name, p] : pairs) CHECK_MESSAGE(allclose(p, mine.at(name), 0.0, 1e-5), name);
+  for (const auto& entry : pairs) {
+    const auto& name = entry.first;
+    CHECK_MESSAGE(allclose(entry.second, mine.at(name), 0.0, 1e-5), name);
+  }
 }
 
 Tensor eval_forward(nn::Module& m, const Tensor& x) {

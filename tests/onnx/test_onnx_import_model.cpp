@@ -97,7 +97,9 @@ TEST_CASE("onnx import model: gradients through the graph equal the native compu
 
   const std::vector<std::pair<std::string, Tensor>> native = {
       {"fc1.weight", w1}, {"fc1.bias", b1}, {"fc2.weight", w2}, {"fc2.bias", b2}};
-  for (const auto& [name, t] : native) {
+  for (const auto& entry : native) {
+    const auto& name = entry.first;
+    const auto& t = entry.second;
     INFO(name);
     REQUIRE(param(*model, name).grad().defined());
     test::check_close(param(*model, name).grad(), t.grad().to_vector<double>(), 1e-6);

@@ -73,7 +73,9 @@ TEST_CASE("onnx import torch: initializers keep PyTorch's state-dict names where
     INFO(name);
     check_near(ref(mine, name), ref(torch_params, name), 0, 0);
   }
-  for (const auto& [file_name, key] : m->state_dict_names()) {
+  for (const auto& entry : m->state_dict_names()) {
+    const auto& file_name = entry.first;
+    const auto& key = entry.second;
     INFO(file_name, " -> ", key);
     CHECK(key.find(':') == std::string::npos);
     CHECK(key.find('/') == std::string::npos);
@@ -86,7 +88,9 @@ TEST_CASE("onnx import torch: a loss through the imported encoder reaches every 
   const Tensor y = m->forward(ref(data, "x_b2"));
   sum(square(y)).backward();
   int with_grad = 0;
-  for (const auto& [name, p] : m->named_parameters()) {
+  for (const auto& entry : m->named_parameters()) {
+    const auto& name = entry.first;
+    const auto& p = entry.second;
     INFO(name);
     REQUIRE(p.grad().defined());
     const double norm = sum(square(p.grad())).item<double>();

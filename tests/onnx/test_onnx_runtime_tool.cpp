@@ -50,7 +50,9 @@ void check_node_test(const std::string& name, double tol) {
   REQUIRE(!expected.empty());
   const auto got = test::run_onnxruntime(dir + "/model.onnx", inputs);
   REQUIRE(got.size() == expected.size());
-  for (const auto& [out_name, want] : expected) {
+  for (const auto& entry : expected) {
+    const auto& out_name = entry.first;
+    const auto& want = entry.second;
     INFO(name, " output ", out_name);
     REQUIRE(got.count(out_name) == 1);
     const Tensor& g = got.at(out_name);
@@ -87,7 +89,7 @@ TEST_CASE("onnxruntime tool: other dtypes cross the tool (int32, bool, double, f
 
 TEST_CASE("onnxruntime tool: a missing input is a clear exception") {
   const auto [xn, x] = read_pb(kNode + "test_add/test_data_set_0/input_0.pb");
-  const std::string msg = test::error_of<test::OnnxRuntimeError>([&] {
+  const std::string msg = test::error_of<test::OnnxRuntimeError>([&, xn = xn, x = x] {
     test::run_onnxruntime(kNode + "test_add/model.onnx", {{xn, x}});
   });
   INFO(msg);
