@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #include <ember/core/dtype.h>
 #include <ember/core/error.h>
@@ -101,15 +103,25 @@ decltype(auto) dispatch_numeric_and_half(DType dt, const char* op, F&& f) {
 }
 
 /// Element conversion between any two element types, the 16-bit floats
-/// through float32 (as c10 converts them).
+/// through float32 (as c10 converts them). A floating value outside an
+/// integer type's range, NaN included, becomes the type's lowest value: what
+/// x86's truncating conversion (and so PyTorch's CPU cast) gives, where C++
+/// leaves the conversion undefined.
 template <class D, class S>
 EMBER_HD inline D convert_element(S v) {
-  if constexpr (is_half_v<S> && is_half_v<D>)
+  if constexpr (is_half_v<S> && is_half_v<D>) {
     return D(static_cast<float>(v));
-  else if constexpr (is_half_v<S>)
+  } else if constexpr (std::is_integral_v<D> && !std::is_same_v<D, bool> &&
+                       (is_half_v<S> || std::is_floating_point_v<S>)) {
+    using F = std::conditional_t<std::is_same_v<S, double>, double, float>;
+    const F f = static_cast<F>(v);
+    constexpr F lim = static_cast<F>(std::numeric_limits<D>::max()) + F(1);  // 2^63 for int64_t, exactly
+    return f >= -lim && f < lim ? static_cast<D>(f) : std::numeric_limits<D>::min();
+  } else if constexpr (is_half_v<S>) {
     return static_cast<D>(static_cast<float>(v));
-  else
+  } else {
     return static_cast<D>(v);
+  }
 }
 
 /// Calls f(T{}) with T = float, double, int64_t, bool, bfloat16 or float16.

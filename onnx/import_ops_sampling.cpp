@@ -7,6 +7,7 @@
 // reach X (not the grid or the boxes, which only steer the sampling).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <ember/onnx/import_ops.h>
 #include <ember/ops/elementwise.h>
@@ -37,6 +38,9 @@ Tensor gather_taps(const Tensor& rows, const std::vector<int64_t>& idx, const st
 // PyTorch's reflect_coordinates: x folded into [low, high] = [twice_low / 2, twice_high / 2].
 double reflect(double x, double twice_low, double twice_high) {
   if (twice_low == twice_high) return 0;
+  // NaN and +-inf fold to NaN (as in PyTorch, without its float-to-int
+  // conversion of them, which C++ leaves undefined).
+  if (!std::isfinite(x)) return std::numeric_limits<double>::quiet_NaN();
   const double lo = twice_low / 2, span = (twice_high - twice_low) / 2;
   x = std::fabs(x - lo);
   const double extra = std::fmod(x, span);

@@ -60,6 +60,18 @@ EMBER_FAST_INLINE float exp_reduced(float xc, float& n) {
   return p * r * r + r + 1.0f;
 }
 
+/// 2^n for an integral n in [-126, 127], from the exponent field: n + 127
+/// sits in the low bits of (n + 127) + 2^23, and the shift drops that sum's
+/// own exponent. Float arithmetic, not a float-to-int conversion, which would
+/// be undefined for the NaN an argument of NaN leaves in n (the callers
+/// return their NaN whatever this gives).
+EMBER_FAST_INLINE float pow2(float n) {
+  const float biased = (n + 127.0f) + 8388608.0f;
+  uint32_t bits;
+  std::memcpy(&bits, &biased, sizeof bits);
+  return bits_to_float(bits << 23);
+}
+
 /// exp, under 2 ulp, for finite x (overflow gives inf, underflow 0).
 EMBER_FAST_INLINE float expf(float x) {
   const float hi = 88.7228f, lo = -87.3365f;
@@ -69,10 +81,9 @@ EMBER_FAST_INLINE float expf(float x) {
   const float p = exp_reduced(xc, n);
   // 2^n through the exponent field, n in [-126, 128]; n = 128 (x at the top)
   // is taken as 2 * 2^127.
-  int32_t ni = static_cast<int32_t>(n);
-  const float twice = ni > 127 ? 2.0f : 1.0f;
-  ni = ni > 127 ? 127 : ni;
-  float y = p * bits_to_float(static_cast<uint32_t>(ni + 127) << 23) * twice;
+  const float twice = n > 127.0f ? 2.0f : 1.0f;
+  n = n > 127.0f ? 127.0f : n;
+  float y = p * pow2(n) * twice;
   y = x < lo ? 0.0f : y;
   y = x > hi ? __builtin_inff() : y;
   y = x != x ? x : y;
@@ -88,8 +99,7 @@ EMBER_FAST_INLINE float expf_nonpos(float x) {
   const float xc = x < lo ? lo : x;
   float n;
   const float p = exp_reduced(xc, n);
-  // n in [-126, 0]: 2^n straight from the exponent field.
-  const float y = p * bits_to_float(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
+  const float y = p * pow2(n);  // n in [-126, 0]
   return x < lo ? 0.0f : y;
 }
 
