@@ -44,8 +44,10 @@ double reflect(double x, double twice_low, double twice_high) {
   const double lo = twice_low / 2, span = (twice_high - twice_low) / 2;
   x = std::fabs(x - lo);
   const double extra = std::fmod(x, span);
-  const int64_t flips = static_cast<int64_t>(std::floor(x / span));
-  return flips % 2 == 0 ? extra + lo : span - extra + lo;
+  // The parity of the folds, in double: a coordinate far outside the image
+  // makes more folds than an integer holds.
+  const double flips = std::floor(x / span);
+  return std::fmod(flips, 2.0) == 0 ? extra + lo : span - extra + lo;
 }
 
 struct GridOptions {

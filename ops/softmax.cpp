@@ -121,6 +121,7 @@ void contiguous_row_softmax(const T* __restrict xr, T* __restrict yr, int64_t R,
 
 void cpu_softmax(const Tensor& x3, const Tensor& mask3, Tensor& y3, bool log) {
   const int64_t A = x3.size(0), R = x3.size(1), B = x3.size(2);
+  if (x3.numel() == 0) return;  // no rows, or rows of nothing (and no data pointer to offset)
   dispatch_floating(x3.dtype(), "softmax", [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(x3.data_ptr());

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include <ember/ember.h>
@@ -121,6 +122,13 @@ TEST_CASE("tensor: printing like PyTorch") {
 TEST_CASE("tensor: conversions and element access") {
   const Tensor f = tensor({1.7, -2.7});
   CHECK(f.to(kInt64).to_vector<int64_t>() == std::vector<int64_t>{1, -2});
+  // Outside int64's range, and NaN: the lowest int64 (x86's conversion, so
+  // PyTorch's CPU cast), where C++ leaves the conversion undefined.
+  const int64_t lowest = std::numeric_limits<int64_t>::min();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const DType dt : {kFloat32, kFloat64, kBFloat16})
+    CHECK(tensor({0x1p62, -0x1p63, 0x1p63, 1e30, -1e30, nan}).to(dt).to(kInt64).to_vector<int64_t>() ==
+          std::vector<int64_t>{int64_t(1) << 62, lowest, lowest, lowest, lowest, lowest});
   CHECK(f.to(kBool).to_vector<bool>() == std::vector<bool>{true, true});
   CHECK(tensor({3.0}).item<double>() == 3.0);
   CHECK(contains(error_of<ValueError>([&] { f.item(); }), "item"));
