@@ -11,8 +11,6 @@ include(${CMAKE_CURRENT_LIST_DIR}/consumer_common.cmake)
 # Ember::ember links (core, ops, nn, optim) and not ember_onnx: the same
 # sources the top-level build compiles, so what this checks is how a
 # sub-project configures and links.
-set(build "${WORK}/build")
-run(${CMAKE_COMMAND} -S "${SOURCE}" -B "${build}" -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Debug
-    -DCMAKE_CXX_FLAGS_DEBUG=-O0 "-DEMBER_SOURCE_DIR=${EMBER_SOURCE}" -DEMBER_CUDA=OFF)
-run(${CMAKE_COMMAND} --build "${build}" --target consumer --parallel 2)
-run("${build}/consumer")
+build_project("${SOURCE}" "${WORK}/build" TARGET consumer -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0
+              "-DEMBER_SOURCE_DIR=${EMBER_SOURCE}" -DEMBER_CUDA=OFF)
+run("${WORK}/build/consumer")

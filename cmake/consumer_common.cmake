@@ -11,10 +11,17 @@ function(run)
   endif()
 endfunction()
 
-# build_project(<source dir> <build dir> [cmake -D arguments...])
+# build_project(<source dir> <build dir> [TARGET <target>] [cmake -D arguments...])
+# TARGET builds that target and what it needs instead of everything.
 function(build_project source build)
-  run(${CMAKE_COMMAND} -S "${source}" -B "${build}" -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX} ${ARGN})
-  run(${CMAKE_COMMAND} --build "${build}" --parallel 2)
+  cmake_parse_arguments(ARG "" "TARGET" "" ${ARGN})
+  set(target_args)
+  if(ARG_TARGET)
+    set(target_args --target ${ARG_TARGET})
+  endif()
+  run(${CMAKE_COMMAND} -S "${source}" -B "${build}" -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX}
+      ${ARG_UNPARSED_ARGUMENTS})
+  run(${CMAKE_COMMAND} --build "${build}" ${target_args} --parallel 2)
 endfunction()
 
 file(REMOVE_RECURSE "${WORK}")
